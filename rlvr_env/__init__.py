@@ -1,0 +1,37 @@
+"""rlvr-env: Reinforcement Learning from Verifiable Rewards as Gymnasium environments.
+
+Importing the package registers the environments (``rlvr/Arithmetic-v0``, ...) with Gymnasium.
+This package needs only gymnasium and numpy.
+"""
+
+from gymnasium.envs.registration import register, registry
+
+from rlvr_env.envs import ArithmeticEnv, TokenEnv
+from rlvr_env.rewards import length_reward
+from rlvr_env.tasks import SPLITS, ArithmeticTask, Prompt, Task
+from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArithmeticEnv",
+    "ArithmeticTask",
+    "Grammar",
+    "Prompt",
+    "RewardWeights",
+    "SPLITS",
+    "Task",
+    "TokenEnv",
+    "Verdict",
+    "length_reward",
+    "verify",
+]
+
+
+def _register(env_id: str, entry_point: str, **kwargs: object) -> None:
+    # Re-importing (e.g. under importlib.reload) must not warn about overriding a registration.
+    if env_id not in registry:
+        register(id=env_id, entry_point=entry_point, **kwargs)  # type: ignore[arg-type]
+
+
+_register("rlvr/Arithmetic-v0", "rlvr_env.envs:ArithmeticEnv")

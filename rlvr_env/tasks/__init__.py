@@ -1,0 +1,6 @@
+"""Prompt families (tasks) that the token-emission environment runs on."""
+
+from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.base import SPLITS, Prompt, Task
+
+__all__ = ["ArithmeticTask", "Prompt", "SPLITS", "Task"]

@@ -1,0 +1,361 @@
+"""The verifier: a parser and exact evaluator for arithmetic answers. It never calls ``eval``/``exec``.
+
+A response is checked in three stages, each of which can reject it with a human-readable reason:
+
+1. **Lexing** (:func:`tokenize`): the text must be at most :data:`MAX_TEXT_CHARS` characters of the
+   ASCII alphabet ``0-9 + - * / ( )`` and spaces. Anything else (letters, ``.``, ``_``, non-ASCII digits
+   such as ``'٣'``, quotes, ...) is rejected by character and position, so no text that is code ever
+   reaches the parser. ``**`` is named as the power operator; leading zeros (``05``) are rejected.
+2. **Parsing** (:func:`parse_and_evaluate`): a recursive-descent parser for the grammar
+
+   ``expr := term (("+" | "-") term)*``,  ``term := atom (("*" | "/") atom)*``,
+   ``atom := NUMBER | "(" expr ")"``
+
+   restricted by a :class:`Grammar` (which operators exist, whether parentheses exist). ``*`` and ``/``
+   bind tighter than ``+`` and ``-``; equal precedence associates left. There is no unary minus.
+   Values are exact :class:`fractions.Fraction`; division by zero, or a non-integer quotient when the
+   grammar asks for integer division, makes the expression not well-formed.
+3. **Number use**: the numbers in the expression must be the prompt's numbers, each used exactly once
+   (or at most once, if the grammar says so).
+
+An expression is *well-formed* when it passes all three; it is *correct* when it is well-formed and its
+value equals the target. The reward is ``accuracy_weight * correct + format_weight * well_formed``
+(see :class:`RewardWeights`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Literal
+
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "MAX_NUMBER_DIGITS",
+    "Grammar",
+    "RewardWeights",
+    "Verdict",
+    "VerifierError",
+    "tokenize",
+    "parse_and_evaluate",
+    "verify",
+]
+
+#: Longest text the verifier reads; longer input is rejected unread (bounds time and recursion depth).
+MAX_TEXT_CHARS = 256
+#: Longest number literal; bounds the size of the integers the evaluator builds.
+MAX_NUMBER_DIGITS = 6
+
+_DIGITS = frozenset("0123456789")
+_OPERATORS = frozenset("+-*/")
+_PARENS = frozenset("()")
+_ALLOWED = _DIGITS | _OPERATORS | _PARENS | {" "}
+
+NumberUse = Literal["exactly_once", "at_most_once"]
+
+
+class VerifierError(ValueError):
+    """Raised internally when an expression is rejected; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """What answers a task admits.
+
+    Attributes:
+        operators: the binary operators that may appear, a subset of ``"+-*/"``.
+        parentheses: whether ``(`` and ``)`` may appear.
+        number_use: ``"exactly_once"``: every prompt number appears exactly once (the lesson's rule);
+            ``"at_most_once"``: each prompt number appears at most once, and at least one number appears.
+        integer_division: if True, ``a / b`` is only well-formed when ``b`` divides ``a`` exactly at that
+            point of the evaluation; otherwise division is exact over the rationals.
+    """
+
+    operators: frozenset[str] = frozenset("+*")
+    parentheses: bool = False
+    number_use: NumberUse = "exactly_once"
+    integer_division: bool = False
+
+    def __post_init__(self) -> None:
+        ops = frozenset(self.operators)
+        object.__setattr__(self, "operators", ops)
+        if not ops or not ops <= _OPERATORS:
+            raise ValueError(
+                f"Grammar.operators={sorted(ops)!r} must be a non-empty subset of {sorted(_OPERATORS)!r}"
+            )
+        if self.number_use not in ("exactly_once", "at_most_once"):
+            raise ValueError(
+                f"Grammar.number_use={self.number_use!r} must be 'exactly_once' or 'at_most_once'"
+            )
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights of the named reward parts; the episode reward is their weighted sum.
+
+    Defaults: ``accuracy=1.0`` is the signal we train for. ``format=0.1`` pays a grammatical answer a
+    tenth of a correct one: enough to pull a cold-start policy off malformed token soup (DeepSeek-R1's
+    format reward plays this role), small enough that a well-formed wrong answer is never close to a
+    right one, so "always answer something parseable" is not an attractive equilibrium.
+    """
+
+    accuracy: float = 1.0
+    format: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("accuracy", "format"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"reward weight {name}={value!r} must be a real number")
+            if not math.isfinite(float(value)):
+                raise ValueError(f"reward weight {name}={value!r} must be finite")
+            object.__setattr__(self, name, float(value))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the verifier says about one response.
+
+    ``parts`` are the weighted reward parts (``"accuracy"``, ``"format"``); ``reward == sum(parts)``.
+    ``value`` is the exact value when the expression parses and evaluates, else None; ``reason`` is None
+    for a correct answer and otherwise says why it is wrong or not well-formed.
+    """
+
+    reward: float
+    correct: bool
+    well_formed: bool
+    value: Fraction | None
+    reason: str | None
+    expression: str
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` into number, operator and parenthesis tokens, or raise :class:`VerifierError`."""
+    if not isinstance(text, str):
+        raise VerifierError(f"expected text, got {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise VerifierError(f"input is {len(text)} characters; at most {MAX_TEXT_CHARS} are read")
+    tokens: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch not in _ALLOWED:
+            raise VerifierError(f"character {ch!r} at position {i} is not allowed")
+        if ch == " ":
+            i += 1
+        elif ch in _DIGITS:
+            j = i
+            while j < n and text[j] in _DIGITS:
+                j += 1
+            literal = text[i:j]
+            if j < n and text[j] == ".":
+                raise VerifierError(f"decimal number at position {i} is not allowed")
+            if len(literal) > 1 and literal[0] == "0":
+                raise VerifierError(f"number {literal!r} at position {i} has a leading zero")
+            if len(literal) > MAX_NUMBER_DIGITS:
+                raise VerifierError(
+                    f"number at position {i} has {len(literal)} digits; at most {MAX_NUMBER_DIGITS}"
+                )
+            tokens.append(literal)
+            i = j
+        else:
+            if ch == "*" and i + 1 < n and text[i + 1] == "*":
+                raise VerifierError(f"power operator '**' at position {i} is not allowed")
+            tokens.append(ch)
+            i += 1
+    if not tokens:
+        raise VerifierError("empty expression")
+    return tokens
+
+
+class _Parser:
+    """Recursive descent over a token list; depth is bounded by MAX_TEXT_CHARS via the token count."""
+
+    def __init__(self, tokens: Sequence[str], grammar: Grammar) -> None:
+        self.tokens = tokens
+        self.grammar = grammar
+        self.pos = 0
+        self.numbers: list[int] = []
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def check_operator(self, op: str) -> None:
+        if op not in self.grammar.operators:
+            raise VerifierError(f"operator {op!r} at token {self.pos} is not in this grammar")
+
+    def expr(self) -> Fraction:
+        value = self.term()
+        while (tok := self.peek()) in ("+", "-"):
+            self.check_operator(tok)  # type: ignore[arg-type]
+            self.pos += 1
+            rhs = self.term()
+            value = value + rhs if tok == "+" else value - rhs
+        return value
+
+    def term(self) -> Fraction:
+        value = self.atom()
+        while (tok := self.peek()) in ("*", "/"):
+            self.check_operator(tok)  # type: ignore[arg-type]
+            self.pos += 1
+            rhs = self.atom()
+            if tok == "*":
+                value = value * rhs
+            else:
+                if rhs == 0:
+                    raise VerifierError("division by zero")
+                quotient = value / rhs
+                if self.grammar.integer_division and quotient.denominator != 1:
+                    raise VerifierError(f"{value} / {rhs} is not an integer division")
+                value = quotient
+        return value
+
+    def atom(self) -> Fraction:
+        tok = self.peek()
+        if tok is None:
+            raise VerifierError("expression ends where a number was expected (trailing operator?)")
+        if tok == "(":
+            if not self.grammar.parentheses:
+                raise VerifierError(f"parenthesis at token {self.pos} is not in this grammar")
+            self.pos += 1
+            value = self.expr()
+            if self.peek() != ")":
+                raise VerifierError(f"missing ')' at token {self.pos}")
+            self.pos += 1
+            return value
+        if tok in ("-", "+"):
+            raise VerifierError(f"unary {tok!r} at token {self.pos} is not allowed")
+        if tok[0] in _DIGITS:
+            self.pos += 1
+            number = int(tok)
+            self.numbers.append(number)
+            return Fraction(number)
+        raise VerifierError(f"{tok!r} at token {self.pos} where a number was expected")
+
+
+def parse_and_evaluate(tokens: Sequence[str], grammar: Grammar) -> tuple[Fraction, list[int]]:
+    """Parse a token list under ``grammar``; return (exact value, numbers used in order)."""
+    if not tokens:
+        raise VerifierError("empty expression")
+    parser = _Parser(tokens, grammar)
+    value = parser.expr()
+    if parser.pos != len(tokens):
+        tok = tokens[parser.pos]
+        if tok == ")":
+            if not grammar.parentheses:
+                raise VerifierError(f"parenthesis at token {parser.pos} is not in this grammar")
+            raise VerifierError(f"unbalanced ')' at token {parser.pos}")
+        if tok == "(" and not grammar.parentheses:
+            raise VerifierError(f"parenthesis at token {parser.pos} is not in this grammar")
+        raise VerifierError(f"unexpected {tok!r} at token {parser.pos}: an operator was expected")
+    return value, parser.numbers
+
+
+def check_number_use(used: Sequence[int], numbers: Sequence[int], rule: NumberUse) -> None:
+    """Raise :class:`VerifierError` unless ``used`` respects ``rule`` for the prompt's ``numbers``."""
+    available = Counter(numbers)
+    counted = Counter(used)
+    for number, count in counted.items():
+        if number not in available:
+            raise VerifierError(f"number {number} is not in the prompt {tuple(numbers)}")
+        if count > available[number]:
+            raise VerifierError(
+                f"number {number} is used {count} times; the prompt has it {available[number]} time(s)"
+            )
+    if rule == "exactly_once":
+        missing = sorted((available - counted).elements())
+        if missing:
+            raise VerifierError(f"numbers {missing} of the prompt are not used; each must be used once")
+
+
+def _as_tokens(expression: str | Sequence[str | int]) -> tuple[str, list[str]]:
+    """Normalise text or a token sequence to (display text, token list)."""
+    if isinstance(expression, str):
+        return expression, tokenize(expression)
+    if isinstance(expression, (bytes, bytearray)):
+        raise VerifierError("expected text or a sequence of tokens, got bytes")
+    if len(expression) > MAX_TEXT_CHARS:
+        raise VerifierError(f"{len(expression)} tokens; at most {MAX_TEXT_CHARS} are read")
+    parts: list[str] = []
+    for i, tok in enumerate(expression):
+        if isinstance(tok, bool) or not isinstance(tok, (str, int)):
+            raise VerifierError(f"token {i} is a {type(tok).__name__}; tokens are str or int")
+        parts.append(str(tok))
+    text = "".join(parts)
+    # Re-lex the joined text so that token sequences obey exactly the rules text does, and so that
+    # ("2", "3") is read as the number 23 just as the text "23" is: one set of rules, one code path.
+    return text, tokenize(text)
+
+
+def verify(
+    expression: str | Sequence[str | int],
+    numbers: Sequence[int],
+    target: int | Fraction,
+    *,
+    grammar: Grammar | None = None,
+    weights: RewardWeights | None = None,
+) -> Verdict:
+    """Score one response against a prompt. Never raises on any ``expression``; never evaluates code.
+
+    Args:
+        expression: the answer as text (``"2+3*5"``) or as a sequence of tokens (``["2", "+", 3, ...]``).
+        numbers: the prompt's numbers.
+        target: the value the expression must take.
+        grammar: what answers are admissible; defaults to the lesson's (``+`` and ``*``, no parentheses,
+            each number exactly once).
+        weights: reward weights; defaults to :class:`RewardWeights()`.
+
+    >>> v = verify("2+3*5", numbers=(2, 3, 5), target=17)
+    >>> v.reward, v.correct, v.well_formed, v.value, v.reason
+    (1.1, True, True, Fraction(17, 1), None)
+    >>> verify("2**3+5", numbers=(2, 3, 5), target=13).reason
+    "power operator '**' at position 1 is not allowed"
+    """
+    grammar = grammar if grammar is not None else _DEFAULT_GRAMMAR
+    weights = weights if weights is not None else _DEFAULT_WEIGHTS
+    display = expression if isinstance(expression, str) else ""
+    value: Fraction | None = None
+    try:
+        display, tokens = _as_tokens(expression)
+        value, used = parse_and_evaluate(tokens, grammar)
+        check_number_use(used, numbers, grammar.number_use)
+    except VerifierError as err:
+        return _verdict(weights, False, False, value, str(err), display)
+    except (TypeError, ValueError, RecursionError) as err:  # hostile objects in `expression`
+        return _verdict(weights, False, False, None, f"unreadable input: {err}", str(display)[:64])
+    if value == target:
+        return _verdict(weights, True, True, value, None, display)
+    return _verdict(weights, False, True, value, f"value {value} is not the target {target}", display)
+
+
+def _verdict(
+    weights: RewardWeights,
+    correct: bool,
+    well_formed: bool,
+    value: Fraction | None,
+    reason: str | None,
+    expression: str,
+) -> Verdict:
+    parts = {
+        "accuracy": weights.accuracy if correct else 0.0,
+        "format": weights.format if well_formed else 0.0,
+    }
+    # `value` is set only when the text parsed and evaluated; an expression that evaluates but breaks
+    # the number-use rule keeps its value, so a user can see what it computed.
+    return Verdict(
+        reward=parts["accuracy"] + parts["format"],
+        correct=correct,
+        well_formed=well_formed,
+        value=value,
+        reason=reason,
+        expression=expression,
+        parts=parts,
+    )
+
+
+_DEFAULT_GRAMMAR = Grammar()
+_DEFAULT_WEIGHTS = RewardWeights()
