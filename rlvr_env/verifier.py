@@ -272,10 +272,10 @@ def check_number_use(used: Sequence[int], numbers: Sequence[int], rule: NumberUs
             raise VerifierError(f"numbers {missing} of the prompt are not used; each must be used once")
 
 
-def _as_tokens(expression: str | Sequence[str | int]) -> tuple[str, list[str]]:
-    """Normalise text or a token sequence to (display text, token list)."""
+def _as_text(expression: str | Sequence[str | int]) -> str:
+    """Normalise text or a token sequence to the text the lexer reads."""
     if isinstance(expression, str):
-        return expression, tokenize(expression)
+        return expression
     if isinstance(expression, (bytes, bytearray)):
         raise VerifierError("expected text or a sequence of tokens, got bytes")
     if len(expression) > MAX_TEXT_CHARS:
@@ -285,10 +285,9 @@ def _as_tokens(expression: str | Sequence[str | int]) -> tuple[str, list[str]]:
         if isinstance(tok, bool) or not isinstance(tok, (str, int)):
             raise VerifierError(f"token {i} is a {type(tok).__name__}; tokens are str or int")
         parts.append(str(tok))
-    text = "".join(parts)
-    # Re-lex the joined text so that token sequences obey exactly the rules text does, and so that
+    # The joined text is re-lexed so that token sequences obey exactly the rules text does, and so that
     # ("2", "3") is read as the number 23 just as the text "23" is: one set of rules, one code path.
-    return text, tokenize(text)
+    return "".join(parts)
 
 
 def verify(
@@ -320,7 +319,9 @@ def verify(
     display = expression if isinstance(expression, str) else ""
     value: Fraction | None = None
     try:
-        display, tokens = _as_tokens(expression)
+        # Joined before lexing, so a rejected token sequence still reports the text it spelled.
+        display = _as_text(expression)
+        tokens = tokenize(display)
         value, used = parse_and_evaluate(tokens, grammar)
         check_number_use(used, numbers, grammar.number_use)
     except VerifierError as err:
