@@ -1,0 +1,137 @@
+"""``GRPOConfig``: every GRPO constant, named once, with its symbol and source."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from agents.objective import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
+
+__all__ = ["GRPOConfig"]
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Hyperparameters of the GRPO agent. Impossible settings raise ``ValueError`` at construction."""
+
+    group_size: int = 8
+    """G: answers sampled per prompt; the group's reward statistics are the baseline (DeepSeekMath
+    section 4.1, G=64 there; the lesson: "G=8 is common"). At least 2."""
+
+    prompts_per_iter: int = 8
+    """B: prompts per iteration, so one iteration runs B x G episodes in lockstep."""
+
+    epochs: int = 4
+    """mu: optimisation passes over each batch of groups (DeepSeekMath Algorithm 1 "GRPO iterations mu";
+    PPO-style multi-epoch reuse kept near on-policy by the clip)."""
+
+    minibatches: int = 1
+    """Minibatches per epoch (groups are kept whole inside a minibatch). 1 = full-batch steps."""
+
+    clip_eps: float = 0.2
+    """epsilon: PPO clip range of the per-token ratio rho = pi_theta / pi_old (lesson: ~0.2)."""
+
+    beta: float = 0.04
+    """beta: weight of the KL penalty to the frozen reference policy (lesson: 0.001-0.04; DeepSeekMath
+    uses 0.04). Here the reference is the initial policy, which for the tabular table is uniform, so
+    beta also keeps exploration alive: it is what stops the collapse onto one well-formed wrong answer
+    (see README, "What made tabular GRPO robust")."""
+
+    kl_estimator: str = "k3"
+    """Estimator of KL(pi_theta || pi_ref): "k3" = r - log r - 1, r = pi_ref/pi_theta (DeepSeekMath eq. 4,
+    Schulman 2020), or "k1", "k2"."""
+
+    advantage: str = "grpo"
+    """Advantage estimator: "grpo" = (r - mean) / (std + eps) (DeepSeekMath 4.1.2), "dr_grpo" = r - mean
+    (Liu et al. 2025), "rloo" = leave-one-out baseline (Ahmadian et al. 2024)."""
+
+    unbiased_std: bool = True
+    """Use the sample std (ddof=1) in the "grpo" advantage, as TRL and verl do."""
+
+    adv_eps: float = 1e-4
+    """Added to the group std before dividing (TRL uses 1e-4)."""
+
+    loss_aggregation: str = "seq_mean_token_mean"
+    """How token losses are averaged: "seq_mean_token_mean" (GRPO paper eq. 3), "token_mean" (DAPO),
+    "seq_mean_token_sum" (Dr. GRPO)."""
+
+    length_weight: float = 0.1
+    """Weight of the Kimi k1.5 length reward (Kimi k1.5 section 2.3.3) added to each group's rewards,
+    from ``rlvr_env.length_reward``. Zero for a group whose lengths are all equal (always, on the
+    fixed-length Arithmetic task). Applied only on envs whose final info says "correct" and "length"."""
+
+    learning_rate: float | None = None
+    """Adam step size. None picks the policy's default: 0.1 for "tabular" (logits of a table move
+    freely), 3e-4 for "mlp" (SB3 PPO's default, so the two agents share an optimiser setting)."""
+
+    max_grad_norm: float | None = 0.5
+    """Global gradient-norm clip for the neural policy (SB3 PPO's default 0.5); None disables it.
+    The tabular policy ignores it."""
+
+    def __post_init__(self) -> None:
+        _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a baseline")
+        _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
+        _int_at_least("epochs", self.epochs, 1, "")
+        _int_at_least("minibatches", self.minibatches, 1, "")
+        if self.minibatches > self.prompts_per_iter:
+            raise ValueError(
+                f"minibatches={self.minibatches} must not exceed prompts_per_iter={self.prompts_per_iter}:"
+                " a minibatch holds whole groups"
+            )
+        _real_in("clip_eps", self.clip_eps, lo=0.0, lo_open=True, hi=1.0, hi_open=True)
+        _real_in("beta", self.beta, lo=0.0)
+        _real_in("adv_eps", self.adv_eps, lo=0.0, lo_open=True)
+        _real_in("length_weight", self.length_weight, lo=0.0)
+        if self.learning_rate is not None:
+            _real_in("learning_rate", self.learning_rate, lo=0.0, lo_open=True)
+        if self.max_grad_norm is not None:
+            _real_in("max_grad_norm", self.max_grad_norm, lo=0.0, lo_open=True)
+        _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        _choice("advantage", self.advantage, ADVANTAGE_ESTIMATORS)
+        _choice("loss_aggregation", self.loss_aggregation, LOSS_AGGREGATIONS)
+        if not isinstance(self.unbiased_std, bool):
+            raise ValueError(f"unbiased_std={self.unbiased_std!r} must be a bool")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GRPOConfig:
+        """Build a config from a dict (e.g. a checkpoint or a tuned-hyperparameter file)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a GRPOConfig needs a dict of fields, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown GRPOConfig fields {unknown}; known fields are {sorted(known)}")
+        return cls(**data)
+
+
+def _int_at_least(name: str, value: object, lo: int, why: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name}={value!r} must be an integer")
+    if value < lo:
+        raise ValueError(f"{name}={value!r} must be at least {lo}" + (f": {why}" if why else ""))
+
+
+def _real_in(
+    name: str,
+    value: object,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} must be a finite real number")
+    if lo is not None and (value < lo or (lo_open and value == lo)):
+        raise ValueError(f"{name}={value!r} must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and (value > hi or (hi_open and value == hi)):
+        raise ValueError(f"{name}={value!r} must be {'<' if hi_open else '<='} {hi}")
+
+
+def _choice(name: str, value: object, table: dict[str, Any]) -> None:
+    if value not in table:
+        raise ValueError(f"{name}={value!r} is not one of {sorted(table)}")

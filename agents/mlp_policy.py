@@ -1,0 +1,134 @@
+"""The neural GRPO policy: exactly the actor of SB3 PPO's default ``MlpPolicy``, and no critic.
+
+SB3's ``ActorCriticPolicy`` with default arguments is: observation preprocessing (Box: cast to float;
+Discrete: one-hot) -> ``FlattenExtractor`` -> policy MLP ``[64, 64]`` with ``Tanh`` -> ``action_net``
+Linear(64, n_actions), orthogonally initialised with gains sqrt(2) (MLP) and 0.01 (action head), trained
+with Adam(eps=1e-5). We rebuild that actor here, so a GRPO-vs-PPO comparison differs only in
+"group baseline" vs "learned critic". ``tests/test_agents.py`` checks the parameter count against
+SB3's own actor.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from agents.policies import LossFn, Policy, UpdateStats
+
+__all__ = ["MLPPolicy"]
+
+
+class MLPPolicy(Policy):
+    """SB3 PPO's actor (``net_arch=[64, 64]``, Tanh, orthogonal init) trained by GRPO."""
+
+    kind = "mlp"
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        n_actions: int,
+        learning_rate: float,
+        *,
+        seed: int,
+        max_grad_norm: float | None = 0.5,
+        net_arch: Sequence[int] = (64, 64),
+        activation: str = "tanh",
+    ) -> None:
+        if isinstance(observation_space, gym.spaces.Discrete):
+            self._one_hot: int | None = int(observation_space.n)
+            in_dim = self._one_hot
+        elif isinstance(observation_space, gym.spaces.Box):
+            self._one_hot = None
+            in_dim = int(np.prod(observation_space.shape))
+        else:
+            raise ValueError(
+                f"the mlp policy takes Box or Discrete observations, not {observation_space}"
+            )
+        acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
+        if activation not in acts:
+            raise ValueError(f"activation={activation!r} is not one of {sorted(acts)}")
+        if not net_arch or any(int(h) < 1 for h in net_arch):
+            raise ValueError(f"net_arch={list(net_arch)!r} must be a non-empty list of positive widths")
+        self.n_actions = n_actions
+        self.net_arch = tuple(int(h) for h in net_arch)
+        self.activation = activation
+        self.max_grad_norm = max_grad_norm
+
+        layers: list[nn.Module] = []
+        last = in_dim
+        for width in self.net_arch:
+            layers += [nn.Linear(last, width), acts[activation]()]
+            last = width
+        self.net = nn.Sequential(*layers, nn.Linear(last, n_actions)).double()
+        gen = torch.Generator().manual_seed(int(seed))
+        for module in self.net[:-1]:
+            if isinstance(module, nn.Linear):
+                nn.init.orthogonal_(module.weight, gain=math.sqrt(2), generator=gen)
+                nn.init.zeros_(module.bias)
+        head = self.net[-1]
+        nn.init.orthogonal_(head.weight, gain=0.01, generator=gen)
+        nn.init.zeros_(head.bias)
+        # float64 keeps the NumPy objective and torch in one precision (the nets are tiny).
+        self.reference = copy.deepcopy(self.net).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=learning_rate, eps=1e-5)
+
+    def _input(self, obs: np.ndarray) -> torch.Tensor:
+        x = torch.as_tensor(np.asarray(obs))
+        if self._one_hot is not None:
+            return nn.functional.one_hot(x.reshape(-1).long(), self._one_hot).double()
+        return x.reshape(x.shape[0], -1).double()
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return self.net(self._input(obs)).numpy()
+
+    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            logp_all = torch.log_softmax(self.reference(self._input(obs)), dim=-1)
+            return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].numpy()
+
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
+        logp_all = torch.log_softmax(self.net(self._input(obs)), dim=-1)  # (T, V)
+        logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
+        terms = loss_fn(logp.detach().numpy())
+        self.optimizer.zero_grad()
+        # The objective's math lives in NumPy (agents.objective); autograd only chains its gradient
+        # with respect to logp through the network.
+        logp.backward(torch.as_tensor(terms.grad_logp.reshape(-1)))
+        if self.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            entropy = float(-(logp_all.exp() * logp_all).sum(-1).mean()) if len(actions) else 0.0
+        return UpdateStats(terms, entropy)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
+
+    def state(self) -> dict[str, np.ndarray]:
+        out = {f"net.{k}": v.detach().numpy().copy() for k, v in self.net.state_dict().items()}
+        out.update({f"ref.{k}": v.numpy().copy() for k, v in self.reference.state_dict().items()})
+        return out
+
+    def optimizer_state(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        for prefix, module in (("net.", self.net), ("ref.", self.reference)):
+            expected = module.state_dict()
+            for k, v in expected.items():
+                arr = arrays.get(prefix + k)
+                if arr is None:
+                    raise ValueError(f"mlp policy state lacks the array {prefix + k!r}")
+                if tuple(arr.shape) != tuple(v.shape) or not np.all(np.isfinite(arr)):
+                    raise ValueError(
+                        f"array {prefix + k!r} has shape {arr.shape}; expected {tuple(v.shape)} "
+                        "with finite values"
+                    )
+            module.load_state_dict({k: torch.as_tensor(arrays[prefix + k]) for k in expected})

@@ -1,0 +1,276 @@
+"""Policies the GRPO agent can train: the lesson's tabular softmax (NumPy only) and, lazily imported,
+a torch MLP whose network is SB3 PPO's actor (:mod:`agents.mlp_policy`).
+
+Both implement :class:`Policy`. The trainer never sees a gradient formula: it passes
+``loss_fn(logp) -> LossTerms`` (from :mod:`agents.objective`) to :meth:`Policy.update`, and the policy
+chains ``LossTerms.grad_logp`` through its own parameters.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents.objective import LossTerms
+
+__all__ = [
+    "Policy",
+    "TabularPolicy",
+    "UpdateStats",
+    "log_softmax",
+    "sample_categorical",
+    "make_policy",
+    "POLICY_NAMES",
+]
+
+POLICY_NAMES = ("tabular", "mlp")
+LossFn = Callable[[np.ndarray], LossTerms]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax of (N, V) logits, stable for large values."""
+    z = logits - logits.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def sample_categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One draw per row of (N, V) logits with ``rng`` (inverse CDF; one uniform per row)."""
+    probs = np.exp(log_softmax(logits))  # (N, V)
+    cdf = np.cumsum(probs, axis=-1)
+    u = rng.random((logits.shape[0], 1)) * cdf[:, -1:]
+    return np.minimum((cdf <= u).sum(axis=-1), logits.shape[-1] - 1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    terms: LossTerms
+    entropy: float  # mean policy entropy over the update's valid tokens (nats)
+
+
+class Policy(abc.ABC):
+    """A stochastic policy over ``Discrete(n)`` actions, trained by :class:`agents.grpo.GRPO`."""
+
+    kind: str
+    n_actions: int
+
+    @abc.abstractmethod
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """(N, V) float64 logits for a batch of observations, without gradient bookkeeping."""
+
+    @abc.abstractmethod
+    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """(T,) log-probabilities of ``actions`` under the frozen reference policy."""
+
+    @abc.abstractmethod
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
+        """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``."""
+
+    @abc.abstractmethod
+    def num_parameters(self) -> int:
+        """Trainable parameters."""
+
+    @abc.abstractmethod
+    def state(self) -> dict[str, np.ndarray]:
+        """Arrays that fully describe the policy (weights, reference, optimiser), for checkpoints."""
+
+    @abc.abstractmethod
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore from :meth:`state`; raise ``ValueError`` on missing or mis-shaped arrays."""
+
+    def observe(self, obs: np.ndarray) -> None:  # noqa: B027 - optional hook
+        """Called on every batch of observations the rollout samples from (the table grows here)."""
+
+    def predict(self, obs: np.ndarray, deterministic: bool, rng: np.random.Generator) -> np.ndarray:
+        logits = self.logits(obs)
+        if deterministic:
+            return logits.argmax(axis=-1).astype(np.int64)
+        return sample_categorical(logits, rng)
+
+
+def _entropy(logp_all: np.ndarray) -> float:
+    return float(-(np.exp(logp_all) * logp_all).sum(axis=-1).mean()) if logp_all.size else 0.0
+
+
+class _Adam:
+    """Adam (Kingma & Ba 2015) for a NumPy array that can grow rows; torch's defaults."""
+
+    def __init__(self, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.lr, self.b1, self.b2, self.eps = lr, betas[0], betas[1], eps
+        self.m = np.zeros((0, 0))
+        self.v = np.zeros((0, 0))
+        self.t = 0
+
+    def step(self, param: np.ndarray, grad: np.ndarray) -> None:
+        if self.m.shape != param.shape:  # rows were added: their moments start at zero
+            m, v = np.zeros_like(param), np.zeros_like(param)
+            rows = min(self.m.shape[0], param.shape[0])
+            if self.m.size:
+                m[:rows], v[:rows] = self.m[:rows], self.v[:rows]
+            self.m, self.v = m, v
+        self.t += 1
+        self.m = self.b1 * self.m + (1 - self.b1) * grad
+        self.v = self.b2 * self.v + (1 - self.b2) * grad**2
+        m_hat = self.m / (1 - self.b1**self.t)
+        v_hat = self.v / (1 - self.b2**self.t)
+        param -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+
+
+class TabularPolicy(Policy):
+    """The lesson's policy: a softmax over a table of logits, one row per distinct (abstracted) state.
+
+    Rows are keyed by the bytes of selected observation features: by default the whole observation;
+    on an ``rlvr_env`` env, the segments named by the task's ``tabular_segments`` (target and answer
+    prefix on Arithmetic). Rows start at zero logits (uniform), which is also the frozen reference
+    policy, so the KL anchor pulls every row back toward uniform. An unseen state at ``predict`` time
+    gets the uniform row (greedy: token 0). NumPy only: no torch at import or run time.
+    """
+
+    kind = "tabular"
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        n_actions: int,
+        learning_rate: float,
+        feature_slices: Sequence[slice] | None = None,
+    ) -> None:
+        self.n_actions = n_actions
+        self.learning_rate = learning_rate
+        self.feature_slices = tuple(feature_slices) if feature_slices else None
+        self._discrete_obs = isinstance(observation_space, gym.spaces.Discrete)
+        self.table = np.zeros((0, n_actions))  # (S, V) logits
+        self._rows: dict[bytes, int] = {}
+        self._key_dim: int | None = None
+        self._adam = _Adam(learning_rate)
+
+    # -- state keys ------------------------------------------------------------------------------
+    def _features(self, obs: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs)
+        if self._discrete_obs:
+            return x.reshape(-1, 1).astype(np.int64)
+        x = x.reshape(x.shape[0], -1)
+        if self.feature_slices is not None:
+            x = np.concatenate([x[:, s] for s in self.feature_slices], axis=1)
+        return np.ascontiguousarray(x)
+
+    def _row_ids(self, obs: np.ndarray, insert: bool) -> np.ndarray:
+        """(N,) row of each observation; -1 for an unseen state when ``insert`` is False.
+
+        The Python loop runs over the *distinct* states of the batch (``np.unique``), not over its rows.
+        """
+        x = self._features(obs)
+        if self._key_dim is None:
+            self._key_dim = x.shape[1] * x.itemsize
+        keys = x.view(np.dtype((np.void, x.shape[1] * x.itemsize))).reshape(-1)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        ids = np.empty(len(uniq), dtype=np.int64)
+        new = 0
+        for j, key in enumerate(uniq):
+            kb = key.tobytes()
+            row = self._rows.get(kb)
+            if row is None and insert:
+                row = self._rows[kb] = len(self._rows)
+                new += 1
+            ids[j] = -1 if row is None else row
+        if new:
+            self.table = np.vstack([self.table, np.zeros((new, self.n_actions))])
+        return ids[inverse.reshape(-1)]
+
+    # -- Policy API ------------------------------------------------------------------------------
+    def observe(self, obs: np.ndarray) -> None:
+        self._row_ids(obs, insert=True)
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        rows = self._row_ids(obs, insert=False)
+        out = np.zeros((len(rows), self.n_actions))
+        known = rows >= 0
+        out[known] = self.table[rows[known]]
+        return out
+
+    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        # The reference is the initial table: all-zero logits, i.e. uniform.
+        return np.full(len(actions), -np.log(self.n_actions))
+
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
+        rows = self._row_ids(obs, insert=True)  # (T,)
+        logp_all = log_softmax(self.table[rows])  # (T, V)
+        logp = logp_all[np.arange(len(rows)), actions]  # (T,)
+        terms = loss_fn(logp)
+        g = terms.grad_logp.reshape(-1)  # (T,) d loss / d logp
+        # d logp[a] / d logits = onehot(a) - softmax(logits); accumulate per table row.
+        grad = np.zeros_like(self.table)
+        np.add.at(grad, (rows, actions), g)
+        np.add.at(grad, rows, -g[:, None] * np.exp(logp_all))
+        self._adam.step(self.table, grad)
+        return UpdateStats(terms, _entropy(logp_all))
+
+    def num_parameters(self) -> int:
+        return int(self.table.size)
+
+    def state(self) -> dict[str, np.ndarray]:
+        keys = list(self._rows)  # insertion order == row order
+        width = self._key_dim or 0
+        key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), width)
+        return {
+            "table": self.table.copy(),
+            "keys": key_arr,
+            "adam_m": self._adam.m.copy(),
+            "adam_v": self._adam.v.copy(),
+            "adam_t": np.array(self._adam.t),
+        }
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        for name in ("table", "keys", "adam_m", "adam_v", "adam_t"):
+            if name not in arrays:
+                raise ValueError(f"tabular policy state lacks the array {name!r}")
+        table, keys = arrays["table"], arrays["keys"]
+        if table.ndim != 2 or table.shape[1] != self.n_actions or not np.all(np.isfinite(table)):
+            raise ValueError(
+                f"table of shape {table.shape} does not fit {self.n_actions} actions or is not finite"
+            )
+        if keys.ndim != 2 or keys.dtype != np.uint8 or keys.shape[0] != table.shape[0]:
+            raise ValueError(f"keys of shape {keys.shape} do not match a table of {table.shape[0]} rows")
+        self.table = table.astype(np.float64).copy()
+        self._rows = {keys[i].tobytes(): i for i in range(keys.shape[0])}
+        self._key_dim = keys.shape[1] if keys.shape[0] else None
+        self._adam.m = np.asarray(arrays["adam_m"], dtype=np.float64).copy()
+        self._adam.v = np.asarray(arrays["adam_v"], dtype=np.float64).copy()
+        self._adam.t = int(arrays["adam_t"])
+
+
+def make_policy(
+    kind: str,
+    observation_space: gym.Space,
+    n_actions: int,
+    learning_rate: float | None,
+    seed: int,
+    *,
+    feature_slices: Sequence[slice] | None = None,
+    max_grad_norm: float | None = None,
+    policy_kwargs: dict[str, Any] | None = None,
+) -> Policy:
+    """Build a policy by name ("tabular" or "mlp"); torch is imported only for "mlp"."""
+    kwargs = dict(policy_kwargs or {})
+    if kind == "tabular":
+        if kwargs:
+            raise ValueError(f"the tabular policy takes no policy_kwargs, got {sorted(kwargs)}")
+        return TabularPolicy(
+            observation_space, n_actions, 0.1 if learning_rate is None else learning_rate, feature_slices
+        )
+    if kind == "mlp":
+        from agents.mlp_policy import MLPPolicy  # lazy: torch
+
+        return MLPPolicy(
+            observation_space,
+            n_actions,
+            3e-4 if learning_rate is None else learning_rate,
+            seed=seed,
+            max_grad_norm=max_grad_norm,
+            **kwargs,
+        )
+    raise ValueError(f"policy={kind!r} is not one of {POLICY_NAMES}")

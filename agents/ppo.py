@@ -1,0 +1,176 @@
+"""The Stable-Baselines3 baselines GRPO is compared with: PPO ``MlpPolicy`` (SB3 defaults or tuned) and A2C.
+
+The factories build the models exactly as a user of SB3 would (``PPO("MlpPolicy", env, ...)``); the only
+additions are (1) ``n_envs``, an optional number of synchronous environment copies (a tunable, so a tuned
+PPO may batch its rollouts the way GRPO batches its groups), and (2) the tuned hyperparameters, which
+``benchmarks/tune.py`` writes to ``benchmarks/hparams/<contender>.json``.
+
+The network is never tuned (``net_arch`` stays SB3's default ``[64, 64]`` Tanh for actor and critic), so the
+trainable-parameter counts of every PPO contender are identical and comparable with GRPO's MLP policy,
+which is exactly SB3's actor.
+
+>>> import rlvr_env
+>>> model = make_ppo("rlvr/Arithmetic-v0", seed=0)
+>>> count_parameters(model)
+{'actor': 7045, 'critic': 6785, 'shared': 0, 'total': 13830}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+__all__ = [
+    "HPARAMS_DIR",
+    "count_parameters",
+    "load_hparams",
+    "make_a2c",
+    "make_ppo",
+    "make_sb3",
+    "make_training_env",
+]
+
+#: Where ``benchmarks/tune.py`` saves tuned hyperparameters (a data directory read by path, not imported,
+#: so the ``benchmarks -> agents`` arrow still points one way).
+HPARAMS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "hparams"
+
+#: Keys a hyperparameter dict may hold besides the SB3 constructor's own keyword arguments.
+_EXTRA_KEYS = frozenset({"n_envs"})
+
+
+def load_hparams(contender: str, path: str | Path | None = None) -> dict[str, Any]:
+    """The ``"hyperparams"`` dict of ``benchmarks/hparams/<contender>.json`` (or of ``path``).
+
+    Raises ``FileNotFoundError`` naming the command that creates the file when it is missing.
+    """
+    file = Path(path) if path is not None else HPARAMS_DIR / f"{contender}.json"
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"no tuned hyperparameters at {file}; create them with `python -m benchmarks.tune "
+            f"--contenders {contender}`"
+        )
+    data = json.loads(file.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("hyperparams"), dict):
+        raise ValueError(f"{file} must hold a JSON object with a 'hyperparams' object")
+    return dict(data["hyperparams"])
+
+
+def make_training_env(
+    env: str | gym.Env,
+    seed: int,
+    n_envs: int = 1,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> Any:
+    """The training env an SB3 model gets: ``env`` itself for one copy, else a seeded ``DummyVecEnv``.
+
+    ``env_kwargs`` (default ``{"split": "train"}`` for an id string, so training never sees held-out
+    prompts) are passed to ``gym.make`` when ``env`` is an id.
+    """
+    if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
+        raise ValueError(f"n_envs={n_envs!r} must be a positive integer")
+    if isinstance(env, str):
+        kwargs = {"split": "train"} if env_kwargs is None else dict(env_kwargs)
+        if n_envs == 1:
+            return gym.make(env, **kwargs)
+        from stable_baselines3.common.env_util import make_vec_env
+
+        return make_vec_env(env, n_envs=n_envs, seed=seed, env_kwargs=kwargs)
+    if env_kwargs:
+        raise ValueError("env_kwargs can only be used with an env id string, not with an env object")
+    if n_envs == 1:
+        return env
+    if env.spec is None:
+        raise ValueError(f"n_envs={n_envs} needs copies of the env, but {env!r} has no spec to re-make it")
+    from stable_baselines3.common.env_util import make_vec_env
+
+    spec = env.spec
+    return make_vec_env(lambda: gym.make(spec), n_envs=n_envs, seed=seed)
+
+
+def make_sb3(
+    algo: str,
+    env: str | gym.Env,
+    seed: int,
+    hyperparams: Mapping[str, Any] | None = None,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+    verbose: int = 0,
+) -> Any:
+    """An SB3 ``algo`` ("PPO" or "A2C") with ``MlpPolicy`` on ``env``; ``hyperparams`` override the defaults.
+
+    ``hyperparams`` holds SB3 constructor keywords plus ``n_envs`` (environment copies, default 1). CPU by
+    default: these networks are tiny and the GPU transfer would dominate.
+    """
+    from stable_baselines3 import A2C, PPO
+
+    classes = {"PPO": PPO, "A2C": A2C}
+    if algo not in classes:
+        raise ValueError(f"algo={algo!r} is not one of {sorted(classes)}")
+    params = dict(hyperparams or {})
+    if "policy_kwargs" in params:
+        # The network is part of what is compared (parameter counts), so it is fixed, not a hyperparameter.
+        raise ValueError("hyperparams must not change policy_kwargs: the network is fixed to SB3's default")
+    n_envs = params.pop("n_envs", 1)
+    cls = classes[algo]
+    valid = set(cls.__init__.__code__.co_varnames) - {"self", "policy", "env", "seed", "device", "verbose"}
+    unknown = sorted(set(params) - valid - _EXTRA_KEYS)
+    if unknown:
+        raise ValueError(f"unknown {algo} hyperparameters {unknown}")
+    train_env = make_training_env(env, seed, n_envs=n_envs, env_kwargs=env_kwargs)
+    return cls("MlpPolicy", train_env, seed=seed, device=device, verbose=verbose, **params)
+
+
+def make_ppo(
+    env: str | gym.Env,
+    seed: int,
+    hyperparams: Mapping[str, Any] | None = None,
+    tuned: bool = False,
+    *,
+    hparams_path: str | Path | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+    verbose: int = 0,
+) -> Any:
+    """SB3 ``PPO("MlpPolicy")``: SB3 defaults, or (``tuned=True``) the saved ``ppo_tuned`` hyperparameters.
+
+    Explicit ``hyperparams`` are applied on top of the tuned ones (or of the defaults).
+    """
+    params: dict[str, Any] = load_hparams("ppo_tuned", hparams_path) if tuned else {}
+    params.update(hyperparams or {})
+    return make_sb3("PPO", env, seed, params, env_kwargs=env_kwargs, device=device, verbose=verbose)
+
+
+def make_a2c(
+    env: str | gym.Env,
+    seed: int,
+    hyperparams: Mapping[str, Any] | None = None,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+    verbose: int = 0,
+) -> Any:
+    """SB3 ``A2C("MlpPolicy")`` with SB3 defaults (or ``hyperparams`` on top of them)."""
+    return make_sb3("A2C", env, seed, hyperparams, env_kwargs=env_kwargs, device=device, verbose=verbose)
+
+
+def count_parameters(model: Any) -> dict[str, int]:
+    """Trainable parameters of an SB3 actor-critic policy, split into actor, critic and shared parts.
+
+    Actor = ``mlp_extractor.policy_net`` + ``action_net``; critic = ``mlp_extractor.value_net`` +
+    ``value_net``; shared = everything else that trains (the default ``FlattenExtractor`` has none;
+    ``log_std`` of a Gaussian policy would land here). ``total`` is the sum.
+    """
+    policy = model.policy
+
+    def n(module: Any) -> int:
+        return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+    actor = n(policy.mlp_extractor.policy_net) + n(policy.action_net)
+    critic = n(policy.mlp_extractor.value_net) + n(policy.value_net)
+    total = n(policy)
+    return {"actor": actor, "critic": critic, "shared": total - actor - critic, "total": total}
