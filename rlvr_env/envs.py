@@ -22,7 +22,9 @@ def check_action(action: object, n: int) -> int:
     Accepts what ``gymnasium.spaces.Discrete(n).contains`` accepts: a Python or NumPy integer, or a
     0-d integer array. Booleans, floats and arrays of any other shape are refused.
     """
-    if isinstance(action, (int, np.integer)) and not isinstance(action, (bool, np.bool_)):
+    if type(action) is int:  # the common case first: this runs on every step
+        a = action
+    elif isinstance(action, (int, np.integer)) and not isinstance(action, (bool, np.bool_)):
         a = int(action)
     elif isinstance(action, np.ndarray) and np.issubdtype(action.dtype, np.integer):
         if action.shape != ():

@@ -64,6 +64,8 @@ class ArithmeticTask(Task):
         self._split_of = {p: s for s, ps in self._prompts.items() for p in ps}
         self._target_index = {t: i for i, t in enumerate(TARGETS)}
         self._number_index = {n: i for i, n in enumerate(NUMBERS)}
+        # Every prompt's features, computed once: reset() reads them on every episode.
+        self._encoded = {p: self._encode(p) for p in self._split_of}
 
     def prompts(self, split: str) -> tuple[Prompt, ...]:
         check_split(split)
@@ -86,7 +88,8 @@ class ArithmeticTask(Task):
         return Prompt(numbers, target)
 
     def split_of(self, prompt: Prompt) -> str:
-        return self._split_of[Prompt(prompt.numbers, prompt.target)]
+        # Prompt equality and hash ignore `meta`, so any Prompt with these numbers and target is a key.
+        return self._split_of[prompt]
 
     @property
     def prompt_layout(self) -> dict[str, slice]:
@@ -94,6 +97,11 @@ class ArithmeticTask(Task):
         return {"target": slice(0, nt), "numbers": slice(nt, nt + nn * nn)}
 
     def encode_prompt(self, prompt: Prompt) -> np.ndarray:
+        # A copy, so a caller that writes into the result cannot change the table.
+        cached = self._encoded.get(prompt)
+        return cached.copy() if cached is not None else self._encode(prompt)
+
+    def _encode(self, prompt: Prompt) -> np.ndarray:
         # target: one-hot over TARGETS; numbers: one-hot of the value in each of the 3 slots.
         nt, nn = len(TARGETS), len(NUMBERS)
         out = np.zeros(nt + nn * nn, dtype=np.float32)
