@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rlvr_env
 from rlvr_env import Grammar, RewardWeights, verify
-from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS
+from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, VerifierError, _tokenize_checked, tokenize
 
 NUMBERS = (2, 3, 5)
 WIDE = Grammar(operators=frozenset("+-*/"), parentheses=True)
@@ -398,3 +398,48 @@ def test_dangerous_call_detector_detects() -> None:
         "eval() at line 1",
         "builtins.exec() at line 3",
     ]
+
+
+# -- the lexer's fast path ------------------------------------------------------------------------------
+def _lex(function: object, text: str) -> tuple[str, object]:
+    try:
+        return "ok", function(text)  # type: ignore[operator]
+    except VerifierError as err:
+        return "error", str(err)
+
+
+@given(st.text(alphabet="0123456789+-*/() .x", max_size=MAX_TEXT_CHARS + 2))
+@settings(max_examples=500, deadline=None)
+def test_fast_lexer_agrees_with_the_character_loop(text: str) -> None:
+    # `tokenize` splits clean text with a regex and sends everything else through the character loop;
+    # both must give the same tokens or the same error.
+    if len(text) <= MAX_TEXT_CHARS:
+        assert _lex(tokenize, text) == _lex(_tokenize_checked, text)
+
+
+@pytest.mark.parametrize(
+    "text", ["0", "0+0", "1234567", "123456", "05", "2 **3", "2* *3", " ", "", "2.5", "(0)", "10*0"]
+)
+def test_fast_lexer_edge_cases(text: str) -> None:
+    assert _lex(tokenize, text) == _lex(_tokenize_checked, text)
+
+
+@pytest.mark.parametrize(
+    "text, numbers, reason",
+    [
+        ("5", (2, 2, 5), "numbers [2, 2] of the prompt are not used; each must be used once"),
+        ("2+2+2", (2, 2, 5), "number 2 is used 3 times; the prompt has it 2 time(s)"),
+        ("7+2*2", (2, 2, 5), "number 7 is not in the prompt (2, 2, 5)"),
+        ("2*3+5", (5, 3, 2, 3), "numbers [3] of the prompt are not used; each must be used once"),
+    ],
+)
+def test_number_use_reasons(text: str, numbers: tuple[int, ...], reason: str) -> None:
+    # The first offending number in order of use is named; missing numbers are listed sorted.
+    assert verify(text, numbers, 0).reason == reason
+
+
+def test_number_use_with_repeated_prompt_numbers() -> None:
+    assert verify("2*2+5", (2, 5, 2), 9).correct
+    at_most = Grammar(number_use="at_most_once")
+    assert verify("2*5", (2, 2, 5), 10, grammar=at_most).correct
+    assert "used 2 times" in (verify("5*5", (2, 2, 5), 25, grammar=at_most).reason or "")
