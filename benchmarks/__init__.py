@@ -1,0 +1,1 @@
+"""Runnable comparisons and throughput measurements; results land in files under benchmarks/results."""
