@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rlvr_env
 from rlvr_env import Grammar, RewardWeights, verify
-from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, VerifierError, _tokenize_checked, tokenize
+from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS
 
 NUMBERS = (2, 3, 5)
 WIDE = Grammar(operators=frozenset("+-*/"), parentheses=True)
@@ -398,30 +398,6 @@ def test_dangerous_call_detector_detects() -> None:
         "eval() at line 1",
         "builtins.exec() at line 3",
     ]
-
-
-# -- the lexer's fast path ------------------------------------------------------------------------------
-def _lex(function: object, text: str) -> tuple[str, object]:
-    try:
-        return "ok", function(text)  # type: ignore[operator]
-    except VerifierError as err:
-        return "error", str(err)
-
-
-@given(st.text(alphabet="0123456789+-*/() .x", max_size=MAX_TEXT_CHARS + 2))
-@settings(max_examples=500, deadline=None)
-def test_fast_lexer_agrees_with_the_character_loop(text: str) -> None:
-    # `tokenize` splits clean text with a regex and sends everything else through the character loop;
-    # both must give the same tokens or the same error.
-    if len(text) <= MAX_TEXT_CHARS:
-        assert _lex(tokenize, text) == _lex(_tokenize_checked, text)
-
-
-@pytest.mark.parametrize(
-    "text", ["0", "0+0", "1234567", "123456", "05", "2 **3", "2* *3", " ", "", "2.5", "(0)", "10*0"]
-)
-def test_fast_lexer_edge_cases(text: str) -> None:
-    assert _lex(tokenize, text) == _lex(_tokenize_checked, text)
 
 
 @pytest.mark.parametrize(
