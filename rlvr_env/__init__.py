@@ -6,9 +6,11 @@ This package needs only gymnasium and numpy.
 
 from gymnasium.envs.registration import register, registry
 
+from rlvr_env.countdown_env import CountdownEnv
 from rlvr_env.envs import ArithmeticEnv, TokenEnv
 from rlvr_env.rewards import length_reward
-from rlvr_env.tasks import SPLITS, ArithmeticTask, Prompt, Task
+from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, Prompt, Task
+from rlvr_env.vector import ArithmeticVectorEnv, CountdownVectorEnv, TokenVectorEnv
 from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
 
 __version__ = "0.1.0"
@@ -16,12 +18,17 @@ __version__ = "0.1.0"
 __all__ = [
     "ArithmeticEnv",
     "ArithmeticTask",
+    "ArithmeticVectorEnv",
+    "CountdownEnv",
+    "CountdownTask",
+    "CountdownVectorEnv",
     "Grammar",
     "Prompt",
     "RewardWeights",
     "SPLITS",
     "Task",
     "TokenEnv",
+    "TokenVectorEnv",
     "Verdict",
     "length_reward",
     "verify",
@@ -34,4 +41,13 @@ def _register(env_id: str, entry_point: str, **kwargs: object) -> None:
         register(id=env_id, entry_point=entry_point, **kwargs)  # type: ignore[arg-type]
 
 
-_register("rlvr/Arithmetic-v0", "rlvr_env.envs:ArithmeticEnv")
+_register(
+    "rlvr/Arithmetic-v0",
+    "rlvr_env.envs:ArithmeticEnv",
+    vector_entry_point="rlvr_env.vector:ArithmeticVectorEnv",
+)
+_register(
+    "rlvr/Countdown-v0",
+    "rlvr_env.countdown_env:CountdownEnv",
+    vector_entry_point="rlvr_env.vector:CountdownVectorEnv",
+)

@@ -2,5 +2,6 @@
 
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import SPLITS, Prompt, Task
+from rlvr_env.tasks.countdown import CountdownTask
 
-__all__ = ["ArithmeticTask", "Prompt", "SPLITS", "Task"]
+__all__ = ["ArithmeticTask", "CountdownTask", "Prompt", "SPLITS", "Task"]

@@ -1,0 +1,512 @@
+"""The batch verifier: :func:`rlvr_env.verify` for a whole batch of token sequences, as array operations.
+
+:func:`batch_verify` scores a ``(B, L)`` array of token ids against per-row prompts and returns a
+:class:`BatchVerdict` of arrays. It agrees exactly with :func:`rlvr_env.verify` applied to the text
+``task.decode(row)`` (same ``correct``, ``well_formed``, value and reward parts; tests check this on
+random and exhaustive inputs). It reads the *text* semantics, token by token:
+
+* adjacent number tokens concatenate into one literal (``"2" "3"`` is 23, as the text ``"23"`` is);
+  a literal longer than :data:`~rlvr_env.verifier.MAX_NUMBER_DIGITS` digits, a leading zero, or more
+  than :data:`~rlvr_env.verifier.MAX_TEXT_CHARS` characters is a lexing error;
+* the grammar is checked by a two-state recogniser (expecting an operand or an operator) plus a
+  parenthesis depth, which accepts exactly the language of the recursive-descent parser;
+* values are exact rationals held as reduced int64 numerator / denominator arrays. Instead of a value
+  stack, each parenthesis level keeps two accumulators, the finished sum ``S`` with the sign of the
+  next term and the running product ``T`` with its pending ``*`` / ``/`` (precedence has two levels,
+  so this is all a shunting-yard would keep). Every ``+ - * /`` is applied in the parser's order
+  (left-associative), so division by zero and non-integer quotients (``integer_division``) are
+  detected at the same operations;
+* number use compares the multiset of literals with the prompt's numbers, as ``verify`` does.
+
+Arithmetic is exact while every operand fits in 31 bits (products then fit in int64). A row whose
+operands grow past that is flagged and re-scored by :func:`rlvr_env.verify` on its text (Python
+integers are unbounded), so the result is exact for every input; with prompt numbers of at most a few
+digits this fallback is rare.
+
+The same :class:`StackMachine` runs incrementally inside :class:`rlvr_env.vector.TokenVectorEnv`: one
+:meth:`StackMachine.feed` per environment step, one :meth:`StackMachine.finish` for the rows whose
+episodes end, so verifying costs a fixed number of array operations per step, whatever the length.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, RewardWeights, verify
+
+__all__ = ["TokenTable", "BatchVerdict", "StackMachine", "batch_verify"]
+
+# Token kinds.
+NUM, ADD, SUB, MUL, DIV, LPAREN, RPAREN, EOS, OTHER = range(9)
+_OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV, "(": LPAREN, ")": RPAREN}
+_OP_CHAR = {v: k for k, v in _OP_KIND.items()}
+_SLOT = re.compile(r"n(\d+)\Z")
+_CANONICAL_NUMBER = re.compile(r"(0|[1-9][0-9]*)\Z")
+#: Operands below this bound multiply without int64 overflow (2**31 * 2**31 = 2**62, sums < 2**63).
+_LIMIT = 1 << 31
+_POW10 = 10 ** np.arange(19, dtype=np.int64)  # (19,)
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    """What each token id means to the batch verifier.
+
+    Built from a task's vocabulary by :meth:`from_vocab`: a string of ASCII digits is a number with
+    that constant value; ``"n<k>"`` is the prompt's number in slot ``k``; ``+ - * / ( )`` are operators
+    and parentheses; the EOS id ends the answer. Any other string is kind ``OTHER`` and makes an answer
+    not well-formed (the text verifier rejects its characters too).
+
+    Attributes:
+        kinds: (V,) int8 token kinds.
+        constants: (V,) int64 value of constant number tokens (0 elsewhere).
+        slots: (V,) int64 prompt slot of slot tokens, -1 elsewhere.
+        chars: (V,) int64 characters of non-slot tokens in the decoded text (0 for EOS).
+    """
+
+    kinds: np.ndarray
+    constants: np.ndarray
+    slots: np.ndarray
+    chars: np.ndarray
+
+    @classmethod
+    def from_vocab(cls, vocab: Sequence[str], eos_id: int | None) -> TokenTable:
+        kinds, constants, slots, chars = [], [], [], []
+        for i, tok in enumerate(vocab):
+            kind, const, slot = OTHER, 0, -1
+            if i == eos_id:
+                kind = EOS
+            elif tok in _OP_KIND:
+                kind = _OP_KIND[tok]
+            elif (m := _SLOT.match(tok)) is not None:
+                kind, slot = NUM, int(m.group(1))
+            elif _CANONICAL_NUMBER.match(tok) and len(tok) <= MAX_NUMBER_DIGITS:
+                kind, const = NUM, int(tok)
+            kinds.append(kind)
+            constants.append(const)
+            slots.append(slot)
+            chars.append(0 if kind == EOS or slot >= 0 else len(tok))
+        return cls(
+            kinds=np.array(kinds, dtype=np.int8),
+            constants=np.array(constants, dtype=np.int64),
+            slots=np.array(slots, dtype=np.int64),
+            chars=np.array(chars, dtype=np.int64),
+        )
+
+    @property
+    def num_slots(self) -> int:
+        return int(self.slots.max(initial=-1)) + 1
+
+    def values(self, numbers: np.ndarray) -> np.ndarray:
+        """(B, V) int64 value of every number token for each row's prompt ``numbers`` (B, N)."""
+        b = numbers.shape[0]
+        out = np.broadcast_to(self.constants, (b, len(self.kinds))).copy()  # (B, V)
+        slot_ids = np.flatnonzero(self.slots >= 0)
+        if slot_ids.size:
+            if numbers.shape[1] < self.num_slots:
+                raise ValueError(
+                    f"prompts have {numbers.shape[1]} numbers; the vocabulary refers to "
+                    f"{self.num_slots} slots"
+                )
+            out[:, slot_ids] = numbers[:, self.slots[slot_ids]]
+        return out
+
+    def text(self, token_ids: Sequence[int], values: np.ndarray) -> str:
+        """The decoded text of one row (EOS and everything after it dropped); ``values`` is (V,)."""
+        parts = []
+        for t in token_ids:
+            kind = int(self.kinds[t])
+            if kind == EOS:
+                break
+            parts.append(str(int(values[t])) if kind == NUM else _OP_CHAR.get(kind, "?"))
+        return "".join(parts)
+
+
+@dataclass
+class BatchVerdict:
+    """Array form of :class:`rlvr_env.Verdict` for a batch of B answers.
+
+    ``value_num / value_den`` is the exact reduced value where ``has_value`` (den > 0), and 0 / 0
+    where the answer has no value (the text verifier's ``value is None``).
+    """
+
+    reward: np.ndarray  # (B,) float64
+    correct: np.ndarray  # (B,) bool
+    well_formed: np.ndarray  # (B,) bool
+    has_value: np.ndarray  # (B,) bool
+    value_num: np.ndarray  # (B,) int64
+    value_den: np.ndarray  # (B,) int64
+    parts: dict[str, np.ndarray]  # name -> (B,) float64
+    fallback: np.ndarray  # (B,) bool: rows re-scored by verify() because int64 could overflow
+    #: exact values of fallback rows too large for int64 (their value_num / value_den are 0 / 0)
+    big_values: dict[int, Fraction] = field(default_factory=dict)
+
+    def values(self) -> list[Fraction | None]:
+        """The values as Python objects, as :class:`rlvr_env.Verdict` has them."""
+        return [
+            self.big_values.get(i) if d == 0 and h else Fraction(int(n), int(d)) if h else None
+            for i, (n, d, h) in enumerate(zip(self.value_num, self.value_den, self.has_value))
+        ]
+
+
+def _reduce(num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce fractions to lowest terms with a positive denominator (den 0 rows become 0 / 1)."""
+    neg = den < 0
+    num = np.where(neg, -num, num)
+    den = np.where(neg, -den, den)
+    g = np.gcd(num, den)
+    g[g == 0] = 1
+    return num // g, den // g
+
+
+class StackMachine:
+    """Incremental batch verifier over B rows: feed one token per row per call, then finish rows.
+
+    State per row: position, lexer state (pending literal and its digits), the recogniser state
+    (expecting an operand? parenthesis depth), per-level accumulators ``S`` (sum, with the sign of
+    the next term) and ``T`` (product, with its pending operator), and the literals used so far.
+    """
+
+    def __init__(
+        self,
+        table: TokenTable,
+        grammar: Grammar,
+        num_rows: int,
+        max_length: int,
+        weights: RewardWeights | None = None,
+        num_numbers: int | None = None,
+    ) -> None:
+        if num_rows < 1 or max_length < 1:
+            raise ValueError(f"num_rows={num_rows} and max_length={max_length} must both be >= 1")
+        self.table = table
+        self.grammar = grammar
+        self.weights = weights if weights is not None else RewardWeights()
+        self.num_rows = b = num_rows
+        self.max_length = max_length
+        depth = max_length + 1  # "((((" reaches depth L before it is found unbalanced
+        self._allowed = np.zeros(OTHER + 1, dtype=bool)  # (kinds,) kinds this grammar admits
+        self._allowed[[NUM, EOS]] = True
+        for op in grammar.operators:
+            self._allowed[_OP_KIND[op]] = True
+        if grammar.parentheses:
+            self._allowed[[LPAREN, RPAREN]] = True
+        self._rows = np.arange(b)
+        self.tokens = np.zeros((b, max_length), dtype=np.int64)  # (B, L)
+        self.pos = np.zeros(b, dtype=np.int64)  # (B,)
+        n = table.num_slots if num_numbers is None else num_numbers
+        if n < max(table.num_slots, 1):
+            raise ValueError(f"num_numbers={n} must be >= 1 and cover the {table.num_slots} slot tokens")
+        self.numbers = np.zeros((b, n), dtype=np.int64)  # (B, N)
+        self.targets = np.zeros(b, dtype=np.int64)  # (B,)
+        self.values = table.values(self.numbers)  # (B, V)
+        self.digits = np.zeros_like(self.values)  # (B, V)
+        self.err = np.zeros(b, dtype=bool)
+        self.over = np.zeros(b, dtype=bool)
+        self.expect = np.ones(b, dtype=bool)
+        self.literal = np.zeros(b, dtype=bool)
+        self.p_num = np.zeros(b, dtype=np.int64)
+        self.p_den = np.ones(b, dtype=np.int64)
+        self.p_dig = np.zeros(b, dtype=np.int64)
+        self.chars = np.zeros(b, dtype=np.int64)
+        self.depth = np.zeros(b, dtype=np.int64)
+        self.s_num = np.zeros((b, depth), dtype=np.int64)  # (B, D)
+        self.s_den = np.ones((b, depth), dtype=np.int64)
+        self.sign = np.ones((b, depth), dtype=np.int64)
+        self.t_num = np.zeros((b, depth), dtype=np.int64)
+        self.t_den = np.ones((b, depth), dtype=np.int64)
+        self.mulop = np.zeros((b, depth), dtype=np.int64)  # 0: no factor yet, MUL or DIV pending
+        self.used = np.zeros((b, max(max_length, n)), dtype=np.int64)  # (B, L) literals in order
+        self.n_used = np.zeros(b, dtype=np.int64)
+
+    # -- rows -----------------------------------------------------------------------------------
+    def set_prompts(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray) -> None:
+        """Start fresh answers on ``rows`` (index array (k,)) for prompts ``numbers`` (k, N), ``targets``
+        (k,). Prompt numbers must be non-negative (a minus sign is an operator in the text)."""
+        numbers = np.asarray(numbers, dtype=np.int64).reshape(len(rows), -1)
+        if numbers.shape[1] != self.numbers.shape[1]:
+            raise ValueError(
+                f"prompts have {numbers.shape[1]} numbers; this machine was built for {self.numbers.shape[1]}"
+            )
+        if numbers.size and numbers.min() < 0:
+            raise ValueError(f"prompt numbers {numbers.min()} < 0 cannot be written as tokens")
+        self.numbers[rows] = numbers
+        self.targets[rows] = targets
+        vals = self.table.values(numbers)  # (k, V)
+        self.values[rows] = vals
+        digits = np.searchsorted(_POW10, vals, side="right")  # (k, V) decimal digits of each value
+        self.digits[rows] = np.maximum(digits, 1)
+        self.pos[rows] = 0
+        self.err[rows] = False
+        self.over[rows] = False
+        self.expect[rows] = True
+        self.literal[rows] = False
+        self.chars[rows] = 0
+        self.depth[rows] = 0
+        self.s_num[rows, 0] = 0
+        self.s_den[rows, 0] = 1
+        self.sign[rows, 0] = 1
+        self.mulop[rows, 0] = 0
+        self.n_used[rows] = 0
+
+    # -- one token per row ----------------------------------------------------------------------
+    def feed(self, tokens: np.ndarray, active: np.ndarray) -> None:
+        """Append ``tokens`` (B,) to the rows where ``active`` (B,) is True. EOS is recorded but only
+        :meth:`finish` ends an answer."""
+        rows = self._rows
+        self.tokens[rows[active], self.pos[active]] = tokens[active]
+        self.pos += active
+        kind = self.table.kinds[tokens]  # (B,)
+        live = active & ~self.err & ~self.over & (kind != EOS)
+        if not live.any():
+            return
+        expect, literal, depth = self.expect, self.literal, self.depth
+        is_num = kind == NUM
+        is_op = (kind >= ADD) & (kind <= DIV)
+        is_lp = kind == LPAREN
+        is_rp = kind == RPAREN
+        bad = ~self._allowed[kind] | (is_num & ~expect & ~literal) | (is_op & expect)
+        bad |= (is_lp & ~expect) | (is_rp & (expect | (depth == 0)))
+        val = self.values[rows, tokens]  # (B,)
+        dig = self.digits[rows, tokens]
+        chars = np.where(is_num, dig, self.table.chars[tokens])
+        self.chars += np.where(live, chars, 0)
+        bad |= self.chars > MAX_TEXT_CHARS
+
+        # Lexing: a number right after a number extends the literal, as in the text.
+        cat = live & is_num & ~expect & literal
+        if cat.any():
+            new_dig = self.p_dig + dig
+            bad |= cat & ((new_dig > MAX_NUMBER_DIGITS) | (self.p_num == 0))  # too long, leading zero
+            ok = cat & ~bad
+            shift = _POW10[np.minimum(dig, 18)]
+            self.p_num = np.where(ok, self.p_num * shift + val, self.p_num)
+            self.p_dig = np.where(ok, new_dig, self.p_dig)
+            last = np.maximum(self.n_used - 1, 0)
+            self.used[rows[ok], last[ok]] = self.p_num[ok]
+        new = live & is_num & expect & ~bad
+        if new.any():
+            self.p_num = np.where(new, val, self.p_num)
+            self.p_den = np.where(new, 1, self.p_den)
+            self.p_dig = np.where(new, dig, self.p_dig)
+            self.literal |= new
+            self.expect = expect = expect & ~new
+            self.used[rows[new], self.n_used[new]] = val[new]
+            self.n_used += new
+
+        self.err |= live & bad
+        ok = live & ~bad
+        closing = ok & (is_op | is_rp)
+        if closing.any():
+            self._flush(closing)
+            adding = closing & ((kind == ADD) | (kind == SUB) | is_rp) & ~self.err & ~self.over
+            if adding.any():
+                v_num, v_den = self._sum(adding)
+                pm = (kind == ADD) | (kind == SUB)
+                op_rows = adding & pm
+                if op_rows.any():
+                    r, dd = rows[op_rows], depth[op_rows]
+                    self.s_num[r, dd] = v_num[op_rows]
+                    self.s_den[r, dd] = v_den[op_rows]
+                    self.sign[r, dd] = np.where(kind[op_rows] == SUB, -1, 1)
+                    self.mulop[r, dd] = 0
+                rp_rows = adding & is_rp
+                if rp_rows.any():
+                    self.p_num = np.where(rp_rows, v_num, self.p_num)
+                    self.p_den = np.where(rp_rows, v_den, self.p_den)
+                    self.depth = depth = depth - rp_rows
+            md = closing & ((kind == MUL) | (kind == DIV)) & ~self.err & ~self.over
+            if md.any():
+                self.mulop[rows[md], depth[md]] = kind[md]
+            self.expect = expect = expect | (closing & is_op)
+            self.literal &= ~closing
+        opening = ok & is_lp
+        if opening.any():
+            self.depth = depth = depth + opening
+            r, dd = rows[opening], depth[opening]
+            self.s_num[r, dd] = 0
+            self.s_den[r, dd] = 1
+            self.sign[r, dd] = 1
+            self.mulop[r, dd] = 0
+
+    def _flush(self, mask: np.ndarray) -> None:
+        """Apply each masked row's pending operand to its product ``T`` at the current depth."""
+        rows, depth = self._rows, self.depth
+        r, d = rows[mask], depth[mask]
+        op = self.mulop[r, d]  # (k,)
+        a_num, a_den = self.t_num[r, d], self.t_den[r, d]
+        b_num, b_den = self.p_num[mask], self.p_den[mask]
+        start = op == 0
+        is_div = op == DIV
+        zero = is_div & (b_num == 0)
+        a_num = np.where(start, 1, a_num)
+        a_den = np.where(start, 1, a_den)
+        f_num = np.where(is_div, b_den, b_num)
+        f_den = np.where(is_div, b_num, b_den)
+        big = (np.abs(a_num) | a_den | np.abs(f_num) | np.abs(f_den)) >= _LIMIT
+        num, den = _reduce(a_num * f_num, a_den * f_den)
+        bad = zero | (self.grammar.integer_division & is_div & (den != 1))
+        self.err[r] |= bad & ~big
+        self.over[r] |= big & ~bad
+        self.t_num[r, d] = num
+        self.t_den[r, d] = den
+
+    def _sum(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(B,) ``S + sign * T`` at the current depth for masked rows (other rows: garbage)."""
+        rows, depth = self._rows, self.depth
+        s_num, s_den = self.s_num[rows, depth], self.s_den[rows, depth]
+        t_num, t_den = self.t_num[rows, depth] * self.sign[rows, depth], self.t_den[rows, depth]
+        big = mask & ((np.abs(s_num) | s_den | np.abs(t_num) | t_den) >= _LIMIT)
+        self.over |= big
+        s_num, s_den = np.where(big, 0, s_num), np.where(big, 1, s_den)
+        t_num, t_den = np.where(big, 0, t_num), np.where(big, 1, t_den)
+        return _reduce(s_num * t_den + t_num * s_den, s_den * t_den)
+
+    # -- end of answers -------------------------------------------------------------------------
+    def finish(self, rows: np.ndarray, truncated: np.ndarray | None = None) -> BatchVerdict:
+        """Score the answers on ``rows`` (index array (k,)) as they stand; ``truncated`` (k,) marks rows
+        cut off at the maximum length, which get no reward and no value (``Task.score``'s rule)."""
+        k = len(rows)
+        trunc = np.zeros(k, dtype=bool) if truncated is None else np.asarray(truncated, dtype=bool)
+        err = self.err[rows] | self.expect[rows] | (self.depth[rows] != 0)
+        live = ~err & ~self.over[rows]
+        value_num = np.zeros(k, dtype=np.int64)
+        value_den = np.zeros(k, dtype=np.int64)
+        if live.any():
+            mask = np.zeros(self.num_rows, dtype=bool)
+            mask[rows[live]] = True
+            self._flush(mask)
+            v_num, v_den = self._sum(mask)
+            bad = self.err[rows] | self.over[rows]
+            live &= ~bad
+            value_num = np.where(live, v_num[rows], 0)
+            value_den = np.where(live, v_den[rows], 0)
+        has_value = live & ~trunc
+        value_num = np.where(has_value, value_num, 0)
+        value_den = np.where(has_value, value_den, 0)
+        use_ok = self._number_use(rows)
+        well_formed = has_value & use_ok
+        correct = well_formed & (value_den == 1) & (value_num == self.targets[rows])
+        fallback = self.over[rows] & ~trunc
+        verdict = _assemble(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
+        for j in np.flatnonzero(fallback):  # exact re-scoring by the text verifier (rare)
+            _fill_from_text(verdict, j, self, int(rows[j]))
+        return verdict
+
+    def _number_use(self, rows: np.ndarray) -> np.ndarray:
+        """(k,) whether the literals of each row respect the grammar's number-use rule."""
+        numbers = self.numbers[rows]  # (k, N)
+        n = numbers.shape[1]
+        n_used = self.n_used[rows]
+        used = self.used[rows, :n]  # (k, N): more than N literals always repeat one too often
+        valid = np.arange(n) < n_used[:, None]  # (k, N)
+        same = ((used[:, :, None] == used[:, None, :]) & valid[:, None, :]).sum(axis=2)  # (k, N)
+        in_prompt = (used[:, :, None] == numbers[:, None, :]).sum(axis=2)  # (k, N)
+        ok = (n_used <= n) & ~np.any(valid & (same > in_prompt), axis=1)
+        if self.grammar.number_use == "exactly_once":
+            ok &= n_used == numbers.shape[1]
+        return ok
+
+
+def _assemble(
+    weights: RewardWeights,
+    correct: np.ndarray,
+    well_formed: np.ndarray,
+    has_value: np.ndarray,
+    value_num: np.ndarray,
+    value_den: np.ndarray,
+    fallback: np.ndarray,
+) -> BatchVerdict:
+    parts = {
+        "accuracy": np.where(correct, weights.accuracy, 0.0),
+        "format": np.where(well_formed, weights.format, 0.0),
+    }
+    return BatchVerdict(
+        reward=parts["accuracy"] + parts["format"],
+        correct=correct,
+        well_formed=well_formed,
+        has_value=has_value,
+        value_num=value_num,
+        value_den=value_den,
+        parts=parts,
+        fallback=fallback,
+    )
+
+
+def _fill_from_text(verdict: BatchVerdict, j: int, machine: StackMachine, row: int) -> None:
+    """Overwrite entry ``j`` of ``verdict`` with :func:`verify` on the text of ``machine`` row ``row``."""
+    n = int(machine.pos[row])
+    text = machine.table.text(machine.tokens[row, :n].tolist(), machine.values[row])
+    numbers = machine.numbers[row, : machine.numbers.shape[1]].tolist()
+    v = verify(text, numbers, int(machine.targets[row]), grammar=machine.grammar, weights=machine.weights)
+    verdict.correct[j] = v.correct
+    verdict.well_formed[j] = v.well_formed
+    value = v.value
+    fits = value is not None and abs(value.numerator) < 2**63 and value.denominator < 2**63
+    verdict.has_value[j] = value is not None
+    verdict.value_num[j] = value.numerator if fits and value is not None else 0
+    verdict.value_den[j] = value.denominator if fits and value is not None else 0
+    if value is not None and not fits:
+        verdict.big_values[j] = value
+    for name, arr in verdict.parts.items():
+        arr[j] = v.parts[name]
+    verdict.reward[j] = v.reward
+
+
+def batch_verify(
+    tokens: np.ndarray,
+    numbers: np.ndarray,
+    targets: np.ndarray,
+    *,
+    table: TokenTable,
+    grammar: Grammar,
+    weights: RewardWeights | None = None,
+    lengths: np.ndarray | None = None,
+) -> BatchVerdict:
+    """Score B answers at once; row ``i`` gets what ``verify(text_i, numbers[i], targets[i])`` gives.
+
+    Args:
+        tokens: (B, L) int token ids; a row ends at its first EOS token, at ``lengths[i]`` or at L.
+        numbers: (B, N) int prompt numbers per row (the values of slot tokens ``"n0"``, ``"n1"``, ...).
+        targets: (B,) int targets.
+        table: what the token ids mean (:meth:`TokenTable.from_vocab`).
+        grammar: the rules, as for :func:`rlvr_env.verify`.
+        weights: reward weights (default :class:`RewardWeights()`).
+        lengths: optional (B,) number of tokens to read per row.
+
+    >>> from rlvr_env.verifier import Grammar
+    >>> table = TokenTable.from_vocab(("n0", "n1", "n2", "+", "*", "(", ")", "<eos>"), eos_id=7)
+    >>> toks = np.array([[0, 3, 1, 4, 2, 7], [5, 0, 3, 1, 6, 4]])  # n0+n1*n2 ; (n0+n1)*
+    >>> v = batch_verify(toks, np.array([[2, 3, 5], [2, 3, 5]]), np.array([17, 25]), table=table,
+    ...                  grammar=Grammar(frozenset("+*"), parentheses=True))
+    >>> v.correct.tolist(), v.well_formed.tolist(), v.values()
+    ([True, False], [True, False], [Fraction(17, 1), None])
+    """
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(
+            f"tokens has shape {tokens.shape} and dtype {tokens.dtype}; a (B, L) int array is expected"
+        )
+    b, length = tokens.shape
+    vocab_size = len(table.kinds)
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise ValueError(f"token ids must lie in [0, {vocab_size}); got {tokens.min()}..{tokens.max()}")
+    numbers = np.asarray(numbers, dtype=np.int64).reshape(b, -1)
+    targets = np.asarray(targets, dtype=np.int64).reshape(b)
+    if b == 0:
+        empty = np.zeros(0, dtype=bool)
+        z = np.zeros(0, dtype=np.int64)
+        return _assemble(weights or RewardWeights(), empty, empty, empty, z, z, empty)
+    machine = StackMachine(table, grammar, b, max(length, 1), weights, num_numbers=numbers.shape[1])
+    rows = np.arange(b)
+    machine.set_prompts(rows, numbers, targets)
+    ends = np.full(b, length) if lengths is None else np.minimum(np.asarray(lengths).reshape(b), length)
+    is_eos = table.kinds[tokens] == EOS  # (B, L)
+    first_eos = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), length)
+    ends = np.minimum(ends, first_eos)
+    for col in range(int(ends.max(initial=0))):
+        machine.feed(tokens[:, col], col < ends)
+    return machine.finish(rows)

@@ -1,0 +1,445 @@
+"""Countdown-N: reach a target from N given numbers with ``+ - * /`` and parentheses.
+
+Prompts are generated, not listed: N numbers are drawn from ``number_range`` and a random expression
+tree over all of them is built with the seeded generator; its value is the target. So every prompt is
+solvable by construction, under either number-use rule, and the generating expression is kept in the
+prompt's ``meta`` as a known solution. Generation is vectorised (:meth:`CountdownTask.sample_arrays`
+draws k prompts as arrays) so that the vector env can reset thousands of episodes per step.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from rlvr_env.batch_verify import ADD, DIV, LPAREN, MUL, NUM, RPAREN, SUB, TokenTable
+from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
+from rlvr_env.verifier import Grammar, NumberUse, verify
+
+__all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "multiset_hash"]
+
+#: One number multiset in this many is held out (``split="test"``): 20%.
+HELD_OUT_BUCKETS = 5
+_OPS = "+-*/"
+_OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
+_ATOM, _ADDITIVE, _MULTIPLICATIVE = 0, 1, 2
+_LIMIT = 1 << 31  # generation rejects intermediate values this large (int64 products stay exact)
+_MAX_ROUNDS = 200  # rejection-sampling rounds before a setting is declared (nearly) infeasible
+_EOS = "<eos>"
+
+
+def multiset_hash(numbers: np.ndarray) -> np.ndarray:
+    """(k,) uint64 hash of each row's *sorted* numbers (k, N): equal for every order of one multiset.
+
+    An FNV-1a-style fold followed by the splitmix64 finaliser, in wrapping uint64 arithmetic, so the
+    split is a fixed function of the numbers (no RNG, no Python ``hash`` randomisation).
+    """
+    x = np.sort(np.asarray(numbers, dtype=np.int64), axis=1).astype(np.uint64)  # (k, N)
+    h = np.full(x.shape[0], 0xCBF29CE484222325, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for col in x.T:
+            h = (h ^ col) * np.uint64(0x100000001B3)
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+    return h
+
+
+def _check_range(name: str, value: object, lowest: int, highest: int) -> tuple[int, int]:
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value)
+    ):
+        raise ValueError(f"{name}={value!r} must be a (low, high) pair of integers")
+    lo, hi = int(value[0]), int(value[1])
+    if not lowest <= lo <= hi <= highest:
+        raise ValueError(f"{name}={value!r} must satisfy {lowest} <= low <= high <= {highest}")
+    return lo, hi
+
+
+def _bits(values: np.ndarray, width: int) -> np.ndarray:
+    """(..., width) float32 binary code of non-negative ints, least significant bit first."""
+    return ((values[..., None] >> np.arange(width)) & 1).astype(np.float32)
+
+
+class CountdownTask(Task):
+    """Countdown-N prompts, a slot-token vocabulary, masks, and a deterministic multiset split.
+
+    Vocabulary (token id = index): ``"n0" .. "n{N-1}"`` (the prompt's numbers by slot), the allowed
+    operators in ``+ - * /`` order, ``"("`` and ``")"`` when parentheses are allowed, and ``"<eos>"``
+    last. A slot token decodes to its number's digits, so the verifier reads ordinary infix text and
+    the vocabulary does not grow with the number range.
+
+    See :class:`rlvr_env.envs_countdown.CountdownEnv` for the arguments.
+    """
+
+    name = "countdown"
+    tabular_segments = None
+
+    def __init__(
+        self,
+        n_numbers: int = 4,
+        number_range: tuple[int, int] = (1, 10),
+        target_range: tuple[int, int] = (1, 100),
+        operators: str = "+-*/",
+        parentheses: bool = True,
+        number_use: NumberUse = "at_most_once",
+        integer_division: bool = False,
+        max_length: int | None = None,
+        solution_stats: bool = False,
+    ) -> None:
+        if isinstance(n_numbers, bool) or not isinstance(n_numbers, (int, np.integer)):
+            raise ValueError(f"n_numbers={n_numbers!r} must be an integer in [2, 8]")
+        if not 2 <= n_numbers <= 8:
+            raise ValueError(f"n_numbers={n_numbers!r} must be in [2, 8]")
+        self.n_numbers = n = int(n_numbers)
+        # Numbers start at 1: a 0 would make "n0 n1" lex as a leading-zero literal, and negative numbers
+        # would read as a minus operator. Six digits is the verifier's literal limit.
+        self.number_range = _check_range("number_range", number_range, 1, 999_999)
+        self.target_range = _check_range("target_range", target_range, -(2**30), 2**30)
+        if self.target_range[1] - self.target_range[0] >= 2**20:
+            raise ValueError(f"target_range={target_range!r} must span fewer than 2**20 values")
+        if not isinstance(operators, str) or not operators or set(operators) - set(_OPS):
+            raise ValueError(f"operators={operators!r} must be a non-empty string of characters from '+-*/'")
+        self.operators = "".join(op for op in _OPS if op in operators)
+        if not isinstance(parentheses, bool):
+            raise ValueError(f"parentheses={parentheses!r} must be a bool")
+        if not isinstance(integer_division, bool):
+            raise ValueError(f"integer_division={integer_division!r} must be a bool")
+        self.grammar = Grammar(
+            operators=frozenset(self.operators),
+            parentheses=parentheses,
+            number_use=number_use,
+            integer_division=integer_division,
+        )
+        if max_length is None:
+            max_length = 4 * n - 4  # the longest minimal-parenthesis expression over N numbers, + EOS
+        if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
+            raise ValueError(f"max_length={max_length!r} must be an integer")
+        if not 2 * n <= max_length <= 64:
+            raise ValueError(
+                f"max_length={max_length!r} must be in [2 * n_numbers, 64] = [{2 * n}, 64]: an answer "
+                f"using all {n} numbers needs {2 * n - 1} tokens and EOS"
+            )
+        self.max_length = int(max_length)
+        self.solution_stats = bool(solution_stats)
+        if self.solution_stats and n > 4:
+            raise ValueError(
+                f"solution_stats=True enumerates every expression; n_numbers={n} > 4 is too slow"
+            )
+
+        slots = tuple(f"n{i}" for i in range(n))
+        parens = ("(", ")") if parentheses else ()
+        self.vocab = slots + tuple(self.operators) + parens + (_EOS,)
+        self.eos_id = len(self.vocab) - 1
+        self.table = TokenTable.from_vocab(self.vocab, self.eos_id)
+        self._op_ids = np.array([self.vocab.index(op) for op in self.operators])
+        self._op_kinds = np.array([_OP_KIND[op] for op in self.operators])
+        self._lp = self.vocab.index("(") if parentheses else -1
+        self._rp = self.vocab.index(")") if parentheses else -1
+
+        lo, hi = self.number_range
+        tlo, thi = self.target_range
+        self._number_bits = max(1, (hi - lo).bit_length())
+        self._target_bits = max(1, (thi - tlo).bit_length())
+        nb, tb = self._number_bits, self._target_bits
+        self._layout = {
+            "numbers": slice(0, n),
+            "number_bits": slice(n, n + n * nb),
+            "target": slice(n + n * nb, n + n * nb + 1),
+            "target_bits": slice(n + n * nb + 1, n + n * nb + 1 + tb),
+        }
+        # Validate early: a setting that (almost) never yields a prompt fails here, not at reset().
+        rng = np.random.default_rng(0)
+        for split in ("train", "test"):
+            self.sample_arrays(rng, split, 1)
+
+    # -- prompts -----------------------------------------------------------------------------------
+    def split_arrays(self, numbers: np.ndarray) -> np.ndarray:
+        """(k,) bool: True where the number multiset (k, N) is held out (``split="test"``)."""
+        return multiset_hash(numbers) % np.uint64(HELD_OUT_BUCKETS) == 0
+
+    def split_of(self, prompt: Prompt) -> str:
+        return "test" if bool(self.split_arrays(np.array([prompt.numbers]))[0]) else "train"
+
+    def _draw(self, rng: np.random.Generator, numbers: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Random expression trees over candidate ``numbers`` (k, N): value num/den (k,), merge history
+        (k, N-1, 3), solution length in tokens without EOS (k,), and whether the candidate is usable."""
+        k, n = numbers.shape
+        base = np.arange(k) * n  # (k,) flat offset of each row's items
+        num = numbers.astype(np.int64).ravel()  # (k * N,) items: values num / den, row-major
+        den = np.ones(k * n, dtype=np.int64)
+        length = np.ones(k * n, dtype=np.int64)  # tokens of each item's minimal-parenthesis text
+        cls = np.zeros(k * n, dtype=np.int64)  # top operator class of each item
+        history = np.zeros((k, n - 1, 3), dtype=np.int64)  # (i, j, op kind) per merge
+        ok = np.ones(k, dtype=bool)
+        for stage, m in enumerate(range(n, 1, -1)):
+            i = rng.integers(m, size=k)
+            j = rng.integers(m - 1, size=k)
+            j = j + (j >= i)
+            op = self._op_kinds[rng.integers(len(self._op_kinds), size=k)]
+            fi, fj = base + i, base + j
+            a_n, a_d, b_n, b_d = num[fi], den[fi], num[fj], den[fj]
+            # Fractions stay unreduced here (gcd is the slow part); the bound keeps products exact.
+            ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
+            is_div = op == DIV
+            additive = (op == ADD) | (op == SUB)
+            sign = np.where(op == SUB, -1, 1)
+            r_n = np.where(additive, a_n * b_d + sign * b_n * a_d, a_n * np.where(is_div, b_d, b_n))
+            r_d = a_d * np.where(is_div, b_n, b_d)
+            ok &= r_d != 0  # division by zero
+            r_d = np.where(r_d == 0, 1, r_d)
+            if self.grammar.integer_division:
+                ok &= ~is_div | (r_n % r_d == 0)
+            c_a, c_b = cls[fi], cls[fj]
+            paren_a = ~additive & (c_a == _ADDITIVE)
+            paren_b = (
+                ((op == MUL) & (c_b == _ADDITIVE))
+                | (is_div & (c_b != _ATOM))
+                | ((op == SUB) & (c_b == _ADDITIVE))
+            )
+            if not self.grammar.parentheses:
+                ok &= ~paren_a & ~paren_b
+            new_len = length[fi] + length[fj] + 1 + 2 * (paren_a.astype(np.int64) + paren_b)
+            new_cls = np.where(additive, _ADDITIVE, _MULTIPLICATIVE)
+            first, second = base + np.minimum(i, j), base + np.maximum(i, j)
+            last = base + m - 1
+            for arr, new in ((num, r_n), (den, r_d), (length, new_len), (cls, new_cls)):
+                moved = arr[last]
+                arr[first] = new
+                arr[second] = moved  # drops the item at `second`; a no-op when second is last
+            history[:, stage, 0], history[:, stage, 1], history[:, stage, 2] = i, j, op
+        value_num, value_den = num[base], den[base]
+        ok &= value_num % value_den == 0
+        value = value_num // value_den  # exact where ok
+        tlo, thi = self.target_range
+        ok &= (value >= tlo) & (value <= thi)
+        ok &= length[base] + 1 <= self.max_length
+        return value, history, length[base], ok
+
+    def sample_arrays(
+        self, rng: np.random.Generator, split: str, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Draw k prompts of ``split``: numbers (k, N) int64, targets (k,) int64, and the merge history
+        (k, N-1, 3) of each generating expression (:meth:`solution_tokens` turns it into tokens).
+
+        Rejection sampling: candidates whose value is not an integer in ``target_range``, that divide
+        by zero (or inexactly under ``integer_division``), whose text would not fit ``max_length``, or
+        whose number multiset is in the other split are redrawn.
+        """
+        check_split(split)
+        want_test = split == "test"
+        n = self.n_numbers
+        numbers = np.zeros((k, n), dtype=np.int64)
+        targets = np.zeros(k, dtype=np.int64)
+        history = np.zeros((k, n - 1, 3), dtype=np.int64)
+        filled = 0
+        for _ in range(_MAX_ROUNDS):
+            if filled == k:
+                break
+            need = k - filled
+            lo, hi = self.number_range
+            cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, 64), n))  # (c, N)
+            cand_n = cand_n[self.split_arrays(cand_n) == want_test]
+            cand_t, cand_h, _, ok = self._draw(rng, cand_n)
+            take = np.flatnonzero(ok)[:need]
+            numbers[filled : filled + len(take)] = cand_n[take]
+            targets[filled : filled + len(take)] = cand_t[take]
+            history[filled : filled + len(take)] = cand_h[take]
+            filled += len(take)
+        if filled < k:
+            raise ValueError(
+                f"could not draw {split!r} prompts in {_MAX_ROUNDS} rounds with number_range="
+                f"{self.number_range}, target_range={self.target_range}, operators={self.operators!r}, "
+                f"max_length={self.max_length}: too few generated expressions are valid; widen the ranges"
+            )
+        return numbers, targets, history
+
+    def solution_tokens(self, history: np.ndarray) -> tuple[int, ...]:
+        """Token ids (ending with EOS) of the generating expression recorded in ``history`` (N-1, 3)."""
+        kind_to_id = {int(kd): int(t) for kd, t in zip(self._op_kinds, self._op_ids)}
+        items: list[tuple[list[int], int]] = [([s], _ATOM) for s in range(self.n_numbers)]
+        for i, j, op in np.asarray(history).tolist():
+            (a, ca), (b, cb) = items[i], items[j]
+            additive = op in (ADD, SUB)
+            if not additive and ca == _ADDITIVE:
+                a = [self._lp, *a, self._rp]
+            if (op in (MUL, SUB) and cb == _ADDITIVE) or (op == DIV and cb != _ATOM):
+                b = [self._lp, *b, self._rp]
+            merged = (a + [kind_to_id[op]] + b, _ADDITIVE if additive else _MULTIPLICATIVE)
+            first, second = min(i, j), max(i, j)
+            items[first] = merged
+            items[second] = items[-1]
+            items.pop()
+        return (*items[0][0], self.eos_id)
+
+    def _make_prompt(self, numbers: np.ndarray, target: int, history: np.ndarray | None) -> Prompt:
+        nums = tuple(int(x) for x in numbers)
+        meta: list[tuple[str, object]] = []
+        if history is not None:
+            sol = self.solution_tokens(history)
+            meta += [
+                ("solution", self.decode(sol, Prompt(nums, target))),
+                ("solution_tokens", sol),
+                ("solution_length", len(sol)),
+            ]
+        if self.solution_stats:
+            count, shortest = self.count_solutions(nums, target)
+            meta += [("num_solutions", count), ("shortest_length", shortest)]
+        return Prompt(nums, int(target), tuple(meta))
+
+    def sample_prompt(self, rng: np.random.Generator, split: str) -> Prompt:
+        numbers, targets, history = self.sample_arrays(rng, split, 1)
+        return self._make_prompt(numbers[0], int(targets[0]), history[0])
+
+    def validate_prompt(self, prompt: object) -> Prompt:
+        numbers, target = unpack_prompt(prompt)
+        n, (lo, hi), (tlo, thi) = self.n_numbers, self.number_range, self.target_range
+        if len(numbers) != n:
+            raise ValueError(f"prompt numbers {numbers!r} must be {n} integers for this task")
+        if any(not lo <= x <= hi for x in numbers):
+            raise ValueError(f"prompt numbers {numbers!r} must lie in number_range=({lo}, {hi})")
+        if not tlo <= target <= thi:
+            raise ValueError(f"prompt target {target!r} must lie in target_range=({tlo}, {thi})")
+        if isinstance(prompt, Prompt) and prompt.meta:
+            return Prompt(numbers, target, prompt.meta)
+        return self._make_prompt(np.array(numbers), target, None)
+
+    # -- per-prompt facts --------------------------------------------------------------------------
+    def count_solutions(self, numbers: Sequence[int], target: int) -> tuple[int, int | None]:
+        """(number of distinct correct answer texts with minimal parentheses, tokens of the shortest
+        including EOS, or None). Enumerates every expression tree: use for N <= 4."""
+        n = len(numbers)
+        exprs: dict[int, dict[tuple[int, ...], tuple[Fraction, int]]] = {}
+        for mask in range(1, 1 << n):
+            members = [s for s in range(n) if mask >> s & 1]
+            if len(members) == 1:
+                exprs[mask] = {(members[0],): (Fraction(numbers[members[0]]), _ATOM)}
+                continue
+            out: dict[tuple[int, ...], tuple[Fraction, int]] = {}
+            sub = (mask - 1) & mask
+            while sub:
+                rest = mask ^ sub
+                for ta, (va, ca) in exprs[sub].items():
+                    for tb, (vb, cb) in exprs[rest].items():
+                        for op, op_id in zip(self.operators, self._op_ids):
+                            if op == "/" and vb == 0:
+                                continue
+                            additive = op in "+-"
+                            a = (self._lp, *ta, self._rp) if not additive and ca == _ADDITIVE else ta
+                            pb = (op == "*" and cb == _ADDITIVE) or (op == "/" and cb != _ATOM)
+                            pb = pb or (op == "-" and cb == _ADDITIVE)
+                            b = (self._lp, *tb, self._rp) if pb else tb
+                            if not self.grammar.parentheses and (a is not ta or b is not tb):
+                                continue
+                            value = {"+": va + vb, "-": va - vb, "*": va * vb, "/": va / vb if vb else va}[op]
+                            out[(*a, int(op_id), *b)] = (value, _ADDITIVE if additive else _MULTIPLICATIVE)
+                sub = (sub - 1) & mask
+            exprs[mask] = out
+        masks = [(1 << n) - 1] if self.grammar.number_use == "exactly_once" else list(exprs)
+        prompt = Prompt(tuple(numbers), target)
+        count, shortest = 0, None
+        for mask in masks:
+            for toks, (value, _) in exprs[mask].items():
+                if value != target or len(toks) + 1 > self.max_length:
+                    continue
+                text = self.decode(toks, prompt)
+                if verify(text, numbers, target, grammar=self.grammar).correct:
+                    count += 1
+                    shortest = len(toks) + 1 if shortest is None else min(shortest, len(toks) + 1)
+        return count, shortest
+
+    # -- observation -------------------------------------------------------------------------------
+    @property
+    def prompt_layout(self) -> dict[str, slice]:
+        return dict(self._layout)
+
+    def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(k, prompt_dim) float32 encodings of prompts given as numbers (k, N) and targets (k,)."""
+        lo, hi = self.number_range
+        tlo, thi = self.target_range
+        k = numbers.shape[0]
+        rel = np.asarray(numbers, dtype=np.int64) - lo  # (k, N)
+        trel = np.asarray(targets, dtype=np.int64) - tlo  # (k,)
+        out = np.empty((k, self.prompt_dim), dtype=np.float32)
+        out[:, self._layout["numbers"]] = rel / max(hi - lo, 1)
+        out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
+        out[:, self._layout["target"]] = (trel / max(thi - tlo, 1))[:, None]
+        out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
+        return out
+
+    def encode_prompt(self, prompt: Prompt) -> np.ndarray:
+        return self.encode_arrays(np.array([prompt.numbers]), np.array([prompt.target]))[0]
+
+    # -- answers -----------------------------------------------------------------------------------
+    def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
+        n = self.n_numbers
+        return [str(prompt.numbers[t]) if t < n else self.vocab[t] for t in token_ids if t != self.eos_id]
+
+    def render_prompt(self, prompt: Prompt) -> str:
+        nums = " ".join(str(x) for x in prompt.numbers)
+        return f"numbers: {nums} | target: {prompt.target}"
+
+    def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, V) bool masks for prefixes ``tokens[b, :lengths[b]]`` (tokens (B, L), lengths (B,)).
+
+        A token is legal when the prefix stays a prefix of a grammatical answer that uses each slot at
+        most once and can still be completed within ``max_length`` tokens (closing every open
+        parenthesis, using every remaining slot under ``exactly_once``, then EOS). Masks are grammar
+        only: division by zero and target misses are not masked. A prefix that already breaks these
+        rules (a policy that ignored the mask) is offered EOS only, so a legal token always exists.
+        """
+        tokens = np.asarray(tokens, dtype=np.int64)
+        b = tokens.shape[0]
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(b)
+        n, rows = self.n_numbers, np.arange(b)
+        kinds = self.table.kinds
+        expect = np.ones(b, dtype=bool)
+        depth = np.zeros(b, dtype=np.int64)
+        used = np.zeros((b, n), dtype=bool)
+        bad = np.zeros(b, dtype=bool)
+        for col in range(int(lengths.max(initial=0))):
+            act = col < lengths
+            tok = tokens[:, col]
+            kind = kinds[tok]
+            is_num = act & (kind == NUM)
+            slot = np.minimum(tok, n - 1)
+            bad |= is_num & (~expect | used[rows, slot])
+            used[rows[is_num], slot[is_num]] = True
+            is_op = act & (kind >= ADD) & (kind <= DIV)
+            bad |= is_op & expect
+            is_lp, is_rp = act & (kind == LPAREN), act & (kind == RPAREN)
+            bad |= (is_lp & ~expect) | (is_rp & (expect | (depth == 0))) | (act & (kind > RPAREN))
+            expect = np.where(is_num | is_rp, False, np.where(is_op, True, expect))
+            depth = depth + is_lp - is_rp
+        free = n - used.sum(axis=1)  # (B,) unused slots
+        must = free if self.grammar.number_use == "exactly_once" else np.zeros_like(free)
+        room = self.max_length - lengths - 1  # (B,) tokens left after the next one
+        more = 2 * np.maximum(must - 1, 0)
+        need_now = np.where(expect, 2 + depth + more, depth + 2 * must + 1)
+        bad |= need_now > room + 1
+        mask = np.zeros((b, len(self.vocab)), dtype=bool)
+        mask[:, :n] = (expect & ~bad & (depth + more + 1 <= room))[:, None] & ~used
+        can_op = ~expect & ~bad & (free >= 1) & (2 + depth + more <= room)
+        mask[:, self._op_ids] = can_op[:, None]
+        if self.grammar.parentheses:
+            mask[:, self._lp] = expect & ~bad & (free >= 1) & (3 + depth + more <= room)
+            mask[:, self._rp] = ~expect & ~bad & (depth >= 1) & (depth + 2 * must <= room)
+        mask[:, self.eos_id] = bad | (~expect & (depth == 0) & (must == 0))
+        return mask
+
+    def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
+        row = np.full((1, self.max_length), self.eos_id, dtype=np.int64)
+        row[0, : len(prefix)] = prefix
+        return self.action_masks_arrays(row, np.array([len(prefix)]))[0]
+
+
+def _all_multisets(lo: int, hi: int, n: int) -> list[tuple[int, ...]]:
+    """Every sorted multiset of n numbers in [lo, hi] (for tests and split reports)."""
+    return list(itertools.combinations_with_replacement(range(lo, hi + 1), n))

@@ -1,0 +1,510 @@
+"""Native vector environments: many token-emission episodes held as NumPy arrays, stepped together.
+
+:class:`TokenVectorEnv` is the :class:`gymnasium.vector.VectorEnv` counterpart of
+:class:`rlvr_env.envs.TokenEnv`: the same task, observation encoding, rewards and episode ends, for
+``num_envs`` episodes at once, with no Python loop over environments in ``step``. The verifier runs
+incrementally: an :class:`rlvr_env.batch_verify.StackMachine` consumes one token column per step, and
+the rows whose episodes end are scored by array operations that agree exactly with
+:func:`rlvr_env.verify` (so the vector env pays exactly what the single env pays; a test checks it in
+lockstep).
+
+Reach them through Gymnasium::
+
+    envs = gym.make_vec("rlvr/Countdown-v0", num_envs=1024, vectorization_mode="vector_entry_point")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
+from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.base import Prompt, Task, check_split
+from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.verifier import NumberUse, RewardWeights
+
+__all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]
+
+_MIN_CHUNK = 1024  # prompts drawn per refill of the prompt buffer (amortises the sampler's overhead)
+
+
+def _mask_info(info: dict[str, Any], key: str, value: Any, mask: np.ndarray) -> None:
+    """Add a batched info entry and its ``_key`` mask, as Gymnasium's vector envs lay them out."""
+    info[key] = value
+    info[f"_{key}"] = mask
+
+
+class TokenVectorEnv(VectorEnv):
+    """``num_envs`` episodes of a :class:`~rlvr_env.tasks.base.Task` as arrays; see the module docstring.
+
+    Everything a single :class:`~rlvr_env.envs.TokenEnv` documents holds per row: observation layout
+    (``obs_layout``), reward, termination (EOS or fixed length) and truncation (``max_length`` without
+    EOS, format reward withheld). Differences, all for speed:
+
+    * **Autoreset** (``metadata["autoreset_mode"]``, kwarg ``autoreset_mode``): ``"SameStep"`` by
+      default. A finished row is reset inside the same ``step``: the returned observation starts the next
+      episode, and ``info["final_obs"]`` / ``info["final_info"]`` (masked by ``info["_final_obs"]`` /
+      ``info["_final_info"]``) hold the end of the finished one. Episodes last a handful of tokens, so
+      ``"NextStep"`` (Gymnasium's default, also supported) would spend one step in every few on a reset
+      with the action ignored; same-step also matches SB3's VecEnv convention. ``"Disabled"`` leaves
+      finished rows alone until ``reset(options={"reset_mask": done})``, which is how a GRPO agent
+      restarts a group on a prompt of its choosing.
+    * **Final info** is arrays over all rows with ``_key`` masks: ``reward_parts`` (a dict of
+      arrays), ``correct``, ``well_formed``, ``length``, ``value_num`` / ``value_den`` (the exact value
+      as a reduced fraction; ``0 / 0`` where the single env's ``value`` is None) and the episode's
+      ``prompt_numbers`` / ``prompt_target``. Text (``expression``, ``reason``) is not built in
+      ``step``; :meth:`expression` decodes a row on demand.
+    * **Prompts** a ``step`` draws for new episodes appear as ``info["prompt_numbers"]`` and
+      ``info["prompt_target"]`` (masked); ``reset`` also returns ``info["prompt"]``, an object array of
+      :class:`~rlvr_env.tasks.base.Prompt`. Prompts come from one generator, ``self.np_random``, in
+      chunks; ``reset(seed=s)`` makes the sequence repeat, but env i is not the same stream as a single
+      env seeded ``s + i``. For lockstep comparisons pass prompts explicitly.
+    * ``reset(options={"prompt": p})`` takes one prompt for every env (a GRPO group is G envs on one
+      prompt) or a sequence of ``num_envs`` prompts; with ``options["reset_mask"]`` (a bool array of
+      shape ``(num_envs,)``) only the masked rows restart, and only their entries of the sequence are read.
+    * ``copy=True`` (as in :class:`gymnasium.vector.SyncVectorEnv`) returns a fresh observation array
+      every call; ``copy=False`` returns the env's own buffer, which the next call overwrites.
+    """
+
+    metadata = {"render_modes": ["ansi"], "autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(
+        self,
+        task: Task,
+        num_envs: int = 1,
+        *,
+        split: str = "train",
+        accuracy_weight: float = 1.0,
+        format_weight: float = 0.1,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
+        copy: bool = True,
+        render_mode: str | None = None,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs={num_envs!r} must be a positive integer")
+        if not isinstance(split, str):
+            raise ValueError(f"split={split!r} must be a string, one of ('train', 'test')")
+        check_split(split)
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ValueError(
+                f"autoreset_mode={autoreset_mode!r} must be one of {[m.value for m in AutoresetMode]}"
+            ) from None
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r} is not supported; choose 'ansi' or None")
+        if not isinstance(copy, bool):
+            raise ValueError(f"copy={copy!r} must be a bool")
+        self.task = task
+        self.split = split
+        self.num_envs = b = int(num_envs)
+        self.autoreset_mode = mode
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        self.copy = copy
+        self.render_mode = render_mode
+        self.reward_weights = RewardWeights(accuracy=accuracy_weight, format=format_weight)
+
+        vocab_size = len(task.vocab)
+        self._vocab_size = vocab_size
+        self._prefix_offset = task.prompt_dim
+        self._length = task.max_length
+        self._eos = task.eos_id
+        obs_dim = task.prompt_dim + task.max_length * vocab_size
+        self.single_observation_space = spaces.Box(0.0, 1.0, shape=(obs_dim,), dtype=np.float32)
+        self.single_action_space = spaces.Discrete(vocab_size)
+        self.observation_space = batch_space(self.single_observation_space, b)
+        self.action_space = batch_space(self.single_action_space, b)
+        #: Named slices of one row of the observation (as :attr:`TokenEnv.obs_layout`).
+        self.obs_layout: dict[str, slice] = {
+            **task.prompt_layout,
+            "prefix": slice(self._prefix_offset, obs_dim),
+        }
+
+        self._pool = self._finite_pool(task)
+        n_numbers = self._pool[0].shape[1] if self._pool is not None else getattr(task, "n_numbers")
+        self.table = TokenTable.from_vocab(task.vocab, task.eos_id)
+        self.machine = StackMachine(
+            self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
+        )
+        self._rows = np.arange(b)
+        self._obs = np.zeros((b, obs_dim), dtype=np.float32)  # (B, D)
+        self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
+        self._started = False
+        self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._buffer_pos = 0
+
+    # -- prompts ------------------------------------------------------------------------------------
+    @staticmethod
+    def _finite_pool(task: Task) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[Prompt, int]] | None:
+        """For a task with a finite prompt list: numbers (P, N), targets (P,), encodings (P, prompt_dim)
+        of every prompt of both splits, and each prompt's row."""
+        pools = [task.prompts(s) for s in ("train", "test")]
+        if any(p is None for p in pools):
+            if not hasattr(task, "sample_arrays") or not hasattr(task, "encode_arrays"):
+                raise ValueError(
+                    f"task {type(task).__name__} has no finite prompt list and no sample_arrays / "
+                    "encode_arrays methods; the vector env cannot draw its prompts as arrays"
+                )
+            return None
+        prompts = [p for pool in pools for p in pool]  # type: ignore[union-attr]
+        numbers = np.array([p.numbers for p in prompts], dtype=np.int64)
+        targets = np.array([p.target for p in prompts], dtype=np.int64)
+        encoded = np.stack([task.encode_prompt(p) for p in prompts]).astype(np.float32)
+        return numbers, targets, encoded, {p: i for i, p in enumerate(prompts)}
+
+    def _fill(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Draw k prompts of this env's split with ``self.np_random``: numbers, targets, encodings."""
+        rng = self.np_random
+        if self._pool is not None:
+            numbers, targets, encoded, _ = self._pool
+            split_rows = np.flatnonzero(self._pool_split == self.split)
+            idx = split_rows[rng.integers(len(split_rows), size=k)]
+            return numbers[idx], targets[idx], encoded[idx]
+        task: Any = self.task
+        numbers, targets, _ = task.sample_arrays(rng, self.split, k)
+        return numbers, targets, task.encode_arrays(numbers, targets)
+
+    @property
+    def _pool_split(self) -> np.ndarray:
+        if not hasattr(self, "_pool_split_cache"):
+            assert self._pool is not None
+            index = self._pool[3]
+            splits = np.empty(len(index), dtype=object)
+            for p, i in index.items():
+                splits[i] = self.task.split_of(p)
+            self._pool_split_cache = splits
+        return self._pool_split_cache
+
+    def _draw(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The next k prompts from the buffer (refilled in chunks of at least ``_MIN_CHUNK``)."""
+        buf, pos = self._buffer, self._buffer_pos
+        if buf is None or pos + k > len(buf[1]):
+            fresh = self._fill(max(k, _MIN_CHUNK, self.num_envs))
+            if buf is not None and pos < len(buf[1]):
+                fresh = tuple(  # type: ignore[assignment]
+                    np.concatenate([old[pos:], new]) for old, new in zip(buf, fresh)
+                )
+            buf, pos = fresh, 0
+        self._buffer, self._buffer_pos = buf, pos + k
+        return buf[0][pos : pos + k], buf[1][pos : pos + k], buf[2][pos : pos + k]
+
+    def _start(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray, encoded: np.ndarray) -> None:
+        """Begin fresh episodes on ``rows`` (k,) with the given prompts (arrays of k rows)."""
+        self._obs[rows] = 0.0
+        self._obs[rows, : self._prefix_offset] = encoded
+        self.machine.set_prompts(rows, numbers, targets)
+        self._done[rows] = False
+
+    def _start_sampled(self, rows: np.ndarray, info: dict[str, Any], mask: np.ndarray) -> None:
+        numbers, targets, encoded = self._draw(len(rows))
+        self._start(rows, numbers, targets, encoded)
+        self._prompt_info(info, mask)
+
+    def _prompt_info(self, info: dict[str, Any], mask: np.ndarray) -> None:
+        _mask_info(info, "prompt_numbers", self.machine.numbers.copy(), mask)
+        _mask_info(info, "prompt_target", self.machine.targets.copy(), mask)
+
+    # -- Gymnasium API ------------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise ValueError(
+                f"seed={seed!r} must be an int or None: one generator draws every env's prompts"
+            )
+        super().reset(seed=seed)
+        if seed is not None:
+            self._buffer, self._buffer_pos = None, 0
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"options={options!r} must be a dict or None")
+        options = dict(options or {})
+        unknown = set(options) - {"prompt", "reset_mask"}
+        if unknown:
+            raise ValueError(
+                f"unknown reset options {sorted(unknown)}; 'prompt' and 'reset_mask' are accepted"
+            )
+        mask = self._reset_mask(options.get("reset_mask"))
+        rows = np.flatnonzero(mask)
+        info: dict[str, Any] = {}
+        prompts = np.full(self.num_envs, None, dtype=object)
+        splits = np.full(self.num_envs, None, dtype=object)
+        if "prompt" in options:
+            chosen = self._prompts_option(options["prompt"], rows)
+            numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
+            targets = np.array([p.target for p in chosen], dtype=np.int64)
+            self._start(rows, numbers, targets, self._encode(chosen, numbers, targets))
+            for r, p in zip(rows, chosen):
+                prompts[r], splits[r] = p, self.task.split_of(p)
+        else:
+            numbers, targets, encoded = self._draw(len(rows))
+            self._start(rows, numbers, targets, encoded)
+            for r, nums, t in zip(rows, numbers.tolist(), targets.tolist()):
+                prompts[r], splits[r] = Prompt(tuple(nums), int(t)), self.split
+        self._started = True
+        _mask_info(info, "prompt", prompts, mask)
+        _mask_info(info, "split", splits, mask)
+        self._prompt_info(info, mask)
+        return self._out(), info
+
+    def _reset_mask(self, value: object) -> np.ndarray:
+        if value is None:
+            return np.ones(self.num_envs, dtype=bool)
+        if not isinstance(value, np.ndarray) or value.dtype != np.bool_ or value.shape != (self.num_envs,):
+            raise ValueError(
+                f"options['reset_mask'] must be a bool numpy array of shape ({self.num_envs},), got {value!r}"
+            )
+        if not value.any():
+            raise ValueError("options['reset_mask'] selects no env; at least one entry must be True")
+        if not self._started and not value.all():
+            raise ValueError("the first reset must reset every env; options['reset_mask'] must be all True")
+        return value.copy()
+
+    def _prompts_option(self, value: object, rows: np.ndarray) -> list[Prompt]:
+        """One validated Prompt per reset row from ``options["prompt"]``."""
+        single = isinstance(value, Prompt)
+        if not single and isinstance(value, (tuple, list)) and len(value) == 2:
+            first, second = value
+            single = isinstance(second, (int, np.integer)) and isinstance(first, (tuple, list))
+        if single:
+            prompt = self.task.validate_prompt(value)
+            return [prompt] * len(rows)
+        if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != self.num_envs:
+            raise ValueError(
+                f"options['prompt'] must be one prompt or a sequence of num_envs={self.num_envs} prompts, "
+                f"got {value!r:.200}"
+            )
+        return [self.task.validate_prompt(value[int(r)]) for r in rows]
+
+    def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        if self._pool is not None:
+            return self._pool[2][[self._pool[3][p] for p in prompts]].reshape(len(prompts), -1)
+        task: Any = self.task
+        return task.encode_arrays(numbers, targets)
+
+    def step(
+        self, actions: object
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if not self._started:
+            raise ResetNeeded("step() was called before reset(); call reset() to draw prompts first")
+        acts = self._check_actions(actions)  # (B,)
+        info: dict[str, Any] = {}
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.NEXT_STEP and self._done.any():
+            restart = self._done.copy()
+            active = ~restart
+            self._start_sampled(np.flatnonzero(restart), info, restart)
+        else:
+            if mode == AutoresetMode.DISABLED and self._done.any():
+                raise ResetNeeded(
+                    f"envs {np.flatnonzero(self._done).tolist()[:10]} ended; with autoreset_mode='Disabled' "
+                    "call reset(options={'reset_mask': ...}) on them before stepping"
+                )
+            active = np.ones(self.num_envs, dtype=bool)
+        machine = self.machine
+        machine.feed(acts, active)
+        pos = machine.pos  # (B,) tokens so far, after this step
+        rows = self._rows if active.all() else self._rows[active]
+        self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
+        full = active & (pos >= self._length)
+        if self._eos is None:
+            terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)
+        else:
+            terminated = active & (acts == self._eos)
+            truncated = full & ~terminated
+        done = terminated | truncated
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        if done.any():
+            ended = np.flatnonzero(done)
+            verdict = machine.finish(ended, truncated[ended])
+            rewards[ended] = verdict.reward
+            final = self._final_info(ended, done, verdict)
+            if mode == AutoresetMode.SAME_STEP:
+                final_obs = np.zeros_like(self._obs)
+                final_obs[ended] = self._obs[ended]
+                _mask_info(info, "final_obs", final_obs, done)
+                _mask_info(info, "final_info", final, done)
+                self._start_sampled(ended, info, done)
+            else:
+                self._done |= done
+                if info:  # NextStep: rows restarted this step share the prompt keys with ended rows
+                    both = done | info["_prompt_numbers"]
+                    final["prompt_numbers"] = np.where(done[:, None], final["prompt_numbers"],
+                                                       info["prompt_numbers"])
+                    final["prompt_target"] = np.where(done, final["prompt_target"], info["prompt_target"])
+                    final["_prompt_numbers"] = final["_prompt_target"] = both
+                info.update(final)
+        return self._out(), rewards, terminated, truncated, info
+
+    def _check_actions(self, actions: object) -> np.ndarray:
+        acts = np.asarray(actions)
+        if acts.shape != (self.num_envs,) or not np.issubdtype(acts.dtype, np.integer):
+            raise ValueError(
+                f"actions {actions!r:.100} must be an integer array of shape ({self.num_envs},), "
+                f"got shape {acts.shape} and dtype {acts.dtype}"
+            )
+        lo, hi = int(acts.min()), int(acts.max())
+        if lo < 0 or hi >= self._vocab_size:
+            raise ValueError(
+                f"actions contain {lo if lo < 0 else hi}, outside Discrete({self._vocab_size}): "
+                f"valid ids are 0..{self._vocab_size - 1}"
+            )
+        return acts.astype(np.int64, copy=False)
+
+    def _final_info(self, ended: np.ndarray, done: np.ndarray, verdict: BatchVerdict) -> dict[str, Any]:
+        b = self.num_envs
+        info: dict[str, Any] = {}
+
+        def full(values: np.ndarray, dtype: Any) -> np.ndarray:
+            out = np.zeros(b, dtype=dtype)
+            out[ended] = values
+            return out
+
+        parts: dict[str, Any] = {}
+        for name, arr in verdict.parts.items():
+            _mask_info(parts, name, full(arr, np.float64), done)
+        _mask_info(info, "reward_parts", parts, done)
+        _mask_info(info, "correct", full(verdict.correct, bool), done)
+        _mask_info(info, "well_formed", full(verdict.well_formed, bool), done)
+        _mask_info(info, "length", full(self.machine.pos[ended], np.int64), done)
+        _mask_info(info, "value_num", full(verdict.value_num, np.int64), done)
+        _mask_info(info, "value_den", full(verdict.value_den, np.int64), done)
+        self._prompt_info(info, done)
+        return info
+
+    def _out(self) -> np.ndarray:
+        return self._obs.copy() if self.copy else self._obs
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def action_masks(self) -> np.ndarray:
+        """(B, V) bool: each row's grammar mask, as :meth:`TokenEnv.action_masks` gives for one env."""
+        if not self._started:
+            raise ResetNeeded("action_masks() was called before reset()")
+        task: Any = self.task
+        if hasattr(task, "action_masks_arrays"):
+            return task.action_masks_arrays(self.machine.tokens, self.machine.pos)
+        return np.stack([task.action_mask(self.prompt(i), self.tokens(i)) for i in range(self.num_envs)])
+
+    def prompt(self, index: int) -> Prompt:
+        """The prompt of env ``index``'s current (or just finished) episode."""
+        m = self.machine
+        return Prompt(tuple(int(x) for x in m.numbers[index]), int(m.targets[index]))
+
+    def tokens(self, index: int) -> list[int]:
+        """The token ids env ``index`` has emitted in its current episode."""
+        return self.machine.tokens[index, : int(self.machine.pos[index])].tolist()
+
+    def expression(self, index: int) -> str:
+        """The text the verifier reads for env ``index``'s current answer."""
+        return self.task.decode(self.tokens(index), self.prompt(index))
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        if not self._started:
+            return "(no episodes: call reset())"
+        lines = []
+        for i in range(self.num_envs):
+            answer = " ".join(self.task.vocab[t] for t in self.tokens(i))
+            lines.append(f"{i}: {self.task.render_prompt(self.prompt(i))} | answer: {answer}")
+        return "\n".join(lines)
+
+
+class ArithmeticVectorEnv(TokenVectorEnv):
+    """``rlvr/Arithmetic-v0`` as a native vector env (see :class:`rlvr_env.envs.ArithmeticEnv` for the
+    task and :class:`TokenVectorEnv` for the vector protocol).
+
+    >>> import gymnasium as gym, numpy as np
+    >>> import rlvr_env
+    >>> envs = gym.make_vec("rlvr/Arithmetic-v0", num_envs=2, vectorization_mode="vector_entry_point")
+    >>> obs, info = envs.reset(options={"prompt": ((2, 3, 5), 17)})  # a group of 2 on one prompt
+    >>> for tokens in ([0, 2], [3, 3], [1, 1], [4, 3], [2, 0]):  # "2+3*5" and "5+3+2"
+    ...     obs, rewards, terminated, truncated, info = envs.step(np.array(tokens))
+    >>> rewards.tolist(), terminated.tolist(), info["final_info"]["correct"].tolist()
+    ([1.1, 0.1], [True, True], [True, False])
+    """
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        split: str = "train",
+        accuracy_weight: float = 1.0,
+        format_weight: float = 0.1,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
+        copy: bool = True,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(
+            ArithmeticTask(),
+            num_envs,
+            split=split,
+            accuracy_weight=accuracy_weight,
+            format_weight=format_weight,
+            autoreset_mode=autoreset_mode,
+            copy=copy,
+            render_mode=render_mode,
+        )
+
+
+class CountdownVectorEnv(TokenVectorEnv):
+    """``rlvr/Countdown-v0`` as a native vector env (see :class:`rlvr_env.countdown_env.CountdownEnv` for
+    the task and its arguments, :class:`TokenVectorEnv` for the vector protocol).
+
+    >>> import gymnasium as gym, numpy as np
+    >>> import rlvr_env
+    >>> envs = gym.make_vec("rlvr/Countdown-v0", num_envs=3, vectorization_mode="vector_entry_point",
+    ...                     n_numbers=3)
+    >>> obs, info = envs.reset(options={"prompt": ((9, 4, 5), 14)})
+    >>> answers = np.array([[0, 3, 2, 9], [0, 3, 1, 9], [0, 3, 0, 9]])  # 9+5, 9+4, 9+9
+    >>> for col in answers.T:
+    ...     obs, rewards, terminated, truncated, info = envs.step(col)
+    >>> rewards.tolist(), info["final_info"]["well_formed"].tolist()
+    ([1.1, 0.1, 0.0], [True, True, False])
+    """
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        n_numbers: int = 4,
+        number_range: tuple[int, int] = (1, 10),
+        target_range: tuple[int, int] = (1, 100),
+        operators: str = "+-*/",
+        parentheses: bool = True,
+        number_use: NumberUse = "at_most_once",
+        integer_division: bool = False,
+        max_length: int | None = None,
+        solution_stats: bool = False,
+        split: str = "train",
+        accuracy_weight: float = 1.0,
+        format_weight: float = 0.1,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
+        copy: bool = True,
+        render_mode: str | None = None,
+    ) -> None:
+        # solution_stats is accepted so that make() and make_vec() take the same kwargs; the vector env
+        # draws prompts as arrays and never builds per-prompt metadata.
+        super().__init__(
+            CountdownTask(
+                n_numbers=n_numbers,
+                number_range=number_range,
+                target_range=target_range,
+                operators=operators,
+                parentheses=parentheses,
+                number_use=number_use,
+                integer_division=integer_division,
+                max_length=max_length,
+            ),
+            num_envs,
+            split=split,
+            accuracy_weight=accuracy_weight,
+            format_weight=format_weight,
+            autoreset_mode=autoreset_mode,
+            copy=copy,
+            render_mode=render_mode,
+        )
