@@ -17,6 +17,7 @@ which is exactly SB3's actor.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,19 +77,29 @@ def make_training_env(
         kwargs = {"split": "train"} if env_kwargs is None else dict(env_kwargs)
         if n_envs == 1:
             return gym.make(env, **kwargs)
-        from stable_baselines3.common.env_util import make_vec_env
-
-        return make_vec_env(env, n_envs=n_envs, seed=seed, env_kwargs=kwargs)
+        env_id = env
+        return _dummy_vec_env(lambda: gym.make(env_id, **kwargs), n_envs, seed)
     if env_kwargs:
         raise ValueError("env_kwargs can only be used with an env id string, not with an env object")
     if n_envs == 1:
         return env
     if env.spec is None:
         raise ValueError(f"n_envs={n_envs} needs copies of the env, but {env!r} has no spec to re-make it")
-    from stable_baselines3.common.env_util import make_vec_env
-
     spec = env.spec
-    return make_vec_env(lambda: gym.make(spec), n_envs=n_envs, seed=seed)
+    return _dummy_vec_env(lambda: gym.make(spec), n_envs, seed)
+
+
+def _dummy_vec_env(make: Any, n_envs: int, seed: int) -> Any:
+    """``n_envs`` Monitor-wrapped copies in a ``DummyVecEnv``, seeded ``seed, seed+1, ...``.
+
+    Not ``make_vec_env``: it asks for ``render_mode="rgb_array"``, which text envs refuse.
+    """
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    vec = DummyVecEnv([lambda: Monitor(make()) for _ in range(n_envs)])
+    vec.seed(seed)
+    return vec
 
 
 def make_sb3(
@@ -116,8 +127,9 @@ def make_sb3(
         # The network is part of what is compared (parameter counts), so it is fixed, not a hyperparameter.
         raise ValueError("hyperparams must not change policy_kwargs: the network is fixed to SB3's default")
     n_envs = params.pop("n_envs", 1)
-    cls = classes[algo]
-    valid = set(cls.__init__.__code__.co_varnames) - {"self", "policy", "env", "seed", "device", "verbose"}
+    cls: type = classes[algo]
+    fixed = {"self", "policy", "env", "seed", "device", "verbose"}
+    valid = set(inspect.signature(cls).parameters) - fixed
     unknown = sorted(set(params) - valid - _EXTRA_KEYS)
     if unknown:
         raise ValueError(f"unknown {algo} hyperparameters {unknown}")
