@@ -175,95 +175,94 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-class _Parser:
-    """Recursive descent over a token list; depth is bounded by MAX_TEXT_CHARS via the token count.
-
-    Values are Python ints until a division makes a :class:`~fractions.Fraction` (int arithmetic is
-    exact and many times faster than Fraction's); :func:`parse_and_evaluate` returns a Fraction.
-    """
-
-    def __init__(self, tokens: Sequence[str], grammar: Grammar) -> None:
-        self.tokens = tokens
-        self.n_tokens = len(tokens)
-        self.grammar = grammar
-        self.operators = grammar.operators
-        self.pos = 0
-        self.numbers: list[int] = []
-
-    # The loops read `self.tokens[self.pos]` inline rather than through a peek() method: the env
-    # verifies every episode, and method calls are most of a short expression's parsing time.
-    def check_operator(self, op: str) -> None:
-        if op not in self.operators:
-            raise VerifierError(f"operator {op!r} at token {self.pos} is not in this grammar")
-
-    def expr(self) -> Fraction | int:
-        value = self.term()
-        tokens, n = self.tokens, self.n_tokens
-        while self.pos < n and (tok := tokens[self.pos]) in _ADDITIVE:
-            self.check_operator(tok)
-            self.pos += 1
-            rhs = self.term()
-            value = value + rhs if tok == "+" else value - rhs
-        return value
-
-    def term(self) -> Fraction | int:
-        value = self.atom()
-        tokens, n = self.tokens, self.n_tokens
-        while self.pos < n and (tok := tokens[self.pos]) in _MULTIPLICATIVE:
-            self.check_operator(tok)
-            self.pos += 1
-            rhs = self.atom()
-            if tok == "*":
-                value = value * rhs
-            else:
-                if rhs == 0:
-                    raise VerifierError("division by zero")
-                quotient = Fraction(value) / rhs  # Fraction first: int / int would be a float
-                if self.grammar.integer_division and quotient.denominator != 1:
-                    raise VerifierError(f"{value} / {rhs} is not an integer division")
-                value = quotient
-        return value
-
-    def atom(self) -> Fraction | int:
-        pos = self.pos
-        if pos >= self.n_tokens:
-            raise VerifierError("expression ends where a number was expected (trailing operator?)")
-        tok = self.tokens[pos]
-        if tok[0] in _DIGITS:
-            self.pos = pos + 1
-            number = int(tok)
-            self.numbers.append(number)
-            return number
-        if tok == "(":
-            if not self.grammar.parentheses:
-                raise VerifierError(f"parenthesis at token {pos} is not in this grammar")
-            self.pos = pos + 1
-            value = self.expr()
-            if self.pos >= self.n_tokens or self.tokens[self.pos] != ")":
-                raise VerifierError(f"missing ')' at token {self.pos}")
-            self.pos += 1
-            return value
-        if tok in _ADDITIVE:
-            raise VerifierError(f"unary {tok!r} at token {pos} is not allowed")
-        raise VerifierError(f"{tok!r} at token {pos} where a number was expected")
-
-
 def parse_and_evaluate(tokens: Sequence[str], grammar: Grammar) -> tuple[Fraction, list[int]]:
-    """Parse a token list under ``grammar``; return (exact value, numbers used in order)."""
-    if not tokens:
+    """Parse a token list under ``grammar``; return (exact value, numbers used in order).
+
+    One left-to-right pass that does what recursive descent over the module's grammar does, with an
+    explicit stack instead of recursion (the env verifies every episode, and function calls were most of
+    a short answer's parsing time). With two precedence levels, an open expression is fully described by
+    ``total`` (the sum of its finished terms), ``add_op`` (the ``+``/``-`` before the current term),
+    ``product`` (the current term so far) and ``mul_op`` (the ``*``/``/`` waiting for its right operand);
+    ``(`` pushes those four, ``)`` pops them. Operations happen in recursive descent's order, so the first
+    error, and its message, are the same. Values are ints until a division makes a Fraction (int
+    arithmetic is exact and many times faster than Fraction's).
+    """
+    n = len(tokens)
+    if not n:
         raise VerifierError("empty expression")
-    parser = _Parser(tokens, grammar)
-    value = parser.expr()
-    if parser.pos != len(tokens):
-        tok = tokens[parser.pos]
-        if tok == ")":
+    operators = grammar.operators
+    numbers: list[int] = []
+    stack: list[tuple[Fraction | int, str | None, Fraction | int, str | None]] = []
+    total: Fraction | int = 0
+    product: Fraction | int = 0
+    add_op: str | None = None
+    mul_op: str | None = None
+    i = 0
+    while True:
+        # An operand is expected at token i.
+        if i >= n:
+            raise VerifierError("expression ends where a number was expected (trailing operator?)")
+        tok = tokens[i]
+        if tok[0] in _DIGITS:
+            value: Fraction | int = int(tok)
+            numbers.append(value)
+            i += 1
+        elif tok == "(":
             if not grammar.parentheses:
-                raise VerifierError(f"parenthesis at token {parser.pos} is not in this grammar")
-            raise VerifierError(f"unbalanced ')' at token {parser.pos}")
-        if tok == "(" and not grammar.parentheses:
-            raise VerifierError(f"parenthesis at token {parser.pos} is not in this grammar")
-        raise VerifierError(f"unexpected {tok!r} at token {parser.pos}: an operator was expected")
-    return Fraction(value), parser.numbers
+                raise VerifierError(f"parenthesis at token {i} is not in this grammar")
+            stack.append((total, add_op, product, mul_op))
+            add_op = mul_op = None
+            i += 1
+            continue
+        elif tok in _ADDITIVE:
+            raise VerifierError(f"unary {tok!r} at token {i} is not allowed")
+        else:
+            raise VerifierError(f"{tok!r} at token {i} where a number was expected")
+        # An operand `value` is complete: fold it in, then expect an operator, ")" or the end.
+        while True:
+            if mul_op is None:
+                product = value
+            elif mul_op == "*":
+                product = product * value
+            else:
+                if value == 0:
+                    raise VerifierError("division by zero")
+                quotient = Fraction(product) / value  # Fraction first: int / int would be a float
+                if grammar.integer_division and quotient.denominator != 1:
+                    raise VerifierError(f"{product} / {value} is not an integer division")
+                product = quotient
+            tok = tokens[i] if i < n else ""
+            if tok in _MULTIPLICATIVE:
+                if tok not in operators:
+                    raise VerifierError(f"operator {tok!r} at token {i} is not in this grammar")
+                mul_op = tok
+                i += 1
+                break
+            # The term is finished.
+            total = product if add_op is None else total + product if add_op == "+" else total - product
+            if tok in _ADDITIVE:
+                if tok not in operators:
+                    raise VerifierError(f"operator {tok!r} at token {i} is not in this grammar")
+                add_op, mul_op = tok, None
+                i += 1
+                break
+            # The expression is finished: it closes a parenthesis, or it is the whole answer.
+            if stack:
+                if tok != ")":
+                    raise VerifierError(f"missing ')' at token {i}")
+                i += 1
+                value = total
+                total, add_op, product, mul_op = stack.pop()
+                continue
+            if i != n:
+                if tok == ")":
+                    if not grammar.parentheses:
+                        raise VerifierError(f"parenthesis at token {i} is not in this grammar")
+                    raise VerifierError(f"unbalanced ')' at token {i}")
+                if tok == "(" and not grammar.parentheses:
+                    raise VerifierError(f"parenthesis at token {i} is not in this grammar")
+                raise VerifierError(f"unexpected {tok!r} at token {i}: an operator was expected")
+            return Fraction(total), numbers
 
 
 def check_number_use(used: Sequence[int], numbers: Sequence[int], rule: NumberUse) -> None:

@@ -419,3 +419,23 @@ def test_number_use_with_repeated_prompt_numbers() -> None:
     at_most = Grammar(number_use="at_most_once")
     assert verify("2*5", (2, 2, 5), 10, grammar=at_most).correct
     assert "used 2 times" in (verify("5*5", (2, 2, 5), 25, grammar=at_most).reason or "")
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("(2+3", "missing ')' at token 4"),
+        ("(5-3)*(2", "missing ')' at token 8"),
+        ("(2+3))", "unbalanced ')' at token 5"),
+        ("(2)(3)", "unexpected '(' at token 3: an operator was expected"),
+        ("(2)3", "unexpected '3' at token 3: an operator was expected"),
+        ("2(3)", "unexpected '(' at token 1: an operator was expected"),
+        (")2", "')' at token 0 where a number was expected"),
+        ("2*(3+)", "')' at token 5 where a number was expected"),
+        ("()", "')' at token 1 where a number was expected"),
+        ("5/(3-3)+(", "division by zero"),  # evaluation order: the division fails before the '('
+    ],
+)
+def test_parenthesis_reasons(text: str, reason: str) -> None:
+    # The first error in reading order is reported, with its token position.
+    assert verify(text, NUMBERS, 0, grammar=WIDE_AT_MOST_ONCE).reason == reason

@@ -72,7 +72,11 @@ class ArithmeticTask(Task):
         return self._prompts[split]
 
     def sample_prompt(self, rng: np.random.Generator, split: str) -> Prompt:
-        pool = self.prompts(split)
+        # A direct lookup on the hot path (every reset); an unknown split goes through prompts(),
+        # which raises the usual error.
+        pool = self._prompts.get(split) if type(split) is str else None
+        if pool is None:
+            pool = self.prompts(split)
         return pool[int(rng.integers(len(pool)))]
 
     def validate_prompt(self, prompt: object) -> Prompt:
