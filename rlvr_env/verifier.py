@@ -6,7 +6,7 @@ A response is checked in three stages, each of which can reject it with a human-
    ASCII alphabet ``0-9 + - * / ( )`` and spaces. Anything else (letters, ``.``, ``_``, non-ASCII digits
    such as ``'٣'``, quotes, ...) is rejected by character and position, so no text that is code ever
    reaches the parser. ``**`` is named as the power operator; leading zeros (``05``) are rejected.
-2. **Parsing** (:func:`parse_and_evaluate`): a recursive-descent parser for the grammar
+2. **Parsing** (:func:`parse_and_evaluate`): a one-pass parser (explicit stack, no recursion) for the grammar
 
    ``expr := term (("+" | "-") term)*``,  ``term := atom (("*" | "/") atom)*``,
    ``atom := NUMBER | "(" expr ")"``
