@@ -153,22 +153,16 @@ class BatchVerdict:
         ]
 
 
-def _reduce(num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reduce fractions to lowest terms with a positive denominator (den 0 rows become 0 / 1)."""
-    neg = den < 0
-    num = np.where(neg, -num, num)
-    den = np.where(neg, -den, den)
-    g = np.gcd(num, den)
-    g[g == 0] = 1
-    return num // g, den // g
-
-
 class StackMachine:
     """Incremental batch verifier over B rows: feed one token per row per call, then finish rows.
 
     State per row: position, lexer state (pending literal and its digits), the recogniser state
     (expecting an operand? parenthesis depth), per-level accumulators ``S`` (sum, with the sign of
     the next term) and ``T`` (product, with its pending operator), and the literals used so far.
+
+    Every step works on all B rows at once with full-width array operations (rows that a step does
+    not concern keep their values through ``np.where``), and per-level state is read and written
+    through one flat index per row, so a step costs a fixed, small number of NumPy calls.
     """
 
     def __init__(
@@ -187,23 +181,50 @@ class StackMachine:
         self.weights = weights if weights is not None else RewardWeights()
         self.num_rows = b = num_rows
         self.max_length = max_length
-        depth = max_length + 1  # "((((" reaches depth L before it is found unbalanced
-        self._allowed = np.zeros(OTHER + 1, dtype=bool)  # (kinds,) kinds this grammar admits
-        self._allowed[[NUM, EOS]] = True
-        for op in grammar.operators:
-            self._allowed[_OP_KIND[op]] = True
-        if grammar.parentheses:
-            self._allowed[[LPAREN, RPAREN]] = True
-        self._rows = np.arange(b)
-        self.tokens = np.zeros((b, max_length), dtype=np.int64)  # (B, L)
-        self.pos = np.zeros(b, dtype=np.int64)  # (B,)
         n = table.num_slots if num_numbers is None else num_numbers
         if n < max(table.num_slots, 1):
             raise ValueError(f"num_numbers={n} must be >= 1 and cover the {table.num_slots} slot tokens")
+        levels = max_length + 1  # "((((" reaches depth L before it is found unbalanced
+        vocab = len(table.kinds)
+        self._levels = levels
+        self._vocab = vocab
+        self._int_div = grammar.integer_division
+        # Lookup tables indexed by token kind.
+        allowed = np.zeros(OTHER + 1, dtype=bool)
+        allowed[[NUM, EOS]] = True
+        for op in grammar.operators:
+            allowed[_OP_KIND[op]] = True
+        if grammar.parentheses:
+            allowed[[LPAREN, RPAREN]] = True
+        kinds = np.arange(OTHER + 1)
+        self._is_op = (kinds >= ADD) & (kinds <= DIV)
+        self._is_pm = (kinds == ADD) | (kinds == SUB)
+        self._is_md = (kinds == MUL) | (kinds == DIV)
+        self._closes = self._is_op | (kinds == RPAREN)  # tokens that end the pending operand
+        self._adds = self._is_pm | (kinds == RPAREN)  # tokens that end a sum
+        # _bad[kind, expect, literal, depth > 0]: the token is a lexing or grammar error in that state.
+        bad = np.zeros((OTHER + 1, 2, 2, 2), dtype=bool)
+        for k in range(OTHER + 1):
+            for e, lit, deep in np.ndindex(2, 2, 2):
+                bad[k, e, lit, deep] = (
+                    not allowed[k]
+                    or (k == NUM and not e and not lit)  # a number right after ")"
+                    or (self._is_op[k] and e)  # operator where an operand is expected (unary, "**")
+                    or (k == LPAREN and not e)
+                    or (k == RPAREN and (e or not deep))
+                )
+        self._bad = bad.ravel()
+        self._rows = np.arange(b)
+        self._tok = np.zeros((b, max_length + 1), dtype=np.int64)  # last column: writes of idle rows
+        self.tokens = self._tok[:, :max_length]  # (B, L) view
+        self._tok_base = self._rows * (max_length + 1)
+        self.pos = np.zeros(b, dtype=np.int64)  # (B,)
         self.numbers = np.zeros((b, n), dtype=np.int64)  # (B, N)
         self.targets = np.zeros(b, dtype=np.int64)  # (B,)
-        self.values = table.values(self.numbers)  # (B, V)
-        self.digits = np.zeros_like(self.values)  # (B, V)
+        self.values = table.values(self.numbers)  # (B, V) value of each number token per row
+        self.digits = np.ones_like(self.values)  # (B, V) its decimal digits
+        self._val_base = self._rows * vocab
+        self._token_chars = table.chars
         self.err = np.zeros(b, dtype=bool)
         self.over = np.zeros(b, dtype=bool)
         self.expect = np.ones(b, dtype=bool)
@@ -213,13 +234,20 @@ class StackMachine:
         self.p_dig = np.zeros(b, dtype=np.int64)
         self.chars = np.zeros(b, dtype=np.int64)
         self.depth = np.zeros(b, dtype=np.int64)
-        self.s_num = np.zeros((b, depth), dtype=np.int64)  # (B, D)
-        self.s_den = np.ones((b, depth), dtype=np.int64)
-        self.sign = np.ones((b, depth), dtype=np.int64)
-        self.t_num = np.zeros((b, depth), dtype=np.int64)
-        self.t_den = np.ones((b, depth), dtype=np.int64)
-        self.mulop = np.zeros((b, depth), dtype=np.int64)  # 0: no factor yet, MUL or DIV pending
-        self.used = np.zeros((b, max(max_length, n)), dtype=np.int64)  # (B, L) literals in order
+        self._lvl_base = self._rows * levels
+        # Per-level accumulators, flat (B * D,); a level is reset to (S=0, sign=+1, no factor) when it
+        # is closed, so opening one needs no writes.
+        self.s_num = np.zeros(b * levels, dtype=np.int64)
+        self.s_den = np.ones(b * levels, dtype=np.int64)
+        self.sign = np.ones(b * levels, dtype=np.int64)
+        self.t_num = np.zeros(b * levels, dtype=np.int64)
+        self.t_den = np.ones(b * levels, dtype=np.int64)
+        self.mulop = np.zeros(b * levels, dtype=np.int64)  # 0: no factor yet, else MUL or DIV pending
+        width = max(max_length, n)
+        self._used = np.zeros((b, width + 1), dtype=np.int64)  # literals in order; last column: idle
+        self.used = self._used[:, :width]
+        self._used_base = self._rows * (width + 1)
+        self._used_idle = width
         self.n_used = np.zeros(b, dtype=np.int64)
 
     # -- rows -----------------------------------------------------------------------------------
@@ -237,47 +265,37 @@ class StackMachine:
         self.targets[rows] = targets
         vals = self.table.values(numbers)  # (k, V)
         self.values[rows] = vals
-        digits = np.searchsorted(_POW10, vals, side="right")  # (k, V) decimal digits of each value
-        self.digits[rows] = np.maximum(digits, 1)
-        self.pos[rows] = 0
-        self.err[rows] = False
-        self.over[rows] = False
-        self.expect[rows] = True
-        self.literal[rows] = False
-        self.chars[rows] = 0
-        self.depth[rows] = 0
-        self.s_num[rows, 0] = 0
-        self.s_den[rows, 0] = 1
-        self.sign[rows, 0] = 1
-        self.mulop[rows, 0] = 0
-        self.n_used[rows] = 0
+        self.digits[rows] = np.maximum(np.searchsorted(_POW10, vals, side="right"), 1)
+        for arr, value in ((self.pos, 0), (self.chars, 0), (self.depth, 0), (self.n_used, 0)):
+            arr[rows] = value
+        for flag, on in ((self.err, False), (self.over, False), (self.expect, True), (self.literal, False)):
+            flag[rows] = on
+        levels = (self._lvl_base[rows, None] + np.arange(self._levels)).ravel()  # (k * D,)
+        for arr, value in ((self.s_num, 0), (self.s_den, 1), (self.sign, 1), (self.mulop, 0)):
+            arr[levels] = value
 
     # -- one token per row ----------------------------------------------------------------------
     def feed(self, tokens: np.ndarray, active: np.ndarray) -> None:
         """Append ``tokens`` (B,) to the rows where ``active`` (B,) is True. EOS is recorded but only
         :meth:`finish` ends an answer."""
-        rows = self._rows
-        self.tokens[rows[active], self.pos[active]] = tokens[active]
+        self._tok.ravel()[self._tok_base + np.where(active, self.pos, self.max_length)] = tokens
         self.pos += active
         kind = self.table.kinds[tokens]  # (B,)
-        live = active & ~self.err & ~self.over & (kind != EOS)
+        live = active & ~(self.err | self.over) & (kind != EOS)
         if not live.any():
             return
         expect, literal, depth = self.expect, self.literal, self.depth
+        state = ((kind.astype(np.int64) * 2 + expect) * 2 + literal) * 2 + (depth > 0)
+        bad = self._bad[state]
         is_num = kind == NUM
-        is_op = (kind >= ADD) & (kind <= DIV)
-        is_lp = kind == LPAREN
-        is_rp = kind == RPAREN
-        bad = ~self._allowed[kind] | (is_num & ~expect & ~literal) | (is_op & expect)
-        bad |= (is_lp & ~expect) | (is_rp & (expect | (depth == 0)))
-        val = self.values[rows, tokens]  # (B,)
-        dig = self.digits[rows, tokens]
-        chars = np.where(is_num, dig, self.table.chars[tokens])
-        self.chars += np.where(live, chars, 0)
+        flat = self._val_base + tokens
+        val = self.values.ravel()[flat]  # (B,)
+        dig = self.digits.ravel()[flat]
+        self.chars += np.where(live, np.where(is_num, dig, self._token_chars[tokens]), 0)
         bad |= self.chars > MAX_TEXT_CHARS
 
         # Lexing: a number right after a number extends the literal, as in the text.
-        cat = live & is_num & ~expect & literal
+        cat = live & is_num & ~expect
         if cat.any():
             new_dig = self.p_dig + dig
             bad |= cat & ((new_dig > MAX_NUMBER_DIGITS) | (self.p_num == 0))  # too long, leading zero
@@ -285,85 +303,82 @@ class StackMachine:
             shift = _POW10[np.minimum(dig, 18)]
             self.p_num = np.where(ok, self.p_num * shift + val, self.p_num)
             self.p_dig = np.where(ok, new_dig, self.p_dig)
-            last = np.maximum(self.n_used - 1, 0)
-            self.used[rows[ok], last[ok]] = self.p_num[ok]
+            last = np.where(ok, np.maximum(self.n_used - 1, 0), self._used_idle)
+            self._used.ravel()[self._used_base + last] = self.p_num
         new = live & is_num & expect & ~bad
         if new.any():
             self.p_num = np.where(new, val, self.p_num)
             self.p_den = np.where(new, 1, self.p_den)
             self.p_dig = np.where(new, dig, self.p_dig)
-            self.literal |= new
+            self.literal = literal = literal | new
             self.expect = expect = expect & ~new
-            self.used[rows[new], self.n_used[new]] = val[new]
+            slot = np.where(new, self.n_used, self._used_idle)
+            self._used.ravel()[self._used_base + slot] = val
             self.n_used += new
 
         self.err |= live & bad
         ok = live & ~bad
-        closing = ok & (is_op | is_rp)
+        closing = ok & self._closes[kind]
         if closing.any():
-            self._flush(closing)
-            adding = closing & ((kind == ADD) | (kind == SUB) | is_rp) & ~self.err & ~self.over
+            li = self._lvl_base + depth  # (B,) flat index of each row's current level
+            num, den = self._flush(closing, li)
+            ok2 = closing & ~(self.err | self.over)
+            op = self.mulop[li]
+            adding = ok2 & self._adds[kind]
+            is_rp = kind == RPAREN
             if adding.any():
-                v_num, v_den = self._sum(adding)
-                pm = (kind == ADD) | (kind == SUB)
-                op_rows = adding & pm
-                if op_rows.any():
-                    r, dd = rows[op_rows], depth[op_rows]
-                    self.s_num[r, dd] = v_num[op_rows]
-                    self.s_den[r, dd] = v_den[op_rows]
-                    self.sign[r, dd] = np.where(kind[op_rows] == SUB, -1, 1)
-                    self.mulop[r, dd] = 0
-                rp_rows = adding & is_rp
-                if rp_rows.any():
-                    self.p_num = np.where(rp_rows, v_num, self.p_num)
-                    self.p_den = np.where(rp_rows, v_den, self.p_den)
-                    self.depth = depth = depth - rp_rows
-            md = closing & ((kind == MUL) | (kind == DIV)) & ~self.err & ~self.over
-            if md.any():
-                self.mulop[rows[md], depth[md]] = kind[md]
-            self.expect = expect = expect | (closing & is_op)
-            self.literal &= ~closing
-        opening = ok & is_lp
+                v_num, v_den, s_num, s_den, sign = self._sum(adding, li, num, den)
+                adding &= ~self.over
+                pm = adding & self._is_pm[kind]
+                rp = adding & is_rp
+                self.s_num[li] = np.where(pm, v_num, np.where(rp, 0, s_num))
+                self.s_den[li] = np.where(pm, v_den, np.where(rp, 1, s_den))
+                self.sign[li] = np.where(pm, np.where(kind == SUB, -1, 1), np.where(rp, 1, sign))
+                self.p_num = np.where(rp, v_num, self.p_num)
+                self.p_den = np.where(rp, v_den, self.p_den)
+                self.depth = depth - rp
+            md = ok2 & self._is_md[kind]
+            self.mulop[li] = np.where(md, kind, np.where(ok2 & self._adds[kind], 0, op))
+            self.expect = expect | (closing & self._is_op[kind])
+            self.literal = literal & ~closing
+        opening = ok & (kind == LPAREN)
         if opening.any():
-            self.depth = depth = depth + opening
-            r, dd = rows[opening], depth[opening]
-            self.s_num[r, dd] = 0
-            self.s_den[r, dd] = 1
-            self.sign[r, dd] = 1
-            self.mulop[r, dd] = 0
+            self.depth = self.depth + opening
 
-    def _flush(self, mask: np.ndarray) -> None:
-        """Apply each masked row's pending operand to its product ``T`` at the current depth."""
-        rows, depth = self._rows, self.depth
-        r, d = rows[mask], depth[mask]
-        op = self.mulop[r, d]  # (k,)
-        a_num, a_den = self.t_num[r, d], self.t_den[r, d]
-        b_num, b_den = self.p_num[mask], self.p_den[mask]
+    def _flush(self, mask: np.ndarray, li: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Apply each masked row's pending operand to its product ``T`` at level ``li`` (flat (B,));
+        return the new ``T`` (all rows; unmasked rows keep theirs)."""
+        op = self.mulop[li]  # (B,)
+        old_num, old_den = self.t_num[li], self.t_den[li]
         start = op == 0
         is_div = op == DIV
-        zero = is_div & (b_num == 0)
-        a_num = np.where(start, 1, a_num)
-        a_den = np.where(start, 1, a_den)
+        b_num, b_den = self.p_num, self.p_den
+        a_num = np.where(start, 1, old_num)
+        a_den = np.where(start, 1, old_den)
         f_num = np.where(is_div, b_den, b_num)
         f_den = np.where(is_div, b_num, b_den)
-        big = (np.abs(a_num) | a_den | np.abs(f_num) | np.abs(f_den)) >= _LIMIT
-        num, den = _reduce(a_num * f_num, a_den * f_den)
-        bad = zero | (self.grammar.integer_division & is_div & (den != 1))
-        self.err[r] |= bad & ~big
-        self.over[r] |= big & ~bad
-        self.t_num[r, d] = num
-        self.t_den[r, d] = den
+        big = mask & ((np.abs(a_num) | a_den | np.abs(f_num) | np.abs(f_den)) >= _LIMIT)
+        num, den = _normalize(a_num * f_num, a_den * f_den)
+        bad = mask & ~big & is_div & ((b_num == 0) | (self._int_div & (den != 1)))
+        self.err |= bad
+        self.over |= big
+        keep = ~mask | bad | big
+        num, den = np.where(keep, old_num, num), np.where(keep, old_den, den)
+        self.t_num[li] = num
+        self.t_den[li] = den
+        return num, den
 
-    def _sum(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(B,) ``S + sign * T`` at the current depth for masked rows (other rows: garbage)."""
-        rows, depth = self._rows, self.depth
-        s_num, s_den = self.s_num[rows, depth], self.s_den[rows, depth]
-        t_num, t_den = self.t_num[rows, depth] * self.sign[rows, depth], self.t_den[rows, depth]
+    def _sum(
+        self, mask: np.ndarray, li: np.ndarray, t_num: np.ndarray, t_den: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """(B,) ``S + sign * T`` at level ``li`` for masked rows (other rows: garbage), and the old
+        ``S`` numerator, denominator and sign."""
+        s_num, s_den, sign = self.s_num[li], self.s_den[li], self.sign[li]
+        t_num = t_num * sign
         big = mask & ((np.abs(s_num) | s_den | np.abs(t_num) | t_den) >= _LIMIT)
         self.over |= big
-        s_num, s_den = np.where(big, 0, s_num), np.where(big, 1, s_den)
-        t_num, t_den = np.where(big, 0, t_num), np.where(big, 1, t_den)
-        return _reduce(s_num * t_den + t_num * s_den, s_den * t_den)
+        v_num, v_den = _normalize(s_num * t_den + t_num * s_den, s_den * t_den)
+        return v_num, v_den, s_num, s_den, sign
 
     # -- end of answers -------------------------------------------------------------------------
     def finish(self, rows: np.ndarray, truncated: np.ndarray | None = None) -> BatchVerdict:
@@ -378,17 +393,18 @@ class StackMachine:
         if live.any():
             mask = np.zeros(self.num_rows, dtype=bool)
             mask[rows[live]] = True
-            self._flush(mask)
-            v_num, v_den = self._sum(mask)
-            bad = self.err[rows] | self.over[rows]
-            live &= ~bad
+            li = self._lvl_base + self.depth
+            num, den = self._flush(mask, li)
+            v_num, v_den, *_ = self._sum(mask, li, num, den)
+            live &= ~(self.err[rows] | self.over[rows])
             value_num = np.where(live, v_num[rows], 0)
             value_den = np.where(live, v_den[rows], 0)
         has_value = live & ~trunc
         value_num = np.where(has_value, value_num, 0)
         value_den = np.where(has_value, value_den, 0)
-        use_ok = self._number_use(rows)
-        well_formed = has_value & use_ok
+        well_formed = has_value.copy()
+        if has_value.any():  # number use matters only for answers that parsed and evaluated
+            well_formed[has_value] = self._number_use(rows[has_value])
         correct = well_formed & (value_den == 1) & (value_num == self.targets[rows])
         fallback = self.over[rows] & ~trunc
         verdict = _assemble(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
@@ -407,8 +423,21 @@ class StackMachine:
         in_prompt = (used[:, :, None] == numbers[:, None, :]).sum(axis=2)  # (k, N)
         ok = (n_used <= n) & ~np.any(valid & (same > in_prompt), axis=1)
         if self.grammar.number_use == "exactly_once":
-            ok &= n_used == numbers.shape[1]
+            ok &= n_used == n
         return ok
+
+
+def _normalize(num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fractions in lowest terms with a positive denominator. A zero denominator (division by zero or
+    wrapped overflow, rows that are flagged anyway) becomes 1, so no row ever divides by zero."""
+    neg = den < 0
+    if neg.any():
+        num, den = np.where(neg, -num, num), np.where(neg, -den, den)
+    den = np.where(den == 0, 1, den)
+    if (den != 1).any():  # integers (the common case) are already in lowest terms
+        g = np.gcd(num, den)
+        num, den = num // g, den // g
+    return num, den
 
 
 def _assemble(

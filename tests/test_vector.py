@@ -44,7 +44,8 @@ def assert_final_info_matches(single: dict[str, Any], final: dict[str, Any], i: 
     for key in ("correct", "well_formed", "length"):
         assert final[f"_{key}"][i] and single[key] == final[key][i], key
     assert single["value"] == fraction(final["value_num"][i], final["value_den"][i])
-    assert single["prompt"] == Prompt(tuple(final["prompt_numbers"][i].tolist()), int(final["prompt_target"][i]))
+    numbers, target = tuple(final["prompt_numbers"][i].tolist()), int(final["prompt_target"][i])
+    assert single["prompt"] == Prompt(numbers, target)
 
 
 @pytest.mark.parametrize("env_id, kwargs", LOCKSTEP, ids=[f"{e}-{k}" for e, k in LOCKSTEP])
