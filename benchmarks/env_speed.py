@@ -97,7 +97,13 @@ def verifier_calls_per_second(workload: list[tuple[str, tuple[int, ...], int]]) 
     return len(workload) / (time.perf_counter() - start)
 
 
+def _load_average() -> float | None:
+    # Other processes compete for the CPU; the 1-minute load average says how much (None on Windows).
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
 def run(steps: int, repeats: int, seed: int) -> dict[str, object]:
+    load_before = _load_average()
     envs = {env_id: gym.make(env_id) for env_id in ENV_IDS}
     rng = np.random.default_rng(seed)
     actions = {
@@ -157,6 +163,8 @@ def run(steps: int, repeats: int, seed: int) -> dict[str, object]:
             "gymnasium": gym.__version__,
             "numpy": np.__version__,
             "rlvr_env": rlvr_env.__version__,
+            "cpu_count": os.cpu_count(),
+            "load_average_1min": [load_before, _load_average()],
         },
     }
 
@@ -176,9 +184,11 @@ def markdown(result: dict[str, object]) -> str:
     assert isinstance(ver, dict)
     plat = result["platform"]
     assert isinstance(plat, dict)
+    load = ", ".join(f"{x:.1f}" for x in plat["load_average_1min"] if x is not None) or "n/a"
     lines = [
         f"`{result['command'].strip()}` ({result['steps']} steps x {result['repeats']} repeats, "
-        f"median; Python {plat['python']}, Gymnasium {plat['gymnasium']}, {plat['machine']})",
+        f"median; Python {plat['python']}, Gymnasium {plat['gymnasium']}, {plat['machine']}, "
+        f"{plat['cpu_count']} CPUs, load average before/after {load})",
         "",
         "| Measurement | Median | Min | Max |",
         "|---|---:|---:|---:|",
@@ -212,6 +222,7 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are for everyone to read
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
