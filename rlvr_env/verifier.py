@@ -348,7 +348,7 @@ def verify(
         check_number_use(used, numbers, grammar.number_use)
     except VerifierError as err:
         return _verdict(weights, False, False, value, str(err), display)
-    except (TypeError, ValueError, RecursionError) as err:  # hostile objects in `expression`
+    except Exception as err:  # hostile objects: their __len__, __iter__ or __str__ may raise anything
         return _verdict(weights, False, False, None, f"unreadable input: {err}", str(display)[:64])
     if value == target:
         return _verdict(weights, True, True, value, None, display)

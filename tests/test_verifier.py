@@ -439,3 +439,27 @@ def test_number_use_with_repeated_prompt_numbers() -> None:
 def test_parenthesis_reasons(text: str, reason: str) -> None:
     # The first error in reading order is reported, with its token position.
     assert verify(text, NUMBERS, 0, grammar=WIDE_AT_MOST_ONCE).reason == reason
+
+
+class _RaisingLength:
+    def __len__(self) -> int:
+        raise RuntimeError("hostile __len__")
+
+
+class _RaisingIteration(list):  # type: ignore[type-arg]
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise KeyError("hostile __iter__")
+
+
+class _RaisingStr(int):
+    def __str__(self) -> str:
+        raise RuntimeError("hostile __str__")
+
+
+@pytest.mark.parametrize(
+    "expression", [_RaisingLength(), _RaisingIteration(["2"]), [_RaisingStr(2), "+", "3"]], ids=repr
+)
+def test_hostile_objects_do_not_raise(expression: object) -> None:
+    # "Never raises on any expression": whatever a hostile object's methods raise becomes a reason.
+    v = verify(expression, NUMBERS, 17)  # type: ignore[arg-type]
+    assert not v.well_formed and v.reward == 0.0 and "unreadable input" in (v.reason or "")
