@@ -409,7 +409,7 @@ class StackMachine:
         fallback = self.over[rows] & ~trunc
         verdict = _assemble(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
         for j in np.flatnonzero(fallback):  # exact re-scoring by the text verifier (rare)
-            _fill_from_text(verdict, j, self, int(rows[j]))
+            _fill_from_text(verdict, int(j), self, int(rows[j]))
         return verdict
 
     def _number_use(self, rows: np.ndarray) -> np.ndarray:

@@ -404,16 +404,17 @@ class TokenVectorEnv(VectorEnv):
         """The text the verifier reads for env ``index``'s current answer."""
         return self.task.decode(self.tokens(index), self.prompt(index))
 
-    def render(self) -> str | None:
+    def render(self) -> tuple[str, ...] | None:  # type: ignore[override]
+        """With ``render_mode="ansi"``, one line per env: its prompt and its answer so far."""
         if self.render_mode != "ansi":
             return None
         if not self._started:
-            return "(no episodes: call reset())"
+            return tuple("(no episode: call reset())" for _ in range(self.num_envs))
         lines = []
         for i in range(self.num_envs):
             answer = " ".join(self.task.vocab[t] for t in self.tokens(i))
-            lines.append(f"{i}: {self.task.render_prompt(self.prompt(i))} | answer: {answer}")
-        return "\n".join(lines)
+            lines.append(f"{self.task.render_prompt(self.prompt(i))} | answer: {answer}")
+        return tuple(lines)
 
 
 class ArithmeticVectorEnv(TokenVectorEnv):

@@ -271,7 +271,8 @@ def test_render_ansi_and_expression() -> None:
     envs.step(np.array([0, 1]))
     envs.step(np.array([5, 3]))
     assert envs.render() == (
-        "0: numbers: 7 9 1 | target: 70 | answer: n0 *\n1: numbers: 7 9 1 | target: 70 | answer: n1 +"
+        "numbers: 7 9 1 | target: 70 | answer: n0 *",
+        "numbers: 7 9 1 | target: 70 | answer: n1 +",
     )
     assert envs.expression(0) == "7*"
 

@@ -138,6 +138,7 @@ class CountdownTask(Task):
         parens = ("(", ")") if parentheses else ()
         self.vocab = slots + tuple(self.operators) + parens + (_EOS,)
         self.eos_id = len(self.vocab) - 1
+        self._eos: int = self.eos_id
         self.table = TokenTable.from_vocab(self.vocab, self.eos_id)
         self._op_ids = np.array([self.vocab.index(op) for op in self.operators])
         self._op_kinds = np.array([_OP_KIND[op] for op in self.operators])
@@ -277,7 +278,7 @@ class CountdownTask(Task):
             items[first] = merged
             items[second] = items[-1]
             items.pop()
-        return (*items[0][0], self.eos_id)
+        return (*items[0][0], self._eos)
 
     def _make_prompt(self, numbers: np.ndarray, target: int, history: np.ndarray | None) -> Prompt:
         nums = tuple(int(x) for x in numbers)
@@ -339,7 +340,8 @@ class CountdownTask(Task):
                             if not self.grammar.parentheses and (a is not ta or b is not tb):
                                 continue
                             value = {"+": va + vb, "-": va - vb, "*": va * vb, "/": va / vb if vb else va}[op]
-                            out[(*a, int(op_id), *b)] = (value, _ADDITIVE if additive else _MULTIPLICATIVE)
+                            key = (*a, int(op_id), *b)
+                            out[key] = (value, _ADDITIVE if additive else _MULTIPLICATIVE)
                 sub = (sub - 1) & mask
             exprs[mask] = out
         masks = [(1 << n) - 1] if self.grammar.number_use == "exactly_once" else list(exprs)
