@@ -71,8 +71,8 @@ def verifier_workload(n: int, seed: int) -> list[tuple[str, tuple[int, ...], int
     (about 0.8% well-formed), well-formed answers (a third of the list), and fixed hostile strings."""
     rng = np.random.default_rng(seed)
     vocab = np.array(["2", "3", "5", "+", "*"])
-    perms = [(2, 3, 5), (2, 5, 3), (3, 2, 5), (3, 5, 2), (5, 2, 3), (5, 3, 2)]
-    out = []
+    perms: list[tuple[int, ...]] = [(2, 3, 5), (2, 5, 3), (3, 2, 5), (3, 5, 2), (5, 2, 3), (5, 3, 2)]
+    out: list[tuple[str, tuple[int, ...], int]] = []
     for i in range(n):
         numbers = perms[int(rng.integers(len(perms)))]
         target = TARGETS[int(rng.integers(len(TARGETS)))]
@@ -186,7 +186,7 @@ def markdown(result: dict[str, object]) -> str:
     assert isinstance(plat, dict)
     load = ", ".join(f"{x:.1f}" for x in plat["load_average_1min"] if x is not None) or "n/a"
     lines = [
-        f"`{result['command'].strip()}` ({result['steps']} steps x {result['repeats']} repeats, "
+        f"`{str(result['command']).strip()}` ({result['steps']} steps x {result['repeats']} repeats, "
         f"median; Python {plat['python']}, Gymnasium {plat['gymnasium']}, {plat['machine']}, "
         f"{plat['cpu_count']} CPUs, load average before/after {load})",
         "",

@@ -204,8 +204,9 @@ def parse_and_evaluate(tokens: Sequence[str], grammar: Grammar) -> tuple[Fractio
             raise VerifierError("expression ends where a number was expected (trailing operator?)")
         tok = tokens[i]
         if tok[0] in _DIGITS:
-            value: Fraction | int = int(tok)
-            numbers.append(value)
+            number = int(tok)
+            numbers.append(number)
+            value: Fraction | int = number
             i += 1
         elif tok == "(":
             if not grammar.parentheses:

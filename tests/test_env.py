@@ -103,11 +103,11 @@ def test_sb3_check_env_without_warnings(unwrap: bool) -> None:
 # -- determinism and replay ------------------------------------------------------------------------------
 def test_same_seed_same_episode() -> None:
     actions = np.random.default_rng(7).integers(5, size=5 * 20).tolist()
-    runs = []
+    runs: list[list[tuple[object, ...]]] = []
     for _ in range(2):
         env = gym.make(ENV_ID)
         obs, info = env.reset(seed=123)
-        trace = [(obs.tolist(), info["prompt"])]
+        trace: list[tuple[object, ...]] = [(obs.tolist(), info["prompt"])]
         for k in range(20):
             if k:
                 obs, info = env.reset()
@@ -157,7 +157,7 @@ def test_pickle_round_trip(steps_before: int) -> None:
     for a in ids("5*2*3")[:steps_before]:
         env.step(a)
     clone = pickle.loads(pickle.dumps(env))
-    assert clone.unwrapped.prompt == env.unwrapped.prompt
+    assert clone.unwrapped.prompt == env.unwrapped.prompt  # type: ignore[attr-defined]
     assert clone.render() == env.render()
     if steps_before < 5:
         rest = ids("5*2*3")[steps_before:]
@@ -227,7 +227,7 @@ def test_final_info_for_wrong_answers(
 
 def test_observation_encodes_prompt_and_prefix(env: gym.Env) -> None:
     obs, _ = env.reset(options={"prompt": ((3, 2, 5), 30)})
-    layout = env.unwrapped.obs_layout
+    layout = env.unwrapped.obs_layout  # type: ignore[attr-defined]
     assert obs[layout["target"]].tolist() == [0, 0, 0, 0, 1]
     assert obs[layout["numbers"]].reshape(3, 3).argmax(1).tolist() == [1, 0, 2]
     assert obs[layout["prefix"]].sum() == 0
@@ -261,6 +261,7 @@ def test_exhaustive_answers_on_every_target() -> None:
     numbers = PERMUTATIONS[0]
     for target in TARGETS:
         counts: Counter[str] = Counter()
+        total_reward = 0.0
         for seq in itertools.product(range(5), repeat=5):
             env.reset(options={"prompt": (numbers, target)})
             for a in seq:
@@ -268,10 +269,10 @@ def test_exhaustive_answers_on_every_target() -> None:
             assert terminated
             counts["well_formed"] += info["well_formed"]
             counts["correct"] += info["correct"]
-            counts["reward"] += reward
+            total_reward += float(reward)
         assert counts["well_formed"] == 24, target
         assert counts["correct"] == expected_correct[target], target
-        assert counts["reward"] == pytest.approx(24 * 0.1 + expected_correct[target])
+        assert total_reward == pytest.approx(24 * 0.1 + expected_correct[target])
     assert sum(expected_correct.values()) == 24
 
 
@@ -412,7 +413,7 @@ def test_unknown_reset_option_raises(env: gym.Env, options: object, text: str) -
 )
 def test_bad_kwargs_raise_naming_the_value(kwargs: dict[str, object], text: str) -> None:
     with pytest.raises(ValueError) as err:
-        gym.make(ENV_ID, **kwargs)
+        gym.make(ENV_ID, **kwargs)  # type: ignore[arg-type]
     assert text in str(err.value)
     with pytest.raises(ValueError) as err:
         ArithmeticEnv(**kwargs)  # type: ignore[arg-type]
