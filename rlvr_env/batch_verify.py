@@ -31,7 +31,7 @@ episodes end, so verifying costs a fixed number of array operations per step, wh
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -50,6 +50,8 @@ _CANONICAL_NUMBER = re.compile(r"(0|[1-9][0-9]*)\Z")
 #: Operands below this bound multiply without int64 overflow (2**31 * 2**31 = 2**62, sums < 2**63).
 _LIMIT = 1 << 31
 _POW10 = 10 ** np.arange(19, dtype=np.int64)  # (19,)
+#: Rows per StackMachine in :func:`batch_verify` (its working set then stays in cache).
+_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,10 @@ class StackMachine:
         self.digits = np.ones_like(self.values)  # (B, V) its decimal digits
         self._val_base = self._rows * vocab
         self._token_chars = table.chars
+        # Literals longer than MAX_NUMBER_DIGITS are errors anyway, so when even L tokens of that many
+        # characters fit in MAX_TEXT_CHARS the text-length rule can never fire and is not tracked.
+        widest = max(MAX_NUMBER_DIGITS, int(table.chars.max(initial=0)))
+        self._count_chars = max_length * widest > MAX_TEXT_CHARS
         self.err = np.zeros(b, dtype=bool)
         self.over = np.zeros(b, dtype=bool)
         self.expect = np.ones(b, dtype=bool)
@@ -291,8 +297,10 @@ class StackMachine:
         flat = self._val_base + tokens
         val = self.values.ravel()[flat]  # (B,)
         dig = self.digits.ravel()[flat]
-        self.chars += np.where(live, np.where(is_num, dig, self._token_chars[tokens]), 0)
-        bad |= self.chars > MAX_TEXT_CHARS
+        bad |= is_num & (dig > MAX_NUMBER_DIGITS)  # a prompt number too long to be a literal
+        if self._count_chars:
+            self.chars += np.where(live, np.where(is_num, dig, self._token_chars[tokens]), 0)
+            bad |= self.chars > MAX_TEXT_CHARS
 
         # Lexing: a number right after a number extends the literal, as in the text.
         cat = live & is_num & ~expect
@@ -529,13 +537,51 @@ def batch_verify(
         empty = np.zeros(0, dtype=bool)
         z = np.zeros(0, dtype=np.int64)
         return _assemble(weights or RewardWeights(), empty, empty, empty, z, z, empty)
-    machine = StackMachine(table, grammar, b, max(length, 1), weights, num_numbers=numbers.shape[1])
-    rows = np.arange(b)
-    machine.set_prompts(rows, numbers, targets)
     ends = np.full(b, length) if lengths is None else np.minimum(np.asarray(lengths).reshape(b), length)
     is_eos = table.kinds[tokens] == EOS  # (B, L)
     first_eos = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), length)
-    ends = np.minimum(ends, first_eos)
-    for col in range(int(ends.max(initial=0))):
-        machine.feed(tokens[:, col], col < ends)
-    return machine.finish(rows)
+    ends = np.minimum(ends, first_eos)  # (B,) tokens to read per row
+    # Rows sorted by length and cut into cache-sized chunks: a chunk stops at its longest row, so short
+    # answers do not ride along through the long ones' columns.
+    order = np.argsort(ends, kind="stable")
+    weights = weights if weights is not None else RewardWeights()
+    parts = []
+    for start in range(0, b, _CHUNK):
+        idx = order[start : start + _CHUNK]
+        k = len(idx)
+        machine = StackMachine(table, grammar, k, max(length, 1), weights, num_numbers=numbers.shape[1])
+        rows = np.arange(k)
+        machine.set_prompts(rows, numbers[idx], targets[idx])
+        chunk_tokens, chunk_ends = tokens[idx], ends[idx]
+        for col in range(int(chunk_ends.max(initial=0))):
+            machine.feed(chunk_tokens[:, col], col < chunk_ends)
+        parts.append(machine.finish(rows))
+    return _scatter(parts, order, b)
+
+
+def _scatter(parts: list[BatchVerdict], order: np.ndarray, b: int) -> BatchVerdict:
+    """Concatenate chunk verdicts (rows in ``order``) back into the caller's row order."""
+    if len(parts) == 1 and np.array_equal(order, np.arange(b)):
+        return parts[0]
+    inverse = np.empty(b, dtype=np.int64)
+    inverse[order] = np.arange(b)
+
+    def cat(get: Callable[[BatchVerdict], np.ndarray]) -> np.ndarray:
+        return np.concatenate([get(p) for p in parts])[inverse]
+
+    big: dict[int, Fraction] = {}
+    offset = 0
+    for p in parts:
+        big.update({int(order[offset + j]): v for j, v in p.big_values.items()})
+        offset += len(p.reward)
+    return BatchVerdict(
+        reward=cat(lambda p: p.reward),
+        correct=cat(lambda p: p.correct),
+        well_formed=cat(lambda p: p.well_formed),
+        has_value=cat(lambda p: p.has_value),
+        value_num=cat(lambda p: p.value_num),
+        value_den=cat(lambda p: p.value_den),
+        parts={name: cat(lambda p, name=name: p.parts[name]) for name in parts[0].parts},  # type: ignore
+        fallback=cat(lambda p: p.fallback),
+        big_values=big,
+    )

@@ -183,3 +183,15 @@ def test_negative_prompt_numbers_are_refused() -> None:
     with pytest.raises(ValueError, match="< 0"):
         batch_verify(np.zeros((1, 2), dtype=int), np.array([[-1, 2, 3]]), np.ones(1), table=table,
                      grammar=WIDE)
+
+
+def test_lexing_limits_long_numbers_and_long_text() -> None:
+    # A 7-digit prompt number is not a literal; 40 six-digit numbers make text past MAX_TEXT_CHARS.
+    table = TokenTable.from_vocab(SLOT_VOCAB, eos_id=9)
+    long_text = [0, 3] * 39 + [0, 9]  # n0 + n0 + ... + n0 <eos>: 40 * 6 + 39 = 279 characters
+    tokens = np.array([[0, 3, 1, 9] + [9] * 76, long_text, [1, 3, 2, 9] + [9] * 76])
+    numbers = np.array([[1234567, 2, 3], [999999, 1, 2], [5, 2, 3]])
+    targets = np.array([1234569, 39999960, 5])
+    assert_agrees(tokens, numbers, targets, table, WIDE)
+    got = batch_verify(tokens, numbers, targets, table=table, grammar=WIDE)
+    assert got.has_value.tolist() == [False, False, True]
