@@ -128,6 +128,9 @@ class TokenVectorEnv(VectorEnv):
         }
 
         self._pool = self._finite_pool(task)
+        #: rows of the finite pool that belong to this env's split (empty for generated prompts)
+        in_split = [i for p, i in self._pool[3].items() if task.split_of(p) == split] if self._pool else []
+        self._split_rows = np.array(sorted(in_split), dtype=np.int64)
         n_numbers = self._pool[0].shape[1] if self._pool is not None else getattr(task, "n_numbers")
         self.table = TokenTable.from_vocab(task.vocab, task.eos_id)
         self.machine = StackMachine(
@@ -164,23 +167,11 @@ class TokenVectorEnv(VectorEnv):
         rng = self.np_random
         if self._pool is not None:
             numbers, targets, encoded, _ = self._pool
-            split_rows = np.flatnonzero(self._pool_split == self.split)
-            idx = split_rows[rng.integers(len(split_rows), size=k)]
+            idx = self._split_rows[rng.integers(len(self._split_rows), size=k)]
             return numbers[idx], targets[idx], encoded[idx]
         task: Any = self.task
         numbers, targets, _ = task.sample_arrays(rng, self.split, k)
         return numbers, targets, task.encode_arrays(numbers, targets)
-
-    @property
-    def _pool_split(self) -> np.ndarray:
-        if not hasattr(self, "_pool_split_cache"):
-            assert self._pool is not None
-            index = self._pool[3]
-            splits = np.empty(len(index), dtype=object)
-            for p, i in index.items():
-                splits[i] = self.task.split_of(p)
-            self._pool_split_cache = splits
-        return self._pool_split_cache
 
     def _draw(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The next k prompts from the buffer (refilled in chunks of at least ``_MIN_CHUNK``)."""

@@ -279,3 +279,18 @@ def test_render_ansi_and_expression() -> None:
 
 def test_exported() -> None:
     assert rlvr_env.CountdownVectorEnv is CountdownVectorEnv and rlvr_env.TokenVectorEnv is TokenVectorEnv
+
+
+@pytest.mark.parametrize("env_id", [ARITHMETIC, COUNTDOWN])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_vector_env_draws_only_from_its_split(env_id: str, split: str) -> None:
+    envs = make_vec(env_id, 64, split=split)
+    _, info = envs.reset(seed=0)
+    seen = set(info["prompt"])
+    rng = np.random.default_rng(0)
+    for _ in range(40):  # autoreset draws too
+        _, _, _, _, info = envs.step(rng.integers(envs.single_action_space.n, size=64))
+        if "_prompt_numbers" in info:
+            for i in np.flatnonzero(info["_prompt_numbers"]):
+                seen.add(Prompt(tuple(info["prompt_numbers"][i].tolist()), int(info["prompt_target"][i])))
+    assert len(seen) > 5 and {envs.task.split_of(p) for p in seen} == {split}
