@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -62,8 +64,16 @@ class GRPOConfig:
     fixed-length Arithmetic task). Applied only on envs whose final info says "correct" and "length"."""
 
     learning_rate: float | None = None
-    """Adam step size. None picks the policy's default: 0.1 for "tabular" (logits of a table move
-    freely), 3e-4 for "mlp" (SB3 PPO's default, so the two agents share an optimiser setting)."""
+    """Step size. None picks the policy's default: for "tabular", 300 with SGD (the aggregated loss
+    averages over the B x G x L tokens of a batch, so one answer's gradient on its table rows is
+    ~1/(B G L) of its advantage) or 0.1 with Adam; for "mlp", 3e-4 (SB3 PPO's Adam default, so the
+    two agents share an optimiser setting)."""
+
+    tabular_optimizer: str = "sgd"
+    """Optimiser of the tabular policy: "sgd" (plain gradient steps, the lesson's) or "adam". Adam
+    rescales each table row's step to about ``learning_rate`` whatever the advantage's size, so a
+    0.1 format reward moves a row as far as a 1.0 accuracy reward and the KL pull as far as either;
+    SGD keeps the objective's scale. The mlp policy always uses Adam (as SB3 PPO does)."""
 
     max_grad_norm: float | None = 0.5
     """Global gradient-norm clip for the neural policy (SB3 PPO's default 0.5); None disables it.
@@ -90,11 +100,24 @@ class GRPOConfig:
         _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         _choice("advantage", self.advantage, ADVANTAGE_ESTIMATORS)
         _choice("loss_aggregation", self.loss_aggregation, LOSS_AGGREGATIONS)
+        _choice("tabular_optimizer", self.tabular_optimizer, {"sgd": None, "adam": None})
         if not isinstance(self.unbiased_std, bool):
             raise ValueError(f"unbiased_std={self.unbiased_std!r} must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Each field's docstring (read from this source file), for ``--help`` texts."""
+        tree = ast.parse(inspect.getsource(cls))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        docs: dict[str, str] = {}
+        for node, nxt in zip(body, body[1:]):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+                    docs[node.target.id] = " ".join(str(nxt.value.value).split())
+        return docs
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GRPOConfig:

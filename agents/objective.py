@@ -141,12 +141,20 @@ def kl_k2(logp: np.ndarray, logp_ref: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return 0.5 * log_r**2, -log_r
 
 
+#: k3 is clamped to this value, as verl's ``kl_penalty(..., "low_var_kl")`` does: where the policy has
+#: almost eliminated a token the reference likes, r = pi_ref/pi explodes and so would the gradient 1 - r.
+K3_CLAMP = 10.0
+
+
 def kl_k3(logp: np.ndarray, logp_ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """k3 = r - log r - 1 with r = pi_ref/pi_theta (DeepSeekMath eq. 4): unbiased, non-negative,
-    exactly zero where the policies agree. Returns (value, d/dlogp = 1 - r)."""
-    log_r = logp_ref - logp
+    exactly zero where the policies agree; clamped at :data:`K3_CLAMP` (no gradient where clamped).
+    Returns (value, d/dlogp = 1 - r)."""
+    log_r = np.minimum(logp_ref - logp, 50.0)  # exp() stays finite; such tokens are clamped anyway
     r = np.exp(log_r)
-    return r - log_r - 1.0, 1.0 - r
+    value = r - log_r - 1.0
+    clamped = value > K3_CLAMP
+    return np.where(clamped, K3_CLAMP, value), np.where(clamped, 0.0, 1.0 - r)
 
 
 KLFn = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]

@@ -120,6 +120,25 @@ class _Adam:
         param -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
 
+class _SGD:
+    """Plain gradient descent: keeps the objective's scale (Adam would renormalise every row's step)."""
+
+    def __init__(self, lr: float) -> None:
+        self.lr = lr
+        self.m = np.zeros((0, 0))
+        self.v = np.zeros((0, 0))
+        self.t = 0
+
+    def step(self, param: np.ndarray, grad: np.ndarray) -> None:
+        self.t += 1
+        param -= self.lr * grad
+
+
+#: Default step sizes of the tabular optimisers (see GRPOConfig.learning_rate).
+_TABULAR_DEFAULT_LR = {"sgd": 300.0, "adam": 0.1}
+_TABULAR_OPTIMIZERS: dict[str, type[_Adam] | type[_SGD]] = {"adam": _Adam, "sgd": _SGD}
+
+
 class TabularPolicy(Policy):
     """The lesson's policy: a softmax over a table of logits, one row per distinct (abstracted) state.
 
@@ -138,7 +157,10 @@ class TabularPolicy(Policy):
         n_actions: int,
         learning_rate: float,
         feature_slices: Sequence[slice] | None = None,
+        optimizer: str = "sgd",
     ) -> None:
+        if optimizer not in _TABULAR_OPTIMIZERS:
+            raise ValueError(f"optimizer={optimizer!r} is not one of {sorted(_TABULAR_OPTIMIZERS)}")
         self.n_actions = n_actions
         self.learning_rate = learning_rate
         self.feature_slices = tuple(feature_slices) if feature_slices else None
@@ -146,7 +168,7 @@ class TabularPolicy(Policy):
         self.table = np.zeros((0, n_actions))  # (S, V) logits
         self._rows: dict[bytes, int] = {}
         self._key_dim: int | None = None
-        self._adam = _Adam(learning_rate)
+        self._adam = _TABULAR_OPTIMIZERS[optimizer](learning_rate)
 
     # -- state keys ------------------------------------------------------------------------------
     def _features(self, obs: np.ndarray) -> np.ndarray:
@@ -252,6 +274,7 @@ def make_policy(
     *,
     feature_slices: Sequence[slice] | None = None,
     max_grad_norm: float | None = None,
+    tabular_optimizer: str = "sgd",
     policy_kwargs: dict[str, Any] | None = None,
 ) -> Policy:
     """Build a policy by name ("tabular" or "mlp"); torch is imported only for "mlp"."""
@@ -259,8 +282,10 @@ def make_policy(
     if kind == "tabular":
         if kwargs:
             raise ValueError(f"the tabular policy takes no policy_kwargs, got {sorted(kwargs)}")
+        if learning_rate is None:
+            learning_rate = _TABULAR_DEFAULT_LR[tabular_optimizer]
         return TabularPolicy(
-            observation_space, n_actions, 0.1 if learning_rate is None else learning_rate, feature_slices
+            observation_space, n_actions, learning_rate, feature_slices, optimizer=tabular_optimizer
         )
     if kind == "mlp":
         from agents.mlp_policy import MLPPolicy  # lazy: torch

@@ -117,6 +117,7 @@ class GRPO:
             self.seed,
             feature_slices=self.feature_slices,
             max_grad_norm=config.max_grad_norm,
+            tabular_optimizer=config.tabular_optimizer,
             policy_kwargs=self.policy_kwargs,
         )
         self._runner = ListGroupRunner(self.env, config.prompts_per_iter, config.group_size, self.group_mode)

@@ -1,0 +1,345 @@
+"""The GRPO agent: config validation, policies, gradients, determinism, checkpoints, generic envs."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlvr_env  # noqa: F401
+from agents import GRPO, GRPOConfig
+from agents.objective import LossTerms, grpo_token_loss
+from agents.policies import TabularPolicy, log_softmax
+from agents.rollout import detect_group_mode
+
+ENV = "rlvr/Arithmetic-v0"
+
+
+# ------------------------------------------------------------------------------------------------
+# Config
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("group_size", 1, "group_size=1 must be at least 2"),
+        ("group_size", 2.5, "must be an integer"),
+        ("prompts_per_iter", 0, "at least 1"),
+        ("epochs", 0, "at least 1"),
+        ("clip_eps", 0.0, "clip_eps=0.0 must be > 0"),
+        ("clip_eps", -0.1, "must be > 0"),
+        ("clip_eps", 1.0, "must be < 1"),
+        ("beta", -0.01, "beta=-0.01 must be >= 0"),
+        ("beta", float("nan"), "finite"),
+        ("learning_rate", 0.0, "must be > 0"),
+        ("learning_rate", float("inf"), "finite"),
+        ("adv_eps", 0.0, "> 0"),
+        ("kl_estimator", "k4", "is not one of"),
+        ("advantage", "gae", "is not one of"),
+        ("loss_aggregation", "max", "is not one of"),
+        ("length_weight", -1.0, ">= 0"),
+        ("max_grad_norm", 0.0, "> 0"),
+        ("unbiased_std", 1, "must be a bool"),
+        ("tabular_optimizer", "rmsprop", "is not one of"),
+    ],
+)
+def test_config_rejects_impossible_settings(field: str, value: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        GRPOConfig(**{field: value})
+
+
+def test_config_minibatches_must_fit_groups() -> None:
+    with pytest.raises(ValueError, match="minibatches=5 must not exceed prompts_per_iter=4"):
+        GRPOConfig(prompts_per_iter=4, minibatches=5)
+
+
+def test_config_round_trips_and_rejects_unknown_fields() -> None:
+    cfg = GRPOConfig(group_size=4, beta=0.01)
+    assert GRPOConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown GRPOConfig fields \\['gamma'\\]"):
+        GRPOConfig.from_dict({"gamma": 0.99})
+    docs = GRPOConfig.field_docs()
+    assert set(docs) == {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert "G:" in docs["group_size"] and "epsilon" in docs["clip_eps"]
+
+
+def test_agent_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="policy='cnn'"):
+        GRPO(ENV, policy="cnn")
+    with pytest.raises(ValueError, match="seed=-1"):
+        GRPO(ENV, seed=-1)
+    with pytest.raises(ValueError, match="Discrete action space"):
+        GRPO("Pendulum-v1")
+    model = GRPO(ENV)
+    with pytest.raises(ValueError, match="total_timesteps=0"):
+        model.learn(0)
+    with pytest.raises(ValueError, match="fits neither"):
+        model.predict(np.zeros(7, dtype=np.float32))
+
+
+# ------------------------------------------------------------------------------------------------
+# Policies and gradients
+# ------------------------------------------------------------------------------------------------
+def _random_batch(rng: np.random.Generator, n: int = 12, dim: int = 4):
+    obs = (rng.random((n, dim)) < 0.5).astype(np.float32)
+    actions = rng.integers(0, 5, size=n)
+    return obs, actions
+
+
+def test_tabular_gradient_matches_finite_differences() -> None:
+    rng = np.random.default_rng(0)
+    obs, actions = _random_batch(rng)
+    policy = TabularPolicy(gym.spaces.Box(0, 1, (4,)), 5, learning_rate=1.0, optimizer="sgd")
+    policy.observe(obs)
+    policy.table = rng.normal(size=policy.table.shape)
+    adv = rng.normal(size=(len(actions), 1))
+    rows = policy._row_ids(obs, insert=False)
+    logp_old = log_softmax(policy.table[rows])[np.arange(len(rows)), actions][:, None] + 0.05
+    logp_ref = np.full((len(rows), 1), -np.log(5))
+    mask = np.ones((len(rows), 1))
+
+    def loss_of(table: np.ndarray) -> float:
+        logp = log_softmax(table[rows])[np.arange(len(rows)), actions][:, None]
+        return grpo_token_loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04).loss
+
+    def loss_fn(logp: np.ndarray) -> LossTerms:
+        t = grpo_token_loss(logp[:, None], logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04)
+        return LossTerms(t.loss, t.grad_logp.reshape(-1), t.policy_loss, t.kl, t.clip_frac)
+
+    before = policy.table.copy()
+    h = 1e-6
+    numeric = np.zeros_like(before)
+    for idx in np.ndindex(*before.shape):
+        up, down = before.copy(), before.copy()
+        up[idx] += h
+        down[idx] -= h
+        numeric[idx] = (loss_of(up) - loss_of(down)) / (2 * h)
+    policy.update(obs, actions, loss_fn)  # SGD with lr 1: table moves by exactly -gradient
+    np.testing.assert_allclose(before - policy.table, numeric, atol=1e-6)
+
+
+def test_mlp_gradient_matches_autograd_of_the_same_loss() -> None:
+    torch = pytest.importorskip("torch")
+    from agents.mlp_policy import MLPPolicy
+
+    rng = np.random.default_rng(1)
+    obs, actions = _random_batch(rng, dim=6)
+    policy = MLPPolicy(gym.spaces.Box(0, 1, (6,)), 5, learning_rate=1e-3, seed=0, max_grad_norm=None)
+    adv = rng.normal(size=len(actions))
+    logp_old = policy.reference_logp(obs, actions) + rng.normal(scale=0.1, size=len(actions))
+    logp_ref = policy.reference_logp(obs, actions)
+    eps, beta = 0.2, 0.04
+
+    # Independent torch formula of the GRPO token loss (seq_mean_token_mean with L=1 is a plain mean).
+    x = torch.as_tensor(obs).double()
+    logp = torch.log_softmax(policy.net(x), -1)[torch.arange(len(actions)), torch.as_tensor(actions)]
+    ratio = torch.exp(logp - torch.as_tensor(logp_old))
+    a = torch.as_tensor(adv)
+    surr = torch.min(ratio * a, torch.clamp(ratio, 1 - eps, 1 + eps) * a)
+    log_r = torch.as_tensor(logp_ref) - logp
+    k3 = torch.exp(log_r) - log_r - 1
+    loss = -(surr - beta * k3).mean()
+    expected = torch.autograd.grad(loss, list(policy.net.parameters()))
+
+    captured: list = []
+
+    def loss_fn(lp: np.ndarray) -> LossTerms:
+        t = grpo_token_loss(lp[:, None], logp_old[:, None], logp_ref[:, None], adv[:, None],
+                            np.ones((len(lp), 1)), clip_eps=eps, beta=beta)
+        return LossTerms(t.loss, t.grad_logp.reshape(-1), t.policy_loss, t.kl, t.clip_frac)
+
+    original_step = policy.optimizer.step
+    policy.optimizer.step = lambda *a, **k: captured.extend(  # type: ignore[method-assign]
+        p.grad.clone() for p in policy.net.parameters()
+    )
+    policy.update(obs, actions, loss_fn)
+    policy.optimizer.step = original_step  # type: ignore[method-assign]
+    for got, want in zip(captured, expected):
+        torch.testing.assert_close(got, want)
+
+
+def test_mlp_actor_has_sb3_ppo_actor_shape() -> None:
+    pytest.importorskip("torch")
+    from stable_baselines3 import PPO
+
+    env = gym.make(ENV)
+    ppo = PPO("MlpPolicy", env, seed=0)
+    actor = [ppo.policy.mlp_extractor.policy_net, ppo.policy.action_net]
+    ppo_actor_params = sum(p.numel() for m in actor for p in m.parameters())
+    grpo = GRPO(ENV, policy="mlp", seed=0)
+    assert grpo.num_parameters() == ppo_actor_params
+    # Same layer shapes, layer by layer.
+    ppo_shapes = [tuple(p.shape) for m in actor for p in m.parameters()]
+    grpo_shapes = [tuple(p.shape) for p in grpo.policy.net.parameters()]  # type: ignore[attr-defined]
+    assert ppo_shapes == grpo_shapes
+
+
+@pytest.mark.parametrize("policy", ["tabular", "mlp"])
+def test_parameters_change_after_one_update(policy: str) -> None:
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=4), policy=policy, seed=0,
+                 env_kwargs={"format_weight": 1.0})
+    before = {k: v.copy() for k, v in model.policy.state().items()}
+    for _ in range(20):  # until some group's rewards differ (the first malformed/well-formed split)
+        model.learn(80, reset_num_timesteps=False)
+        if model.last_metrics["rollout/zero_std_group_frac"] < 1.0:
+            break
+    after = model.policy.state()
+    key = "table" if policy == "tabular" else "net.2.weight"
+    assert after[key].shape != before[key].shape or not np.array_equal(after[key], before[key])
+
+
+def test_tabular_needs_no_torch() -> None:
+    code = (
+        "import sys, rlvr_env; from agents import GRPO, GRPOConfig;"
+        "m = GRPO('rlvr/Arithmetic-v0', GRPOConfig(group_size=4, prompts_per_iter=2), policy='tabular');"
+        "m.learn(200); m.evaluate('test'); assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+# ------------------------------------------------------------------------------------------------
+# Determinism, learning, checkpoints
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy", ["tabular", "mlp"])
+def test_seeded_runs_repeat_exactly(policy: str) -> None:
+    curves = []
+    for _ in range(2):
+        model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=4), policy=policy, seed=3)
+        curve: list[dict[str, float]] = []
+        model.learn(1600, callback=lambda m, met: curve.append(
+            {k: v for k, v in met.items() if not k.startswith("time/fps")}))
+        curves.append((curve, {k: v.copy() for k, v in model.policy.state().items()}))
+    assert curves[0][0] == curves[1][0]
+    for key in curves[0][1]:
+        np.testing.assert_array_equal(curves[0][1][key], curves[1][1][key])
+
+
+def test_seeded_training_raises_greedy_success_from_cold_start() -> None:
+    model = GRPO(ENV, GRPOConfig(), policy="tabular", seed=0)
+    cold = model.evaluate("train")
+    model.learn(30_000)
+    assert model.evaluate("train") > cold
+    assert model.last_metrics["rollout/solve_rate"] > 0.3
+
+
+def test_callback_can_stop_training_and_metrics_are_named() -> None:
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=2), seed=0)
+    seen: list[dict[str, float]] = []
+    model.learn(10_000, callback=lambda m, met: seen.append(met) or len(seen) < 3)
+    assert len(seen) == 3 and model.iterations == 3
+    for key in ("rollout/reward_mean", "rollout/solve_rate", "rollout/format_violations",
+                "rollout/zero_std_group_frac", "train/policy_loss", "train/kl", "train/clip_frac",
+                "train/entropy", "time/fps"):
+        assert key in seen[-1]
+
+
+@pytest.mark.parametrize("policy", ["tabular", "mlp"])
+def test_save_load_round_trip_predicts_identically(policy: str, tmp_path: Path) -> None:
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=4), policy=policy, seed=1)
+    model.learn(2000)
+    path = tmp_path / "model.zip"
+    model.save(path)
+    loaded = GRPO.load(path)
+    env = gym.make(ENV, split="test")
+    obs = np.stack([env.reset(seed=i)[0] for i in range(20)])
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0],
+                                  loaded.predict(obs, deterministic=True)[0])
+    np.testing.assert_array_equal(model.predict(obs)[0], loaded.predict(obs)[0])  # same rng state
+    assert loaded.num_timesteps == model.num_timesteps and loaded.config == model.config
+    # Training continues identically after a load.
+    model.learn(640, reset_num_timesteps=False)
+    loaded.learn(640, reset_num_timesteps=False)
+    for key, value in model.policy.state().items():
+        np.testing.assert_allclose(loaded.policy.state()[key], value)
+
+
+def test_load_rejects_truncated_foreign_and_tampered_files(tmp_path: Path) -> None:
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=2), seed=0)
+    model.learn(200)
+    good = tmp_path / "good.zip"
+    model.save(good)
+    data = good.read_bytes()
+
+    truncated = tmp_path / "truncated.zip"
+    truncated.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="truncated.zip"):
+        GRPO.load(truncated)
+
+    foreign = tmp_path / "foreign.zip"
+    with zipfile.ZipFile(foreign, "w") as zf:
+        zf.writestr("data", "{}")
+    with pytest.raises(ValueError, match="no 'grpo.json'"):
+        GRPO.load(foreign)
+
+    text = tmp_path / "notes.zip"
+    text.write_text("hello")
+    with pytest.raises(ValueError, match="not a GRPO checkpoint"):
+        GRPO.load(text)
+
+    # A pickled object array inside policy.npz must be refused, not unpickled.
+    pickled = tmp_path / "pickled.zip"
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, table=np.array([object()], dtype=object))
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(pickled, "w") as dst:
+        dst.writestr("grpo.json", src.read("grpo.json"))
+        dst.writestr("policy.npz", buf.getvalue())
+    with pytest.raises(ValueError, match="pickled"):
+        GRPO.load(pickled)
+
+    wrong_shape = tmp_path / "shape.zip"
+    buf = io.BytesIO()
+    np.savez(buf, table=np.zeros((2, 3)), keys=np.zeros((2, 4), np.uint8), adam_m=np.zeros(0),
+             adam_v=np.zeros(0), adam_t=np.array(0))
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(wrong_shape, "w") as dst:
+        dst.writestr("grpo.json", src.read("grpo.json"))
+        dst.writestr("policy.npz", buf.getvalue())
+    with pytest.raises(ValueError, match="does not fit 5 actions"):
+        GRPO.load(wrong_shape)
+
+
+# ------------------------------------------------------------------------------------------------
+# Generic envs
+# ------------------------------------------------------------------------------------------------
+class _NoisyResetEnv(gym.Env):
+    """reset(seed=s) ignores the seed: two resets with one seed differ."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def reset(self, *, seed=None, options=None):  # type: ignore[override]
+        self._count += 1
+        return np.full(2, self._count % 2, dtype=np.float32), {}
+
+    def step(self, action):  # type: ignore[override]
+        return np.zeros(2, np.float32), 0.0, True, False, {}
+
+
+def test_refuses_env_without_shared_start() -> None:
+    with pytest.raises(ValueError, match="different observations"):
+        GRPO(_NoisyResetEnv())
+
+
+def test_group_modes() -> None:
+    assert detect_group_mode(gym.make(ENV)) == "replay"
+    assert detect_group_mode(gym.make("CartPole-v1")) == "seed"
+    assert detect_group_mode(gym.make("FrozenLake-v1")) == "seed"
+
+
+def test_runs_on_frozenlake_and_cartpole() -> None:
+    lake = GRPO("FrozenLake-v1", GRPOConfig(group_size=4, prompts_per_iter=4), policy="tabular", seed=0,
+                env_kwargs={"is_slippery": False})
+    lake.learn(500)
+    assert 0.0 <= lake.evaluate(n_episodes=2) <= 1.0
+    pole = GRPO("CartPole-v1", GRPOConfig(group_size=4, prompts_per_iter=2), policy="mlp", seed=0)
+    pole.learn(500)
+    assert pole.evaluate(n_episodes=2) >= 1.0
