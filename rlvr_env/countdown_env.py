@@ -35,13 +35,13 @@ class CountdownEnv(TokenEnv):
     ``Box(0, 1, (prompt_dim + max_length * V,), float32)``; 160 with the defaults. Segments are named in
     ``env.unwrapped.obs_layout`` (defaults in brackets):
 
-    | Index (defaults) | Segment     | Meaning                                                            |
-    |------------------|-------------|--------------------------------------------------------------------|
-    | 0-3              | numbers     | slot k: ``(n_k - low) / (high - low)`` for ``number_range``          |
-    | 4-19             | number_bits | slot k: ``n_k - low`` in binary, least significant bit first (4)    |
-    | 20               | target      | ``(target - low) / (high - low)`` for ``target_range``              |
-    | 21-27            | target_bits | ``target - low`` in binary, least significant bit first (7)         |
-    | 28-159           | prefix      | per answer position (12), one-hot of the token emitted there (11)   |
+    | Index (defaults) | Segment     | Meaning                                                           |
+    |------------------|-------------|-------------------------------------------------------------------|
+    | 0-3              | numbers     | slot k: ``(n_k - low) / (high - low)`` for ``number_range``       |
+    | 4-19             | number_bits | slot k: ``n_k - low`` in binary, least significant bit first (4)  |
+    | 20               | target      | ``(target - low) / (high - low)`` for ``target_range``            |
+    | 21-27            | target_bits | ``target - low`` in binary, least significant bit first (7)       |
+    | 28-159           | prefix      | per answer position (12), one-hot of the token emitted there (11) |
 
     The scaled value gives a network the magnitude; the exact binary code makes every prompt
     distinguishable, so no two prompts share an observation.

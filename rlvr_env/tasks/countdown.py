@@ -9,7 +9,6 @@ draws k prompts as arrays) so that the vector env can reset thousands of episode
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -76,7 +75,7 @@ class CountdownTask(Task):
     last. A slot token decodes to its number's digits, so the verifier reads ordinary infix text and
     the vocabulary does not grow with the number range.
 
-    See :class:`rlvr_env.envs_countdown.CountdownEnv` for the arguments.
+    See :class:`rlvr_env.countdown_env.CountdownEnv` for the arguments.
     """
 
     name = "countdown"
@@ -440,8 +439,3 @@ class CountdownTask(Task):
         row = np.full((1, self.max_length), self.eos_id, dtype=np.int64)
         row[0, : len(prefix)] = prefix
         return self.action_masks_arrays(row, np.array([len(prefix)]))[0]
-
-
-def _all_multisets(lo: int, hi: int, n: int) -> list[tuple[int, ...]]:
-    """Every sorted multiset of n numbers in [lo, hi] (for tests and split reports)."""
-    return list(itertools.combinations_with_replacement(range(lo, hi + 1), n))
