@@ -63,7 +63,8 @@ class TokenVectorEnv(VectorEnv):
       ``step``; :meth:`expression` decodes a row on demand.
     * **Prompts** a ``step`` draws for new episodes appear as ``info["prompt_numbers"]`` and
       ``info["prompt_target"]`` (masked); ``reset`` also returns ``info["prompt"]``, an object array of
-      :class:`~rlvr_env.tasks.base.Prompt`. Prompts come from one generator, ``self.np_random``, in
+      :class:`~rlvr_env.tasks.base.Prompt` (drawn prompts carry no ``meta``: no stored solution) and
+      ``info["split"]``. Prompts come from one generator, ``self.np_random``, in
       chunks; ``reset(seed=s)`` makes the sequence repeat, but env i is not the same stream as a single
       env seeded ``s + i``. For lockstep comparisons pass prompts explicitly.
     * ``reset(options={"prompt": p})`` takes one prompt for every env (a GRPO group is G envs on one
