@@ -294,3 +294,49 @@ def test_vector_env_draws_only_from_its_split(env_id: str, split: str) -> None:
             for i in np.flatnonzero(info["_prompt_numbers"]):
                 seen.add(Prompt(tuple(info["prompt_numbers"][i].tolist()), int(info["prompt_target"][i])))
     assert len(seen) > 5 and {envs.task.split_of(p) for p in seen} == {split}
+
+
+@pytest.mark.parametrize("mode", ["SameStep", "NextStep"])
+def test_gymnasium_vector_wrappers_count_episodes(mode: str) -> None:
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+    envs = RecordEpisodeStatistics(make_vec(COUNTDOWN, 8, autoreset_mode=mode))
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    finished = 0
+    for _ in range(40):
+        _, _, terminated, truncated, info = envs.step(rng.integers(11, size=8))
+        finished += int((terminated | truncated).sum())
+    assert len(envs.return_queue) == min(finished, envs.return_queue.maxlen or finished) > 0
+
+
+def test_sync_vectorization_still_uses_the_single_env() -> None:
+    envs = gym.make_vec(COUNTDOWN, num_envs=3, vectorization_mode="sync", n_numbers=3)
+    obs, _ = envs.reset(seed=0)
+    assert type(envs).__name__ == "SyncVectorEnv" and obs.shape == (3, 103)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id, kwargs", LOCKSTEP, ids=[f"{e}-{k}" for e, k in LOCKSTEP])
+def test_long_lockstep(env_id: str, kwargs: dict[str, Any]) -> None:
+    """The lockstep comparison with more envs and steps (``pytest -m slow``)."""
+    b = 128
+    envs = make_vec(env_id, b, **kwargs)
+    singles = [gym.make(env_id, **kwargs).unwrapped for _ in range(b)]
+    _, info = envs.reset(seed=1)
+    for i, env in enumerate(singles):
+        env.reset(options={"prompt": info["prompt"][i]})
+    rng = np.random.default_rng(1)
+    for _ in range(600):
+        masks = envs.action_masks()
+        scores = rng.random(masks.shape) * np.where(rng.random(b) < 0.5, 1.0, masks.T).T  # half masked
+        actions = np.argmax(scores, axis=1)
+        obs, rewards, terminated, truncated, info = envs.step(actions)
+        for i, env in enumerate(singles):
+            o, r, te, tr, single_info = env.step(int(actions[i]))
+            assert (r, te, tr) == (rewards[i], terminated[i], truncated[i])
+            if te or tr:
+                assert_final_info_matches(single_info, info["final_info"], i)
+                new = (tuple(info["prompt_numbers"][i].tolist()), int(info["prompt_target"][i]))
+                o, _ = env.reset(options={"prompt": new})
+            assert np.array_equal(o, obs[i])
