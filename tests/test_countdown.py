@@ -249,8 +249,10 @@ def test_masks_respect_the_remaining_length() -> None:
     prompt = Prompt((1, 2, 3), 6)
     names = lambda prefix: [task.vocab[i] for i in np.flatnonzero(task.action_mask(prompt, prefix))]  # noqa
     assert names(ids(task, "n0 +")) == ["n1", "n2", "("]
-    # "( n0 + n1" with 4 tokens left must close now or continue: ")" then "op n2" then EOS fits.
-    assert "(" not in names(ids(task, "( n0 + (")) or True
+    # "( n0 +" leaves 5 tokens: a second "(" could not close and still use n1 and n2, a slot can.
+    assert names(ids(task, "( n0 +")) == ["n1", "n2"]
+    # 4 tokens left: ") op n2 <eos>" or "op n2 ) <eos>"; EOS is not yet possible.
+    assert names(ids(task, "( n0 + n1")) == ["+", "-", "*", "/", ")"]
     assert names(ids(task, "n0 + n1 * n2")) == ["<eos>"]  # all slots used: nothing but EOS
     assert "<eos>" not in names(ids(task, "n0 + n1"))  # exactly once: n2 is still unused
 
