@@ -53,9 +53,12 @@ class TokenVectorEnv(VectorEnv):
       episode, and ``info["final_obs"]`` / ``info["final_info"]`` (masked by ``info["_final_obs"]`` /
       ``info["_final_info"]``) hold the end of the finished one. Episodes last a handful of tokens, so
       ``"NextStep"`` (Gymnasium's default, also supported) would spend one step in every few on a reset
-      with the action ignored; same-step also matches SB3's VecEnv convention. ``"Disabled"`` leaves
-      finished rows alone until ``reset(options={"reset_mask": done})``, which is how a GRPO agent
-      restarts a group on a prompt of its choosing.
+      with the action ignored; same-step also matches SB3's VecEnv convention. ``"Disabled"`` freezes
+      finished rows (their actions are ignored; reward 0, both flags False, observation unchanged) until
+      ``reset(options={"reset_mask": ...})``, so a GRPO rollout can step a batch of groups until
+      :attr:`finished` is all True, then restart them on prompts of its choosing. (Gymnasium leaves
+      stepping a finished row undefined in this mode; stepping when every row has finished raises
+      ``ResetNeeded``.)
     * **Final info** is arrays over all rows with ``_key`` masks: ``reward_parts`` (a dict of
       arrays), ``correct``, ``well_formed``, ``length``, ``value_num`` / ``value_den`` (the exact value
       as a reduced fraction; ``0 / 0`` where the single env's ``value`` is None) and the episode's
@@ -292,12 +295,14 @@ class TokenVectorEnv(VectorEnv):
             restart = self._done.copy()
             active = ~restart
             self._start_sampled(np.flatnonzero(restart), info, restart)
-        else:
-            if mode == AutoresetMode.DISABLED and self._done.any():
+        elif mode == AutoresetMode.DISABLED:
+            if self._done.all():
                 raise ResetNeeded(
-                    f"envs {np.flatnonzero(self._done).tolist()[:10]} ended; with autoreset_mode='Disabled' "
-                    "call reset(options={'reset_mask': ...}) on them before stepping"
+                    "every env's episode has ended; with autoreset_mode='Disabled' call "
+                    "reset(options={'reset_mask': ...}) before stepping"
                 )
+            active = ~self._done  # finished rows wait, frozen, for a masked reset
+        else:
             active = np.ones(self.num_envs, dtype=bool)
         machine = self.machine
         machine.feed(acts, active)
@@ -374,6 +379,12 @@ class TokenVectorEnv(VectorEnv):
         return self._obs.copy() if self.copy else self._obs
 
     # -- helpers ------------------------------------------------------------------------------------
+    @property
+    def finished(self) -> np.ndarray:
+        """(B,) bool: rows whose episode ended and that have not restarted yet (always all False with
+        ``"SameStep"`` autoreset, which restarts them inside ``step``)."""
+        return self._done.copy()
+
     def action_masks(self) -> np.ndarray:
         """(B, V) bool: each row's grammar mask, as :meth:`TokenEnv.action_masks` gives for one env."""
         if not self._started:

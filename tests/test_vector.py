@@ -160,16 +160,24 @@ def test_next_step_autoreset() -> None:
     assert te.tolist() == [False, True] and r[1] == pytest.approx(1.1)
 
 
-def test_disabled_autoreset_waits_for_a_masked_reset() -> None:
+def test_disabled_autoreset_freezes_finished_rows_until_a_masked_reset() -> None:
     envs = make_vec(COUNTDOWN, 3, n_numbers=3, autoreset_mode="Disabled")
     envs.reset(options={"prompt": ((7, 9, 1), 7)})
-    _, _, te, _, info = envs.step(np.array([0, 0, 0]))
+    envs.step(np.array([0, 0, 0]))
     _, r, te, _, info = envs.step(np.array([9, 3, 3]))
     assert te.tolist() == [True, False, False] and info["correct"][0]
+    assert envs.finished.tolist() == [True, False, False]
+    frozen = envs.step(np.array([9, 0, 1]))  # row 0's action is ignored
+    obs, r, te, tr, info = frozen
+    assert (r[0], te[0], tr[0], envs.tokens(0)) == (0.0, False, False, [0, 9])
+    assert te.tolist() == [False, False, False] and envs.tokens(1) == [0, 3, 0]
+    _, r, te, _, _ = envs.step(np.array([0, 9, 9]))
+    assert te.tolist() == [False, True, True] and envs.finished.all()
     with pytest.raises(ResetNeeded, match="Disabled"):
         envs.step(np.array([0, 0, 0]))
-    envs.reset(options={"reset_mask": te, "prompt": ((1, 2, 3), 6)})
-    assert envs.tokens(0) == [] and envs.tokens(1) == [0, 3] and envs.prompt(0) == Prompt((1, 2, 3), 6)
+    envs.reset(options={"reset_mask": np.array([True, False, True]), "prompt": ((1, 2, 3), 6)})
+    assert envs.tokens(0) == [] and envs.tokens(1) == [0, 3, 0, 9] and envs.prompt(0) == Prompt((1, 2, 3), 6)
+    assert envs.finished.tolist() == [False, True, False]
     envs.step(np.array([0, 0, 0]))
 
 
