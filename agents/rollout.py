@@ -24,8 +24,19 @@ import gymnasium as gym
 import numpy as np
 
 from agents.policies import Policy, log_softmax, sample_categorical
+from rlvr_env.envs import TokenEnv
+from rlvr_env.tasks.base import Prompt, Task
 
-__all__ = ["GroupBatch", "GroupMode", "ListGroupRunner", "detect_group_mode", "obs_equal"]
+__all__ = [
+    "GroupBatch",
+    "GroupMode",
+    "ListGroupRunner",
+    "VectorGroupRunner",
+    "detect_group_mode",
+    "draw_prompts",
+    "make_runner",
+    "obs_equal",
+]
 
 GroupMode = Literal["replay", "seed"]
 _PROBE_SEED = 12345
@@ -98,6 +109,57 @@ class GroupBatch:
         return self.returns.shape[0] // self.group_size
 
 
+def draw_prompts(task: Task, split: str, n: int, rng: np.random.Generator) -> list[Prompt]:
+    """``n`` prompts of ``split`` drawn with the agent's generator (one per group)."""
+    return [task.sample_prompt(rng, split) for _ in range(n)]
+
+
+class _Recorder:
+    """Accumulates one rollout's per-position arrays and the episodes' outcomes."""
+
+    def __init__(self, n: int) -> None:
+        self.returns = np.zeros(n)
+        self.lengths = np.zeros(n, dtype=np.int64)
+        self.correct = np.full(n, np.nan)
+        self.well_formed = np.full(n, np.nan)
+        self.obs: list[np.ndarray] = []
+        self.act: list[np.ndarray] = []
+        self.logp: list[np.ndarray] = []
+        self.mask: list[np.ndarray] = []
+
+    def sample(self, policy: Policy, obs: np.ndarray, active: np.ndarray,
+               rng: np.random.Generator) -> np.ndarray:
+        """One batched policy call for the active rows; returns (N,) actions (0 on inactive rows)."""
+        n = len(active)
+        idx = np.flatnonzero(active)
+        sub = obs[idx]
+        policy.observe(sub)
+        logits = policy.logits(sub)  # (n_active, V)
+        actions = sample_categorical(logits, rng)
+        full_act = np.zeros(n, dtype=np.int64)
+        full_logp = np.zeros(n)
+        full_act[idx] = actions
+        full_logp[idx] = log_softmax(logits)[np.arange(len(idx)), actions]
+        self.obs.append(obs.copy())
+        self.act.append(full_act)
+        self.logp.append(full_logp)
+        self.mask.append(active.astype(np.float64))
+        return full_act
+
+    def batch(self, group_size: int) -> GroupBatch:
+        return GroupBatch(
+            obs=np.stack(self.obs, axis=1),
+            actions=np.stack(self.act, axis=1),
+            logp_old=np.stack(self.logp, axis=1),
+            mask=np.stack(self.mask, axis=1),
+            returns=self.returns,
+            lengths=self.lengths,
+            correct=self.correct,
+            well_formed=self.well_formed,
+            group_size=group_size,
+        )
+
+
 class ListGroupRunner:
     """Steps B x G copies of one env in lockstep, one batched policy call per step position."""
 
@@ -105,9 +167,18 @@ class ListGroupRunner:
         self.n_groups, self.group_size, self.mode = n_groups, group_size, mode
         self.envs = [copy.deepcopy(env) for _ in range(n_groups * group_size)]
 
-    def _reset_groups(self, seeds: np.ndarray) -> list[Any]:
+    def _reset_groups(self, rng: np.random.Generator) -> list[Any]:
         g = self.group_size
         obs: list[Any] = []
+        token_env = self.envs[0].unwrapped
+        if isinstance(token_env, TokenEnv):
+            # rlvr envs: the agent draws the prompts (exactly as VectorGroupRunner does) and replays them.
+            prompts = draw_prompts(token_env.task, token_env.split, self.n_groups, rng)
+            for b, prompt in enumerate(prompts):
+                for member in self.envs[b * g : (b + 1) * g]:
+                    obs.append(member.reset(options={"prompt": prompt})[0])
+            return obs
+        seeds = rng.integers(0, 2**31 - 1, size=self.n_groups)
         for b, seed in enumerate(seeds):
             first = self.envs[b * g]
             o, info = first.reset(seed=int(seed))
@@ -122,50 +193,85 @@ class ListGroupRunner:
 
     def collect(self, policy: Policy, rng: np.random.Generator) -> GroupBatch:
         n = len(self.envs)
-        seeds = rng.integers(0, 2**31 - 1, size=self.n_groups)
-        obs = np.stack([np.asarray(o) for o in self._reset_groups(seeds)])  # (N, *obs_shape)
+        obs = np.stack([np.asarray(o) for o in self._reset_groups(rng)])  # (N, *obs_shape)
         active = np.ones(n, dtype=bool)
-        returns = np.zeros(n)
-        lengths = np.zeros(n, dtype=np.int64)
-        correct = np.full(n, np.nan)
-        well_formed = np.full(n, np.nan)
-        steps_obs: list[np.ndarray] = []
-        steps_act: list[np.ndarray] = []
-        steps_logp: list[np.ndarray] = []
-        steps_mask: list[np.ndarray] = []
+        rec = _Recorder(n)
         while active.any():
-            idx = np.flatnonzero(active)
-            sub = obs[idx]
-            policy.observe(sub)
-            logits = policy.logits(sub)  # (n_active, V): one batched policy call per position
-            actions = sample_categorical(logits, rng)
-            logp = log_softmax(logits)[np.arange(len(idx)), actions]
-            full_act = np.zeros(n, dtype=np.int64)
-            full_logp = np.zeros(n)
-            full_act[idx], full_logp[idx] = actions, logp
-            steps_obs.append(obs.copy())
-            steps_act.append(full_act)
-            steps_logp.append(full_logp)
-            steps_mask.append(active.astype(np.float64))
-            for j, i in enumerate(idx):
-                o, r, terminated, truncated, info = self.envs[i].step(int(actions[j]))
+            actions = rec.sample(policy, obs, active, rng)
+            for i in np.flatnonzero(active):  # env steps; the policy was called once for all rows
+                o, r, terminated, truncated, info = self.envs[i].step(int(actions[i]))
                 obs[i] = o
-                returns[i] += float(r)
-                lengths[i] += 1
+                rec.returns[i] += float(r)
+                rec.lengths[i] += 1
                 if terminated or truncated:
                     active[i] = False
                     if "correct" in info:
-                        correct[i] = float(info["correct"])
+                        rec.correct[i] = float(info["correct"])
                     if "well_formed" in info:
-                        well_formed[i] = float(info["well_formed"])
-        return GroupBatch(
-            obs=np.stack(steps_obs, axis=1),
-            actions=np.stack(steps_act, axis=1),
-            logp_old=np.stack(steps_logp, axis=1),
-            mask=np.stack(steps_mask, axis=1),
-            returns=returns,
-            lengths=lengths,
-            correct=correct,
-            well_formed=well_formed,
-            group_size=self.group_size,
+                        rec.well_formed[i] = float(info["well_formed"])
+        return rec.batch(self.group_size)
+
+
+class VectorGroupRunner:
+    """Runs the B x G episodes in an ``rlvr_env`` native vector env: one ``step`` call per position.
+
+    Rows that finish early are auto-reset by the env (same-step mode) and simply ignored until the
+    slowest episode of the batch ends; only the steps of real episodes are counted and trained on.
+    """
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], n_groups: int, group_size: int) -> None:
+        self.n_groups, self.group_size = n_groups, group_size
+        self.venv = gym.make_vec(env_id, num_envs=n_groups * group_size,
+                                 vectorization_mode="vector_entry_point", **env_kwargs)
+        inner = self.venv.unwrapped
+        self.task: Task = inner.task  # type: ignore[attr-defined]
+        self.split: str = inner.split  # type: ignore[attr-defined]
+
+    def collect(self, policy: Policy, rng: np.random.Generator) -> GroupBatch:
+        g, n = self.group_size, self.n_groups * self.group_size
+        prompts = draw_prompts(self.task, self.split, self.n_groups, rng)
+        obs, _ = self.venv.reset(options={"prompt": [p for p in prompts for _ in range(g)]})
+        active = np.ones(n, dtype=bool)
+        rec = _Recorder(n)
+        while active.any():
+            actions = rec.sample(policy, obs, active, rng)
+            obs, rewards, terminated, truncated, info = self.venv.step(actions)
+            rec.returns[active] += rewards[active]
+            rec.lengths[active] += 1
+            ended = active & (terminated | truncated)
+            if ended.any():
+                final = info["final_info"]
+                rec.correct[ended] = final["correct"][ended]
+                rec.well_formed[ended] = final["well_formed"][ended]
+                active &= ~ended
+        return rec.batch(g)
+
+    def close(self) -> None:
+        self.venv.close()
+
+
+def make_runner(
+    env: gym.Env,
+    env_id: str | None,
+    env_kwargs: dict[str, Any],
+    n_groups: int,
+    group_size: int,
+    mode: GroupMode,
+    vectorized: bool | None,
+) -> ListGroupRunner | VectorGroupRunner:
+    """The vector runner when ``vectorized`` (or, when None, when the env id has a native vector env
+    and is an rlvr env); otherwise the list runner."""
+    spec = gym.spec(env_id) if env_id else None
+    has_vector = (
+        spec is not None
+        and spec.vector_entry_point is not None
+        and isinstance(env.unwrapped, TokenEnv)
+    )
+    if vectorized and not has_vector:
+        raise ValueError(
+            f"vectorized=True needs an rlvr env id with a native vector env; {env_id!r} has none"
         )
+    if has_vector and vectorized is not False:
+        assert env_id is not None
+        return VectorGroupRunner(env_id, env_kwargs, n_groups, group_size)
+    return ListGroupRunner(env, n_groups, group_size, mode)

@@ -343,3 +343,19 @@ def test_runs_on_frozenlake_and_cartpole() -> None:
     pole = GRPO("CartPole-v1", GRPOConfig(group_size=4, prompts_per_iter=2), policy="mlp", seed=0)
     pole.learn(500)
     assert pole.evaluate(n_episodes=2) >= 1.0
+
+
+def test_vector_and_list_rollouts_train_identically() -> None:
+    results = []
+    for vectorized in (False, True):
+        model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=4), seed=5, vectorized=vectorized)
+        assert model.vectorized is vectorized
+        model.learn(3200)
+        results.append((model.last_metrics["rollout/reward_mean"], model.policy.state()["table"]))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+def test_vectorized_true_needs_a_vector_env() -> None:
+    with pytest.raises(ValueError, match="native vector env"):
+        GRPO("CartPole-v1", policy="mlp", vectorized=True)

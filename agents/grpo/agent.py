@@ -17,7 +17,7 @@ from agents.config import GRPOConfig
 from agents.evaluation import greedy_success
 from agents.objective import ADVANTAGE_ESTIMATORS, LossTerms, grpo_token_loss
 from agents.policies import POLICY_NAMES, Policy, make_policy
-from agents.rollout import GroupBatch, GroupMode, ListGroupRunner, detect_group_mode
+from agents.rollout import GroupBatch, GroupMode, detect_group_mode, make_runner
 from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
@@ -48,6 +48,9 @@ class GRPO:
         verbose: 0 silent, 1 one line per logged iteration, 2 SB3's full tables.
         log_interval: iterations between logger dumps.
         log_dir: if set, also write SB3 logger CSV (and TensorBoard when ``tensorboard=True``) there.
+        vectorized: roll out in the env id's native vector env (``gym.make_vec(...,
+            vectorization_mode="vector_entry_point")``); None uses it whenever the id has one. Both paths
+            draw the same prompts and samples, so on fixed-length tasks they train identically.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class GRPO:
         log_interval: int = 1,
         log_dir: str | None = None,
         tensorboard: bool = False,
+        vectorized: bool | None = None,
     ) -> None:
         if config is None:
             config = GRPOConfig()
@@ -120,7 +124,9 @@ class GRPO:
             tabular_optimizer=config.tabular_optimizer,
             policy_kwargs=self.policy_kwargs,
         )
-        self._runner = ListGroupRunner(self.env, config.prompts_per_iter, config.group_size, self.group_mode)
+        self._runner = make_runner(self.env, self.env_id, self.env_kwargs, config.prompts_per_iter,
+                                   config.group_size, self.group_mode, vectorized)
+        self.vectorized = not hasattr(self._runner, "envs")
         self.num_timesteps = 0
         self.iterations = 0
         self.last_metrics: dict[str, float] = {}
