@@ -215,14 +215,16 @@ class ListGroupRunner:
 class VectorGroupRunner:
     """Runs the B x G episodes in an ``rlvr_env`` native vector env: one ``step`` call per position.
 
-    Rows that finish early are auto-reset by the env (same-step mode) and simply ignored until the
-    slowest episode of the batch ends; only the steps of real episodes are counted and trained on.
+    The env runs with ``autoreset_mode="Disabled"``: rows that finish early stay frozen (no prompt
+    draw, no verification) until the slowest episode of the batch ends and the next ``reset`` restarts
+    them all; only the steps of real episodes are counted and trained on.
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], n_groups: int, group_size: int) -> None:
         self.n_groups, self.group_size = n_groups, group_size
         self.venv = gym.make_vec(env_id, num_envs=n_groups * group_size,
-                                 vectorization_mode="vector_entry_point", **env_kwargs)
+                                 vectorization_mode="vector_entry_point", autoreset_mode="Disabled",
+                                 **env_kwargs)
         inner = self.venv.unwrapped
         self.task: Task = inner.task  # type: ignore[attr-defined]
         self.split: str = inner.split  # type: ignore[attr-defined]
@@ -239,10 +241,9 @@ class VectorGroupRunner:
             rec.returns[active] += rewards[active]
             rec.lengths[active] += 1
             ended = active & (terminated | truncated)
-            if ended.any():
-                final = info["final_info"]
-                rec.correct[ended] = final["correct"][ended]
-                rec.well_formed[ended] = final["well_formed"][ended]
+            if ended.any():  # with autoreset disabled, the final info is at the top level of info
+                rec.correct[ended] = info["correct"][ended]
+                rec.well_formed[ended] = info["well_formed"][ended]
                 active &= ~ended
         return rec.batch(g)
 

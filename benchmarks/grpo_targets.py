@@ -1,0 +1,223 @@
+"""Does the GRPO agent reach its targets? (issue 3) Per seed: environment steps and training seconds
+until greedy success is 100% on both the train and the held-out prompts of ``rlvr/Arithmetic-v0``,
+for the tabular and the MLP policy with the default :class:`agents.GRPOConfig`; plus GRPO learning on
+two generic Gymnasium envs (CartPole-v1, FrozenLake-v1) through the seed-reset group mode.
+
+    python -m benchmarks.grpo_targets [--policies tabular,mlp] [--seeds 0-9] [--workers 2]
+                                      [--budget-tabular 200000] [--budget-mlp 300000] [--no-generic]
+
+Method: each run lives in its own worker process with one torch/BLAS thread. Every ``--eval-every``
+iterations the run pauses its clock and evaluates greedily on all train and all held-out prompts
+(agents.evaluation.greedy_success, the evaluator the PPO comparison also uses); the first evaluation at
+which both are 1.0 ends the run, and its step count and training seconds (evaluation excluded) are the
+result. A run that never gets there is reported as censored at the budget. Results go atomically to
+``<out>/grpo_targets.json`` and ``.md``; the table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import limit_threads, machine_info, write_atomically, write_json
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+ENV_ID = "rlvr/Arithmetic-v0"
+
+
+def _init_worker() -> None:
+    limit_threads(1)
+
+
+def arithmetic_run(policy: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
+    """One seeded run until 100% train and held-out greedy success, or the budget."""
+    import rlvr_env  # noqa: F401
+    from agents import GRPO, GRPOConfig
+
+    threads = limit_threads(1) if policy == "mlp" else 1
+    model = GRPO(ENV_ID, GRPOConfig(), policy=policy, seed=seed)
+    eval_seconds = 0.0
+    hit: dict[str, Any] = {}
+    start = time.perf_counter()
+
+    def callback(m: GRPO, metrics: dict[str, float]) -> bool | None:
+        nonlocal eval_seconds
+        if m.iterations % eval_every:
+            return None
+        t = time.perf_counter()
+        train, test = m.evaluate("train"), m.evaluate("test")
+        eval_seconds += time.perf_counter() - t
+        if train == 1.0 and test == 1.0:
+            hit["steps"] = m.num_timesteps
+            hit["seconds"] = time.perf_counter() - start - eval_seconds
+            return False
+        return None
+
+    model.learn(budget, callback=callback)
+    train_seconds = time.perf_counter() - start - eval_seconds
+    return {
+        "policy": policy,
+        "seed": seed,
+        "budget": budget,
+        "steps_to_100": hit.get("steps"),
+        "seconds_to_100": hit.get("seconds"),
+        "reached_100": "steps" in hit,
+        "final_train": model.evaluate("train"),
+        "final_test": model.evaluate("test"),
+        "steps_run": model.num_timesteps,
+        "train_seconds": train_seconds,
+        "final_entropy": model.last_metrics.get("train/entropy"),
+        "final_tied_groups": model.last_metrics.get("rollout/zero_std_group_frac"),
+        "parameters": model.num_parameters(),
+        "torch_threads": threads,
+    }
+
+
+def generic_run(env_id: str, policy: str, seed: int, budget: int, env_kwargs: dict[str, Any],
+                n_eval: int) -> dict[str, Any]:
+    """GRPO on a non-rlvr env: greedy mean return before and after training."""
+    from agents import GRPO, GRPOConfig
+
+    limit_threads(1)
+    model = GRPO(env_id, GRPOConfig(), policy=policy, seed=seed, env_kwargs=env_kwargs)
+    before = model.evaluate(n_episodes=n_eval)
+    start = time.perf_counter()
+    model.learn(budget)
+    seconds = time.perf_counter() - start
+    return {
+        "env": env_id,
+        "env_kwargs": env_kwargs,
+        "policy": policy,
+        "seed": seed,
+        "budget": budget,
+        "steps_run": model.num_timesteps,
+        "train_seconds": seconds,
+        "greedy_return_before": before,
+        "greedy_return_after": model.evaluate(n_episodes=n_eval),
+        "group_mode": model.group_mode,
+    }
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for policy in sorted({r["policy"] for r in runs}):
+        rs = [r for r in runs if r["policy"] == policy]
+        reached = [r for r in rs if r["reached_100"]]
+        # Censored runs count at their budget (and a median above every finished run says so).
+        steps = [r["steps_to_100"] if r["reached_100"] else float("inf") for r in rs]
+        secs = [r["seconds_to_100"] if r["reached_100"] else float("inf") for r in rs]
+        out[policy] = {
+            "seeds": len(rs),
+            "reached_100": len(reached),
+            "median_steps_to_100": statistics.median(steps),
+            "median_seconds_to_100": statistics.median(secs),
+            "max_steps_to_100": max(steps),
+            "budget": rs[0]["budget"],
+        }
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "### GRPO on rlvr/Arithmetic-v0: steps and seconds to 100% greedy success (train and held-out)",
+        "",
+        "| policy | seed | steps to 100% | train seconds to 100% | final train | final held-out |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["arithmetic"]:
+        steps = f"{r['steps_to_100']:,}" if r["reached_100"] else f"never (budget {r['budget']:,})"
+        secs = f"{r['seconds_to_100']:.2f}" if r["reached_100"] else "-"
+        lines.append(f"| {r['policy']} | {r['seed']} | {steps} | {secs} | {r['final_train']:.2f} "
+                     f"| {r['final_test']:.2f} |")
+    lines += ["", "| policy | seeds reaching 100% | median steps | median seconds | worst steps |",
+              "|---|---:|---:|---:|---:|"]
+    for policy, s in result["summary"].items():
+        lines.append(f"| {policy} | {s['reached_100']}/{s['seeds']} | {_num(s['median_steps_to_100'])} "
+                     f"| {_num(s['median_seconds_to_100'], 2)} | {_num(s['max_steps_to_100'])} |")
+    if result.get("generic"):
+        lines += ["", "### GRPO on generic Gymnasium envs (groups share a start by seeded reset)", "",
+                  "| env | policy | seed | env steps | train seconds | greedy return before | after |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for r in result["generic"]:
+            lines.append(f"| {r['env']} {json.dumps(r['env_kwargs']) if r['env_kwargs'] else ''} "
+                         f"| {r['policy']} | {r['seed']} | {r['steps_run']:,} | {r['train_seconds']:.1f} "
+                         f"| {r['greedy_return_before']:.2f} | {r['greedy_return_after']:.2f} |")
+    lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}. "
+              "One torch/BLAS thread per run; seconds exclude the periodic evaluations.", ""]
+    return "\n".join(lines)
+
+
+def _num(x: float, digits: int = 0) -> str:
+    if x == float("inf"):
+        return "censored"
+    return f"{x:,.{digits}f}"
+
+
+def _parse_seeds(text: str) -> list[int]:
+    seeds: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            seeds.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            seeds.append(int(part))
+    if not seeds or min(seeds) < 0:
+        raise SystemExit(f"--seeds {text!r} must name non-negative seeds, e.g. 0-9 or 0,3,5")
+    return seeds
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.grpo_targets", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policies", default="tabular,mlp")
+    parser.add_argument("--seeds", default="0-9")
+    parser.add_argument("--budget-tabular", type=int, default=200_000)
+    parser.add_argument("--budget-mlp", type=int, default=300_000)
+    parser.add_argument("--eval-every", type=int, default=2, help="iterations between evaluations")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-generic", action="store_true", help="skip CartPole / FrozenLake")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    policies = [p for p in args.policies.split(",") if p]
+    for p in policies:
+        if p not in ("tabular", "mlp"):
+            raise SystemExit(f"--policies: {p!r} is not 'tabular' or 'mlp'")
+    seeds = _parse_seeds(args.seeds)
+    budgets = {"tabular": args.budget_tabular, "mlp": args.budget_mlp}
+
+    jobs = [(p, s, budgets[p], args.eval_every) for p in policies for s in seeds]
+    generic_jobs = [] if args.no_generic else [
+        ("CartPole-v1", "mlp", 0, 100_000, {}, 10),
+        ("FrozenLake-v1", "tabular", 0, 50_000, {"is_slippery": False}, 10),
+        ("FrozenLake-v1", "tabular", 0, 100_000, {}, 200),
+    ]
+    from tqdm.auto import tqdm
+
+    with ProcessPoolExecutor(max_workers=args.workers, initializer=_init_worker) as pool:
+        futures = [pool.submit(arithmetic_run, *job) for job in jobs]
+        gfutures = [pool.submit(generic_run, *job) for job in generic_jobs]
+        runs = [f.result() for f in tqdm(futures, desc="arithmetic runs")]
+        generic = [f.result() for f in tqdm(gfutures, desc="generic envs")]
+    import sys
+
+    result = {
+        "command": "python -m benchmarks.grpo_targets " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": machine_info(),
+        "arithmetic": runs,
+        "summary": summarize(runs),
+        "generic": generic,
+    }
+    table = markdown(result)
+    write_json(args.out / "grpo_targets.json", result)
+    write_atomically(args.out / "grpo_targets.md", table)
+    print(table)
+    return result
+
+
+if __name__ == "__main__":
+    main()
