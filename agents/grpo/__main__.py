@@ -24,7 +24,8 @@ from rlvr_env.envs import TokenEnv
 def _config_flags(parser: argparse.ArgumentParser) -> None:
     hints = typing.get_type_hints(GRPOConfig)
     docs = GRPOConfig.field_docs()
-    group = parser.add_argument_group("GRPOConfig fields (defaults: the dataclass's)")
+    group = parser.add_argument_group(
+        "GRPOConfig fields (unset flags take the policy's preset, GRPOConfig.preset(policy))")
     for field in dataclasses.fields(GRPOConfig):
         flag = "--" + field.name.replace("_", "-")
         hint = hints[field.name]
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides[field.name] = None if value == "none" else value
     try:
-        config = GRPOConfig(**overrides)
+        config = GRPOConfig.preset(args.policy, **overrides)
         model = GRPO(args.env, config, policy=args.policy, seed=args.seed, env_kwargs=env_kwargs,
                      verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir)
     except ValueError as err:

@@ -40,7 +40,8 @@ class GRPO:
         env: an env id (made with ``gym.make(env, **env_kwargs)``) or an env instance. Its action space
             must be ``Discrete``. Groups share a start by prompt replay, or by a deterministic seeded
             reset (checked; see :mod:`agents.rollout`).
-        config: the hyperparameters (:class:`GRPOConfig`); defaults if None.
+        config: the hyperparameters (:class:`GRPOConfig`); None takes the tuned preset of ``policy``
+            (``GRPOConfig.preset(policy)``), which differs from the dataclass (paper) defaults.
         policy: ``"tabular"`` (NumPy softmax table) or ``"mlp"`` (SB3 PPO's actor network, torch).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
@@ -68,12 +69,12 @@ class GRPO:
         tensorboard: bool = False,
         vectorized: bool | None = None,
     ) -> None:
-        if config is None:
-            config = GRPOConfig()
-        if not isinstance(config, GRPOConfig):
-            raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
         if policy not in POLICY_NAMES:
             raise ValueError(f"policy={policy!r} is not one of {POLICY_NAMES}")
+        if config is None:
+            config = GRPOConfig.preset(policy)
+        if not isinstance(config, GRPOConfig):
+            raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a non-negative integer")
         if verbose not in (0, 1, 2):
@@ -154,6 +155,8 @@ class GRPO:
         if reset_num_timesteps:
             self.num_timesteps, self.iterations = 0, 0
         goal = self.num_timesteps + int(total_timesteps)
+        if self.verbose or self.log_dir is not None:
+            _ = self.logger  # set up (and import torch for) SB3's logger before the clock starts
         bar = _progress(progress_bar, int(total_timesteps))
         start_steps, start_time = self.num_timesteps, time.perf_counter()
         try:
