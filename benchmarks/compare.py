@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 #: Bumped when what a run measures changes, so stale per-run files are not reused.
-RUN_FORMAT = 1
+RUN_FORMAT = 2  # 2: GRPO contenders start from GRPOConfig.preset(policy), the agent's defaults
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -207,7 +207,8 @@ def build_model(spec: RunSpec) -> Any:
     if contender.algo == "GRPO":
         from agents import GRPO, GRPOConfig
 
-        config = GRPOConfig.from_dict(dict(spec.hyperparams))
+        # GRPO(config=None) uses the policy's preset; tuned hyperparameters override it.
+        config = GRPOConfig.preset(contender.policy, **dict(spec.hyperparams))
         env = gym.make(spec.env_id, split="train")
         return GRPO(env, config, policy=contender.policy, seed=spec.seed)
     from agents.ppo import make_sb3
