@@ -1,0 +1,29 @@
+"""The README's result tables are the files the benchmark commands write, and its commands exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from benchmarks.update_readme import render
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_result_blocks_match_the_result_files() -> None:
+    _, stale = render(README)
+    assert stale == [], f"run `python -m benchmarks.update_readme`; stale blocks: {stale}"
+
+
+def test_readme_commands_name_real_modules() -> None:
+    for module in set(re.findall(r"python -m ((?:benchmarks|agents)\.[a-z_.]+)", README)):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        package = ROOT / module.replace(".", "/") / "__main__.py"
+        assert path.is_file() or package.is_file(), f"README names {module}, which does not exist"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    test_command = 'python -m pip install -e ".[test]" && python -m pytest'
+    assert test_command in README
+    assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
