@@ -67,11 +67,11 @@ class MLPPolicy(Policy):
             last = width
         self.net = nn.Sequential(*layers, nn.Linear(last, n_actions)).double()
         gen = torch.Generator().manual_seed(int(seed))
-        for module in self.net[:-1]:
-            if isinstance(module, nn.Linear):
-                nn.init.orthogonal_(module.weight, gain=math.sqrt(2), generator=gen)
-                nn.init.zeros_(module.bias)
-        head = self.net[-1]
+        linears = [m for m in self.net if isinstance(m, nn.Linear)]
+        for module in linears[:-1]:
+            nn.init.orthogonal_(module.weight, gain=math.sqrt(2), generator=gen)
+            nn.init.zeros_(module.bias)
+        head = linears[-1]
         nn.init.orthogonal_(head.weight, gain=0.01, generator=gen)
         nn.init.zeros_(head.bias)
         # float64 keeps the NumPy objective and torch in one precision (the nets are tiny).

@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import sys
 
     result = {
-        "command": "python -m benchmarks.grpo_targets " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m benchmarks.grpo_targets " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine_info(),
         "arithmetic": runs,
         "summary": summarize(runs),

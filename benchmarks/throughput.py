@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     threads = limit_threads(args.threads)
     rates = measure(args.steps, args.repeats)
     result = {
-        "command": "python -m benchmarks.throughput " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m benchmarks.throughput " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine_info(),
         "steps": args.steps,
         "repeats": args.repeats,
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "median_steps_per_second": {k: statistics.median(v) for k, v in rates.items()},
     }
     result["ratios_to_ppo"] = {
-        k: v / result["median_steps_per_second"]["SB3 PPO"] for k, v in result["median_steps_per_second"].items()
+        k: v / result["median_steps_per_second"]["SB3 PPO"]
+        for k, v in result["median_steps_per_second"].items()
     }
     table = markdown(result)
     write_json(args.out / "throughput.json", result)

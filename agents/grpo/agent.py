@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import json
 import time
@@ -212,22 +214,10 @@ class GRPO:
         for _ in range(cfg.epochs):
             for chunk in chunks:
                 rows = (chunk[:, None] * batch.group_size + np.arange(batch.group_size)).reshape(-1)
-                sub_valid = valid[rows]
-                sub_mask = batch.mask[rows]
-
-                def loss_fn(logp_tokens: np.ndarray, rows: np.ndarray = rows,
-                            sub_valid: np.ndarray = sub_valid, sub_mask: np.ndarray = sub_mask) -> LossTerms:
-                    logp = np.zeros(sub_mask.shape)
-                    logp[sub_valid] = logp_tokens
-                    terms = grpo_token_loss(
-                        logp, batch.logp_old[rows], logp_ref[rows], adv_tok[rows], sub_mask,
-                        clip_eps=cfg.clip_eps, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
-                        aggregation=cfg.loss_aggregation,
-                    )
-                    return LossTerms(terms.loss, terms.grad_logp[sub_valid], terms.policy_loss,
-                                     terms.kl, terms.clip_frac)
-
-                result = self.policy.update(batch.obs[rows][sub_valid], batch.actions[rows][sub_valid], loss_fn)
+                sub_valid = valid[rows]  # (n, L)
+                loss_fn = functools.partial(self._token_loss, batch, rows, logp_ref, adv_tok)
+                result = self.policy.update(batch.obs[rows][sub_valid], batch.actions[rows][sub_valid],
+                                            loss_fn)
                 stats.append((result.terms, result.entropy))
         return {
             "train/policy_loss": float(np.mean([s.policy_loss for s, _ in stats])),
@@ -236,6 +226,22 @@ class GRPO:
             "train/clip_frac": float(np.mean([s.clip_frac for s, _ in stats])),
             "train/entropy": float(np.mean([e for _, e in stats])),
         }
+
+    def _token_loss(self, batch: GroupBatch, rows: np.ndarray, logp_ref: np.ndarray, adv_tok: np.ndarray,
+                    logp_tokens: np.ndarray) -> LossTerms:
+        """The GRPO loss of episodes ``rows`` given the (T,) log-probs of their valid tokens; the
+        gradient comes back per valid token, in the same order."""
+        cfg = self.config
+        mask = batch.mask[rows]  # (n, L)
+        valid = mask > 0
+        logp = np.zeros(mask.shape)
+        logp[valid] = logp_tokens
+        terms = grpo_token_loss(
+            logp, batch.logp_old[rows], logp_ref[rows], adv_tok[rows], mask,
+            clip_eps=cfg.clip_eps, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
+            aggregation=cfg.loss_aggregation,
+        )
+        return dataclasses.replace(terms, grad_logp=terms.grad_logp[valid])
 
     # ---------------------------------------------------------------------------------------------
     # Inference and evaluation
@@ -348,7 +354,7 @@ class GRPO:
         except TypeError as err:
             raise ValueError(f"env_kwargs or policy_kwargs are not JSON-serialisable: {err}") from err
         arrays = io.BytesIO()
-        np.savez(arrays, **self.policy.state())
+        np.savez(arrays, **self.policy.state())  # type: ignore[arg-type]
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -471,4 +477,3 @@ def _progress(enabled: bool, total: int) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="step", desc="GRPO", dynamic_ncols=True)
-
