@@ -31,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 
 import rlvr_env
+from benchmarks.common import write_atomically
 from rlvr_env import verify
 from rlvr_env.tasks.arithmetic import TARGETS
 
@@ -212,21 +213,6 @@ def markdown(result: dict[str, object]) -> str:
         f"| {min(calls):,.0f} | {max(calls):,.0f} |"
     )
     return "\n".join(lines) + "\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``, so a
-    reader never sees a half-written file and an interrupted run leaves the old results intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:

@@ -45,7 +45,7 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 import rlvr_env
-from benchmarks.env_speed import write_atomically
+from benchmarks.common import write_atomically
 from rlvr_env import CountdownTask, verify
 from rlvr_env.batch_verify import TokenTable, batch_verify
 
