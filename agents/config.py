@@ -178,8 +178,11 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   Dr. GRPO's mean-only advantage keeps the 10:1 ratio between accuracy and format, plain SGD keeps
 #:   it per table row (Adam would rescale every row's step), and G = 32 answers per prompt make it
 #:   likely that a group contains a correct answer once the table has started to commit.
-#: * mlp: the paper's advantage works (the network shares what it learns across prompts, so it does
-#:   not lock single rows); more prompts per iteration (B) help it generalise to held-out prompts.
+#: * mlp: the paper's advantage works when the KL anchor is strong: with beta = 0.04 (the lesson's upper
+#:   end) 8 of 10 seeds reached 100% and the rest collapsed onto one wrong answer for a target; with
+#:   beta = 0.2 all 10 did, and the policy keeps ~0.2 nats of entropy (the reference is the random
+#:   initial network, so beta here is an exploration floor: the lesson's "raise beta" hint).
+#:   B = 8 prompts per iteration with G = 16 generalised to held-out prompts better than B = 2-4.
 PRESETS: dict[str, dict[str, Any]] = {
     "tabular": {
         "group_size": 32,
@@ -189,9 +192,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "learning_rate": 300.0,
     },
     "mlp": {
-        "group_size": 8,
+        "group_size": 16,
         "prompts_per_iter": 8,
         "advantage": "grpo",
         "learning_rate": 1e-3,
+        "beta": 0.2,
     },
 }

@@ -99,6 +99,9 @@ def generic_run(env_id: str, policy: str, seed: int, budget: int, env_kwargs: di
         "train_seconds": seconds,
         "greedy_return_before": before,
         "greedy_return_after": model.evaluate(n_episodes=n_eval),
+        "sampled_return_last_iteration": model.last_metrics["rollout/reward_mean"],
+        "episode_length_last_iteration": model.last_metrics["rollout/ep_len_mean"],
+        "n_eval_episodes": n_eval,
         "group_mode": model.group_mode,
     }
 
@@ -141,12 +144,15 @@ def markdown(result: dict[str, Any]) -> str:
                      f"| {_num(s['median_seconds_to_100'], 2)} | {_num(s['max_steps_to_100'])} |")
     if result.get("generic"):
         lines += ["", "### GRPO on generic Gymnasium envs (groups share a start by seeded reset)", "",
-                  "| env | policy | seed | env steps | train seconds | greedy return before | after |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
+                  "| env | policy | seed | env steps | train seconds | greedy return before | greedy after "
+                  "| sampled return (last iteration) | episode length |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in result["generic"]:
             lines.append(f"| {r['env']} {json.dumps(r['env_kwargs']) if r['env_kwargs'] else ''} "
                          f"| {r['policy']} | {r['seed']} | {r['steps_run']:,} | {r['train_seconds']:.1f} "
-                         f"| {r['greedy_return_before']:.2f} | {r['greedy_return_after']:.2f} |")
+                         f"| {r['greedy_return_before']:.2f} | {r['greedy_return_after']:.2f} "
+                         f"| {r['sampled_return_last_iteration']:.2f} "
+                         f"| {r['episode_length_last_iteration']:.1f} |")
     lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}. "
               "One torch/BLAS thread per run; seconds exclude the periodic evaluations.", ""]
     return "\n".join(lines)
@@ -193,8 +199,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     jobs = [(p, s, budgets[p], args.eval_every) for p in policies for s in seeds]
     generic_jobs = [] if args.no_generic else [
         ("CartPole-v1", "mlp", 0, 100_000, {}, 10),
-        ("FrozenLake-v1", "tabular", 0, 50_000, {"is_slippery": False}, 10),
-        ("FrozenLake-v1", "tabular", 0, 100_000, {}, 200),
+        ("FrozenLake-v1", "mlp", 0, 100_000, {}, 500),
+        ("FrozenLake-v1", "mlp", 0, 60_000, {"is_slippery": False}, 10),
+        ("FrozenLake-v1", "tabular", 0, 100_000, {}, 500),
     ]
     from tqdm.auto import tqdm
 
