@@ -1,6 +1,6 @@
 """Does the GRPO agent reach its targets? (issue 3) Per seed: environment steps and training seconds
 until greedy success is 100% on both the train and the held-out prompts of ``rlvr/Arithmetic-v0``,
-for the tabular and the MLP policy with the default :class:`agents.GRPOConfig`; plus GRPO learning on
+for the tabular and the MLP policy with their default configuration (``GRPOConfig.preset(policy)``, what ``GRPO(env, config=None)`` uses); plus GRPO learning on
 two generic Gymnasium envs (CartPole-v1, FrozenLake-v1) through the seed-reset group mode.
 
     python -m benchmarks.grpo_targets [--policies tabular,mlp] [--seeds 0-9] [--workers 2]
@@ -37,10 +37,10 @@ def _init_worker() -> None:
 def arithmetic_run(policy: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
     """One seeded run until 100% train and held-out greedy success, or the budget."""
     import rlvr_env  # noqa: F401
-    from agents import GRPO, GRPOConfig
+    from agents import GRPO
 
     threads = limit_threads(1) if policy == "mlp" else 1
-    model = GRPO(ENV_ID, GRPOConfig(), policy=policy, seed=seed)
+    model = GRPO(ENV_ID, None, policy=policy, seed=seed)  # None: the policy's preset
     eval_seconds = 0.0
     hit: dict[str, Any] = {}
     start = time.perf_counter()
@@ -81,10 +81,10 @@ def arithmetic_run(policy: str, seed: int, budget: int, eval_every: int) -> dict
 def generic_run(env_id: str, policy: str, seed: int, budget: int, env_kwargs: dict[str, Any],
                 n_eval: int) -> dict[str, Any]:
     """GRPO on a non-rlvr env: greedy mean return before and after training."""
-    from agents import GRPO, GRPOConfig
+    from agents import GRPO
 
     limit_threads(1)
-    model = GRPO(env_id, GRPOConfig(), policy=policy, seed=seed, env_kwargs=env_kwargs)
+    model = GRPO(env_id, None, policy=policy, seed=seed, env_kwargs=env_kwargs)
     before = model.evaluate(n_episodes=n_eval)
     start = time.perf_counter()
     model.learn(budget)

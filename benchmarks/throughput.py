@@ -5,8 +5,8 @@ beside Stable-Baselines3 PPO (``MlpPolicy``, SB3 defaults) on ``rlvr/Arithmetic-
 
 Method: the contenders are timed alternately, ``--repeats`` times each, each on a freshly built model
 (construction not timed), and the median steps/s is reported, so a drift of this shared machine's speed
-hits all of them alike. Each learns ``--steps`` environment steps from scratch: GRPO with the default
-:class:`agents.GRPOConfig` (its rollouts go through the env's native vector env), PPO with SB3's
+hits all of them alike. Each learns ``--steps`` environment steps from scratch: GRPO with its default configuration
+(``GRPOConfig.preset(policy)``; its rollouts go through the env's native vector env), PPO with SB3's
 defaults on one ``gym.make`` env (the usual DummyVecEnv). torch uses ``--threads`` intra-op threads.
 Issue 3's goals: tabular >= 10x PPO, MLP >= 2x PPO. Results go atomically to
 ``<out>/throughput.json`` and ``.md``.
@@ -38,9 +38,9 @@ def _ppo(seed: int) -> Any:
 
 def _grpo(policy: str) -> Callable[[int], Any]:
     def build(seed: int) -> Any:
-        from agents import GRPO, GRPOConfig
+        from agents import GRPO
 
-        return GRPO(ENV_ID, GRPOConfig(), policy=policy, seed=seed)
+        return GRPO(ENV_ID, None, policy=policy, seed=seed)  # None: the policy's preset
 
     return build
 
