@@ -5,9 +5,10 @@ beside Stable-Baselines3 PPO (``MlpPolicy``, SB3 defaults) on ``rlvr/Arithmetic-
 
 Method: the contenders are timed alternately, ``--repeats`` times each, each on a freshly built model
 (construction not timed), and the median steps/s is reported, so a drift of this shared machine's speed
-hits all of them alike. Each learns ``--steps`` environment steps from scratch: GRPO with its default configuration
-(``GRPOConfig.preset(policy)``; its rollouts go through the env's native vector env), PPO with SB3's
-defaults on one ``gym.make`` env (the usual DummyVecEnv). torch uses ``--threads`` intra-op threads.
+hits all of them alike. Each learns ``--steps`` environment steps from scratch: GRPO with its default
+configuration (``GRPOConfig.preset(policy)``; its rollouts go through the env's native vector env),
+PPO with SB3's defaults on one ``gym.make`` env (the usual DummyVecEnv). torch uses ``--threads``
+intra-op threads.
 Issue 3's goals: tabular >= 10x PPO, MLP >= 2x PPO. Results go atomically to
 ``<out>/throughput.json`` and ``.md``.
 """
