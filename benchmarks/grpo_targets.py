@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import sys
 
     result = {
-        "command": "python -m benchmarks.grpo_targets " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": " ".join(["python -m benchmarks.grpo_targets", *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine_info(),
         "arithmetic": runs,
         "summary": summarize(runs),

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     threads = limit_threads(args.threads)
     rates = measure(args.steps, args.repeats)
     result = {
-        "command": "python -m benchmarks.throughput " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": " ".join(["python -m benchmarks.throughput", *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine_info(),
         "steps": args.steps,
         "repeats": args.repeats,
