@@ -22,14 +22,16 @@ _BLOCK = re.compile(r"(<!-- BEGIN (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- END (
 
 
 def render(readme: str, root: Path = ROOT) -> tuple[str, list[str]]:
-    """README text with every block refreshed, and the paths whose blocks changed."""
+    """README text with every block refreshed, and the paths whose blocks changed. A block whose file
+    does not exist yet is left as it is and reported as ``"<path> (missing)"``."""
     changed: list[str] = []
 
     def fill(match: re.Match[str]) -> str:
         path = match.group("path")
         source = root / path
         if not source.is_file():
-            raise SystemExit(f"README block names {path}, which does not exist; run its benchmark first")
+            changed.append(f"{path} (missing: run its benchmark)")
+            return match.group(0)
         body = source.read_text(encoding="utf-8").strip() + "\n"
         if body != match.group("body"):
             changed.append(path)
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in changed:
             print(f"README block for {path} is stale; run python -m benchmarks.update_readme")
         return 1 if changed else 0
-    if changed:
+    if text != readme_path.read_text(encoding="utf-8"):
         write_atomically(readme_path, text)
     print(f"refreshed {len(changed)} block(s): {', '.join(changed) or 'none'}")
     return 0
