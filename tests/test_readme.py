@@ -27,3 +27,13 @@ def test_ci_runs_the_readme_test_command() -> None:
     test_command = 'python -m pip install -e ".[test]" && python -m pytest'
     assert test_command in README
     assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_quick_start_runs_as_written(tmp_path: Path, monkeypatch) -> None:
+    block = re.search(r"## Quick start\n\n```python\n(.*?)```", README, re.S)
+    assert block is not None, "the README has no Quick start code block"
+    monkeypatch.chdir(tmp_path)  # the example saves grpo_arith.zip in the working directory
+    namespace: dict[str, object] = {}
+    exec(compile(block.group(1), "README.md quick start", "exec"), namespace)  # noqa: S102 - our own doc
+    assert (tmp_path / "grpo_arith.zip").is_file()
+    assert 0.0 <= namespace["model"].evaluate(split="test") <= 1.0  # type: ignore[attr-defined]
