@@ -1,7 +1,8 @@
 """Does the GRPO agent reach its targets? (issue 3) Per seed: environment steps and training seconds
 until greedy success is 100% on both the train and the held-out prompts of ``rlvr/Arithmetic-v0``,
-for the tabular and the MLP policy with their default configuration (``GRPOConfig.preset(policy)``, what ``GRPO(env, config=None)`` uses); plus GRPO learning on
-two generic Gymnasium envs (CartPole-v1, FrozenLake-v1) through the seed-reset group mode.
+for the tabular and the MLP policy with their default configuration (``GRPOConfig.preset(policy)``,
+what ``GRPO(env, config=None)`` uses); plus GRPO learning on two generic Gymnasium envs (CartPole-v1,
+FrozenLake-v1) through the seed-reset group mode.
 
     python -m benchmarks.grpo_targets [--policies tabular,mlp] [--seeds 0-9] [--workers 2]
                                       [--budget-tabular 200000] [--budget-mlp 300000] [--no-generic]

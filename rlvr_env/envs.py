@@ -195,11 +195,11 @@ class ArithmeticEnv(TokenEnv):
 
     ``Box(0, 1, (39,), float32)``, one-hot segments (named in ``env.unwrapped.obs_layout``):
 
-    | Index  | Segment   | Meaning                                                             |
-    |--------|-----------|---------------------------------------------------------------------|
-    | 0-4    | target    | one-hot of the target among (10, 11, 13, 17, 30)                    |
-    | 5-13   | numbers   | for each of the 3 prompt slots, one-hot of its number among (2, 3, 5)|
-    | 14-38  | prefix    | for each of the 5 answer positions, one-hot of the token emitted there (all zeros if none yet) |
+    | Index | Segment | Meaning                                                                  |
+    |-------|---------|--------------------------------------------------------------------------|
+    | 0-4   | target  | one-hot of the target among (10, 11, 13, 17, 30)                         |
+    | 5-13  | numbers | for each of the 3 prompt slots, one-hot of its number among (2, 3, 5)    |
+    | 14-38 | prefix  | per answer position, one-hot of the token emitted there (zeros if none)  |
 
     ## Rewards
 
