@@ -379,17 +379,24 @@ def run_all(
     workers: int = 2,
     progress: bool = True,
     desc: str = "runs",
+    rerun: Sequence[str] = (),
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Run every spec not already in ``out/runs`` (each in a fresh spawned process), saving each run as
-    it finishes. Returns all records (loaded and new) in ``specs`` order, and the failures."""
+    it finishes. Returns all records (loaded and new) in ``specs`` order, and the failures.
+
+    A run file is keyed by what the run is, not by the code that ran it; ``rerun`` names contenders whose
+    existing runs are ignored and replaced (e.g. after the agent's code changed). Each record notes the
+    ``git_commit`` it ran at.
+    """
     from tqdm.auto import tqdm
 
     run_dir = Path(out) / "runs"
     run_dir.mkdir(parents=True, exist_ok=True)
     records: dict[str, dict[str, Any]] = {}
     todo: list[RunSpec] = []
+    commit = _git_commit()
     for spec in specs:
-        existing = _load_run(run_dir / f"{spec.key}.json")
+        existing = None if spec.contender in rerun else _load_run(run_dir / f"{spec.key}.json")
         if existing is not None:
             records[spec.key] = existing
         else:
@@ -410,6 +417,7 @@ def run_all(
                 except Exception as err:  # keep the other runs; report this one at the end
                     failures.append(f"{spec.key}: {err!r}\n{''.join(traceback.format_exception(err))}")
                 else:
+                    record["git_commit"] = commit
                     atomic_write_text(run_dir / f"{spec.key}.json", json.dumps(record, indent=1))
                     records[spec.key] = record
                 bar.set_postfix_str(f"{spec.contender} s{spec.seed}", refresh=False)
@@ -426,7 +434,7 @@ RUN_COLUMNS = [
     "final_train_success", "final_test_success", "steps_to_95", "seconds_to_95", "reached_95",
     "steps_to_100", "seconds_to_100", "reached_100", "collapsed", "collapse_rule", "greedy_constant",
     "params_actor", "params_critic", "params_total", "steps_per_second", "peak_rss_mb", "torch_threads",
-    "wall_seconds_total", "hyperparams", "key",
+    "wall_seconds_total", "hyperparams", "git_commit", "key",
 ]
 CURVE_COLUMNS = ["contender", "seed", "num_timesteps", "train_seconds", "train_success", "test_success"]
 SUMMARY_COLUMNS = [
@@ -440,13 +448,15 @@ SUMMARY_COLUMNS = [
 
 def _censored(records: Sequence[Mapping[str, Any]], what: str) -> tuple[np.ndarray, int]:
     """Per-seed steps (``what="steps"``) or seconds to 95% held-out success; a run that never got there
-    counts at its final step count / training time. Returns the values and how many were censored."""
+    counts at the budget (the same for every contender, not the run's own overshoot past it, which
+    depends on rollout size) / at its whole training time. Returns the values and how many were
+    censored."""
     values, censored = [], 0
     for r in records:
         hit = r[f"{what}_to_95"]
         if hit is None:
             censored += 1
-            hit = r["num_timesteps"] if what == "steps" else r["train_seconds"]
+            hit = r["budget"] if what == "steps" else r["train_seconds"]
         values.append(float(hit))
     return np.asarray(values), censored
 
@@ -464,10 +474,11 @@ def _verdict(row: Mapping[str, Any], ref: Mapping[str, Any] | None, ref_label: s
         return f"no {ref_label} runs to compare with"
     if row["contender"] == ref["contender"]:
         return "reference"
-    aspects = [
-        ("final held-out success", _compare(row["_final"], ref["_final"], True)),
-        ("steps to 95%", _compare(row["_steps"], ref["_steps"], False)),
-    ]
+    aspects = [("final held-out success", _compare(row["_final"], ref["_final"], True))]
+    if row["steps95_censored"] == row["n_seeds"] and ref["steps95_censored"] == ref["n_seeds"]:
+        aspects.append(("steps to 95% (neither reached it)", 0))
+    else:
+        aspects.append(("steps to 95%", _compare(row["_steps"], ref["_steps"], False)))
     wins = [name for name, s in aspects if s > 0]
     losses = [name for name, s in aspects if s < 0]
     ties = [name for name, s in aspects if s == 0]
@@ -487,6 +498,19 @@ def _verdict(row: Mapping[str, Any], ref: Mapping[str, Any] | None, ref_label: s
     else:
         head = f"tie with {ref_label}"
     return f"{head}: " + "; ".join(parts)
+
+
+def _goal(ratio: float, limit: float, censored: int, ref_censored: int) -> str:
+    """"met", "missed" or "undetermined": censored runs count at the budget, which shortens their true
+    time, so with censored GRPO runs the true ratio is at least the measured one (only "missed" can be
+    concluded), with censored PPO runs at most (only "met" can be concluded)."""
+    if np.isnan(ratio):
+        return "undetermined"
+    if ratio <= limit and censored == 0:
+        return "met"
+    if ratio > limit and ref_censored == 0:
+        return "missed"
+    return "undetermined (censored runs)"
 
 
 def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -> dict[str, Any]:
@@ -542,8 +566,9 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
                 "seconds95_ratio": w.point, "seconds95_ratio_lo": w.low, "seconds95_ratio_hi": w.high,
                 "params_ratio": p,
                 "censored": row["steps95_censored"], "reference_censored": ref["steps95_censored"],
-                "goal_steps_met": bool(s.point <= 0.5), "goal_seconds_met": bool(w.point <= 0.5),
-                "goal_params_met": bool(p <= 0.55),
+                "goal_steps": _goal(s.point, 0.5, row["steps95_censored"], ref["steps95_censored"]),
+                "goal_seconds": _goal(w.point, 0.5, row["steps95_censored"], ref["steps95_censored"]),
+                "goal_params": "met" if p <= 0.55 else "missed",
             })
     public = [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
     return {"rows": public, "ratios": ratios}
@@ -589,16 +614,11 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
             "Ratios against tuned PPO, same run (goal: steps <= 0.5, wall <= 0.5, params <= 0.55):",
             "",
             "| GRPO contender | env steps to 95% ÷ PPO tuned | train seconds to 95% ÷ PPO tuned "
-            "| trainable params ÷ PPO tuned | goals met |",
+            "| trainable params ÷ PPO tuned | goals |",
             "|---|---|---|---|---|",
         ]
         for q in summary["ratios"]:
-            met = [name for name, ok in (("steps", q["goal_steps_met"]), ("wall", q["goal_seconds_met"]),
-                                         ("params", q["goal_params_met"])) if ok]
-            missed = [name for name, ok in (("steps", q["goal_steps_met"]), ("wall", q["goal_seconds_met"]),
-                                            ("params", q["goal_params_met"])) if not ok]
-            goals = ("all" if not missed else
-                     ("none" if not met else ", ".join(met)) + " (missed: " + ", ".join(missed) + ")")
+            goals = "; ".join(f"{name} {q[f'goal_{name}']}" for name in ("steps", "seconds", "params"))
             cens = ""
             if q["censored"] or q["reference_censored"]:
                 cens = f" (censored: {q['censored']} GRPO, {q['reference_censored']} PPO)"
@@ -666,11 +686,11 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def parse_contenders(text: str) -> list[str]:
+def parse_contenders(text: str, flag: str = "--contenders") -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONTENDERS]
     if not names or unknown:
-        raise ValueError(f"--contenders {text!r}: unknown {unknown}; choose from {sorted(CONTENDERS)}")
+        raise ValueError(f"{flag} {text!r}: unknown {unknown}; choose from {sorted(CONTENDERS)}")
     return names
 
 
@@ -692,6 +712,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated, from {', '.join(CONTENDERS)} (default: all but a2c_default)")
     p.add_argument("--workers", type=int, default=2, help="runs in parallel (one process, one thread each)")
     p.add_argument("--out", type=Path, default=None, help="results directory (reruns reuse finished runs)")
+    p.add_argument("--rerun", default="",
+                   help="comma-separated contenders whose finished runs in --out are replaced, not reused")
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -725,6 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers {args.workers} must be at least 1")
     contenders = parse_contenders(args.contenders)
+    rerun = parse_contenders(args.rerun, "--rerun") if args.rerun.strip() else []
     out = Path(args.out if args.out is not None else preset.out)
 
     import gymnasium as gym
@@ -738,7 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     specs = [RunSpec(name, args.env, seed, budget, eval_every, hyperparams[name])
              for seed in seeds for name in contenders]
     started = time.time()
-    records, failures = run_all(specs, out, workers=args.workers, progress=not args.quiet)
+    records, failures = run_all(specs, out, workers=args.workers, progress=not args.quiet, rerun=rerun)
     import stable_baselines3
     import torch
 
@@ -751,6 +774,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stable_baselines3": stable_baselines3.__version__, "numpy": np.__version__,
         "command": "python -m benchmarks.compare " + " ".join(sys.argv[1:] if argv is None else argv),
         "git_commit": _git_commit(),
+        "run_git_commits": sorted({str(r.get("git_commit")) for r in records}),
         "elapsed_seconds_this_invocation": time.time() - started,
     }
     if records:

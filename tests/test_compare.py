@@ -128,6 +128,7 @@ def test_parse_seeds_rejects(text: str) -> None:
         (["--budget", "100", "--eval-every", "200"], "--eval-every"),
         (["--contenders", "ppo,grpo"], "--contenders"),
         (["--workers", "0"], "--workers"),
+        (["--rerun", "ppo"], "--rerun"),
         (["--env", "NoSuchEnv-v9"], "--env"),
     ],
 )
