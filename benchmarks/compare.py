@@ -75,7 +75,10 @@ __all__ = [
 ]
 
 #: Bumped when what a run measures changes, so stale per-run files are not reused.
-RUN_FORMAT = 2  # 2: GRPO contenders start from GRPOConfig.preset(policy), the agent's defaults
+RUN_FORMAT = 1
+# A GRPO spec carries its whole resolved GRPOConfig (the policy's preset plus any tuned overrides), so a
+# change of the agent's preset changes the run key and old runs are not reused; SB3 specs carry only
+# what differs from SB3's defaults.
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -207,8 +210,7 @@ def build_model(spec: RunSpec) -> Any:
     if contender.algo == "GRPO":
         from agents import GRPO, GRPOConfig
 
-        # GRPO(config=None) uses the policy's preset; tuned hyperparameters override it.
-        config = GRPOConfig.preset(contender.policy, **dict(spec.hyperparams))
+        config = GRPOConfig.from_dict(dict(spec.hyperparams))  # resolved by contender_hyperparams
         env = gym.make(spec.env_id, split="train")
         return GRPO(env, config, policy=contender.policy, seed=spec.seed)
     from agents.ppo import make_sb3
@@ -349,13 +351,25 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------------------
 # Many runs, resumable
 # -------------------------------------------------------------------------------------------------
+def contender_hyperparams(contender: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The full hyperparameters of a run: for GRPO the whole config, ``GRPOConfig.preset(policy)`` (what
+    ``GRPO(env, policy=...)`` uses when given no config) with ``overrides`` applied; for SB3 just
+    ``overrides`` (SB3 fills in its own defaults)."""
+    c = CONTENDERS[contender]
+    if c.algo == "GRPO":
+        from agents import GRPOConfig
+
+        return GRPOConfig.preset(c.policy, **dict(overrides or {})).to_dict()
+    return dict(overrides or {})
+
+
 def resolve_hyperparams(contender: str) -> dict[str, Any]:
-    """The hyperparameters a contender runs with: {} (library defaults) or its tuned file's."""
+    """The hyperparameters a contender runs with: library defaults, or those plus its tuned file's."""
     if CONTENDERS[contender].tuned:
         from agents.ppo import load_hparams
 
-        return load_hparams(contender)
-    return {}
+        return contender_hyperparams(contender, load_hparams(contender))
+    return contender_hyperparams(contender)
 
 
 def _load_run(path: Path) -> dict[str, Any] | None:

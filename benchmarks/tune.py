@@ -25,9 +25,9 @@ SB3's default ``MlpPolicy`` actor / critic):
   ``batch_size`` {32, 64, 128, 256} (capped at the rollout size n_steps * n_envs); ``n_epochs``
   {1, 4, 10, 20}; ``gamma`` {0.99, 1.0}; ``gae_lambda`` {0.9, 0.95, 1.0}; ``ent_coef``
   {0, 0.001, 0.01, 0.05}.
-- ``grpo_mlp_tuned`` (GRPO, MLP policy): ``learning_rate`` log-uniform [1e-4, 3e-3]; ``group_size`` G
-  {4, 8, 16}; ``prompts_per_iter`` B {4, 8, 16}; ``epochs`` mu {1, 2, 4, 8}; ``beta``
-  {0, 0.001, 0.01, 0.04}; ``clip_eps`` {0.1, 0.2, 0.3}.
+- ``grpo_mlp_tuned`` (GRPO, MLP policy; fields not searched keep ``GRPOConfig.preset("mlp")``):
+  ``learning_rate`` log-uniform [1e-4, 3e-3]; ``group_size`` G {4, 8, 16, 32}; ``prompts_per_iter`` B
+  {2, 4, 8, 16}; ``epochs`` mu {1, 2, 4, 8}; ``beta`` {0, 0.01, 0.04, 0.2}; ``clip_eps`` {0.1, 0.2, 0.3}.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from benchmarks.compare import (
     RESULTS_DIR,
     RunSpec,
     atomic_write_text,
+    contender_hyperparams,
     run_all,
 )
 
@@ -79,10 +80,10 @@ def _ppo_space(trial: Any) -> dict[str, Any]:
 def _grpo_space(trial: Any) -> dict[str, Any]:
     return {
         "learning_rate": trial.suggest_float("learning_rate", 1e-4, 3e-3, log=True),
-        "group_size": trial.suggest_categorical("group_size", [4, 8, 16]),
-        "prompts_per_iter": trial.suggest_categorical("prompts_per_iter", [4, 8, 16]),
+        "group_size": trial.suggest_categorical("group_size", [4, 8, 16, 32]),
+        "prompts_per_iter": trial.suggest_categorical("prompts_per_iter", [2, 4, 8, 16]),
         "epochs": trial.suggest_categorical("epochs", [1, 2, 4, 8]),
-        "beta": trial.suggest_categorical("beta", [0.0, 0.001, 0.01, 0.04]),
+        "beta": trial.suggest_categorical("beta", [0.0, 0.01, 0.04, 0.2]),
         "clip_eps": trial.suggest_categorical("clip_eps", [0.1, 0.2, 0.3]),
     }
 
@@ -93,12 +94,13 @@ SEARCH_SPACES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "grpo_mlp_tuned": _grpo_space,
 }
 
-#: The first (enqueued) trial of each search: the library defaults, in the search space's own terms.
+#: The first (enqueued) trial of each search: the library defaults, in the search space's own terms
+#: (for GRPO the agent's MLP preset, ``GRPOConfig.preset("mlp")``, with the dataclass default mu = 4).
 DEFAULT_TRIAL: dict[str, dict[str, Any]] = {
     "ppo_tuned": {"learning_rate": 3e-4, "n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
                   "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
-    "grpo_mlp_tuned": {"learning_rate": 3e-4, "group_size": 8, "prompts_per_iter": 8, "epochs": 4,
-                       "beta": 0.04, "clip_eps": 0.2},
+    "grpo_mlp_tuned": {"learning_rate": 1e-3, "group_size": 16, "prompts_per_iter": 8, "epochs": 4,
+                       "beta": 0.2, "clip_eps": 0.2},
 }
 
 
@@ -136,7 +138,8 @@ def tune(
         # Ask as many trials as there are workers, run all their runs in parallel, then tell.
         asked = [study.ask() for _ in range(min(workers, n_trials - len(trials)))]
         params_of = [SEARCH_SPACES[contender](trial) for trial in asked]
-        specs_of = [[RunSpec(contender, env_id, seed, budget, eval_every, params, eval_splits=("train",))
+        specs_of = [[RunSpec(contender, env_id, seed, budget, eval_every,
+                             contender_hyperparams(contender, params), eval_splits=("train",))
                      for seed in seeds] for params in params_of]
         t0 = time.time()
         records, failures = run_all([s for specs in specs_of for s in specs], out, workers=workers,
@@ -168,6 +171,8 @@ def tune(
         "algo": CONTENDERS[contender].algo,
         "policy": CONTENDERS[contender].policy,
         "hyperparams": best["hyperparams"],
+        "base": ("GRPOConfig.preset(%r); these fields override it" % CONTENDERS[contender].policy
+                 if CONTENDERS[contender].algo == "GRPO" else "SB3 defaults; these keywords override them"),
         "best_value": best["value"],
         "best_trial": best["number"],
         "objective": "mean greedy train success over the checkpoints of a run, averaged over tuning seeds",
