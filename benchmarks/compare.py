@@ -4,11 +4,17 @@ Every contender trains on the same env id (train split), with the same observati
 seeds and the same budget of environment steps, and is scored by the same code
 (:func:`agents.evaluation.greedy_success`, greedy decoding of every prompt of a split).
 
-Contenders (:data:`CONTENDERS`): GRPO with the tabular and the MLP policy (``GRPOConfig()`` defaults),
-GRPO-MLP tuned, SB3 PPO ``MlpPolicy`` with SB3 defaults and tuned, and SB3 A2C with defaults. "Tuned"
+Contenders (:data:`CONTENDERS`): GRPO with the tabular and the MLP policy (the agent's defaults,
+``GRPOConfig.preset(policy)``, i.e. what ``GRPO(env, policy=...)`` uses), GRPO-MLP tuned, SB3 PPO
+``MlpPolicy`` with SB3 defaults and tuned, and (opt-in, ``--contenders``) SB3 A2C with defaults. "Tuned"
 hyperparameters come from ``benchmarks/hparams/<contender>.json``, written by ``python -m benchmarks.tune``
 with the same search budget per contender, on the train split and on seeds 1000+ that no reported run
-uses (reported runs use seeds 0..N-1).
+uses. ``--full`` reports seeds 10..19, because the GRPO presets were chosen in sweeps over seeds 0..9.
+Verdicts and GRPO/PPO ratios are given against tuned PPO (the issue's reference) and against PPO
+with SB3's defaults.
+
+    python -m benchmarks.compare            # quick look: 2 seeds x 30k env steps, about 1-2 minutes
+    python -m benchmarks.compare --full     # the reported study: seeds 10..19 x 100k env steps
 
 How a run is measured (:func:`run_one`, one fresh ``spawn``-ed worker process per run, so peak RSS is
 that run's own; torch limited to one thread per worker):
@@ -508,7 +514,8 @@ def _verdict(row: Mapping[str, Any], ref: Mapping[str, Any] | None, ref_label: s
     if losses:
         parts.append(f"{ref_label} better on " + " and ".join(losses))
     if ties:
-        parts.append("tie on " + " and ".join(ties) + " (CIs overlap)")
+        overlap = any("neither" not in name for name in ties)
+        parts.append("tie on " + " and ".join(ties) + (" (CIs overlap)" if overlap else ""))
     if losses and not wins:
         head = f"{ref_label} wins"
     elif wins and not losses:
