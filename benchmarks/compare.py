@@ -53,7 +53,6 @@ import os
 import platform
 import re
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -64,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common import write_atomically
 from benchmarks.stats import Interval, iqm_ci, ratio_ci
 
 __all__ = [
@@ -164,25 +164,10 @@ class RunSpec:
 # -------------------------------------------------------------------------------------------------
 # Files, atomically
 # -------------------------------------------------------------------------------------------------
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory and ``os.replace`` (atomic on
-    POSIX), so a reader or an interrupted run never sees a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+# One implementation of atomic writes for every benchmark (benchmarks.common); the two names stay
+# because tune.py and the tests use them.
+atomic_write_bytes = write_atomically
+atomic_write_text = write_atomically
 
 
 def _csv_text(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
