@@ -457,10 +457,7 @@ def _assemble(
     value_den: np.ndarray,
     fallback: np.ndarray,
 ) -> BatchVerdict:
-    parts = {
-        "accuracy": np.where(correct, weights.accuracy, 0.0),
-        "format": np.where(well_formed, weights.format, 0.0),
-    }
+    parts = weights.parts(correct, well_formed)
     return BatchVerdict(
         reward=parts["accuracy"] + parts["format"],
         correct=correct,

@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "MAX_TEXT_CHARS",
@@ -114,6 +114,11 @@ class RewardWeights:
             if not math.isfinite(float(value)):
                 raise ValueError(f"reward weight {name}={value!r} must be finite")
             object.__setattr__(self, name, float(value))
+
+    def parts(self, correct: Any, well_formed: Any) -> dict[str, Any]:
+        """The weighted reward parts (their sum is the reward), for Python bools and for NumPy bool
+        arrays alike: one rule for :func:`verify` and for the batch verifier."""
+        return {"accuracy": self.accuracy * correct, "format": self.format * well_formed}
 
 
 @dataclass(frozen=True)
@@ -364,10 +369,7 @@ def _verdict(
     reason: str | None,
     expression: str,
 ) -> Verdict:
-    parts = {
-        "accuracy": weights.accuracy if correct else 0.0,
-        "format": weights.format if well_formed else 0.0,
-    }
+    parts = weights.parts(correct, well_formed)
     # `value` is set only when the text parsed and evaluated; an expression that evaluates but breaks
     # the number-use rule keeps its value, so a user can see what it computed.
     return Verdict(
