@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_atomically", "write_json", "limit_threads", "machine_info"]
+__all__ = ["write_atomically", "write_json", "write_results", "command_line", "limit_threads", "machine_info"]
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:
@@ -33,6 +33,20 @@ def write_atomically(path: Path, data: str | bytes) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     write_atomically(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_results(out: Path, stem: str, result: dict[str, Any], table: str) -> None:
+    """Write ``<out>/<stem>.json`` (raw figures) and ``<out>/<stem>.md`` (the table); print the table."""
+    write_json(Path(out) / f"{stem}.json", result)
+    write_atomically(Path(out) / f"{stem}.md", table)
+    print(table)
+
+
+def command_line(module: str, argv: list[str] | None) -> str:
+    """The command that produced a result, as a reader would retype it."""
+    import sys
+
+    return " ".join(["python -m " + module, *(sys.argv[1:] if argv is None else argv)])
 
 
 def limit_threads(n: int = 1) -> int:

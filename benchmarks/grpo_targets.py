@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import limit_threads, machine_info, write_atomically, write_json
+from benchmarks.common import command_line, limit_threads, machine_info, write_results
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 ENV_ID = "rlvr/Arithmetic-v0"
@@ -212,19 +212,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         gfutures = [pool.submit(generic_run, *job) for job in generic_jobs]
         runs = [f.result() for f in tqdm(futures, desc="arithmetic runs")]
         generic = [f.result() for f in tqdm(gfutures, desc="generic envs")]
-    import sys
-
     result = {
-        "command": " ".join(["python -m benchmarks.grpo_targets", *(sys.argv[1:] if argv is None else argv)]),
+        "command": command_line("benchmarks.grpo_targets", argv),
         "machine": machine_info(),
         "arithmetic": runs,
         "summary": summarize(runs),
         "generic": generic,
     }
-    table = markdown(result)
-    write_json(args.out / "grpo_targets.json", result)
-    write_atomically(args.out / "grpo_targets.md", table)
-    print(table)
+    write_results(args.out, "grpo_targets", result, markdown(result))
     return result
 
 

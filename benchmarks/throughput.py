@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import limit_threads, machine_info, write_atomically, write_json
+from benchmarks.common import command_line, limit_threads, machine_info, write_results
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 ENV_ID = "rlvr/Arithmetic-v0"
@@ -99,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     threads = limit_threads(args.threads)
     rates = measure(args.steps, args.repeats)
     result = {
-        "command": " ".join(["python -m benchmarks.throughput", *(sys.argv[1:] if argv is None else argv)]),
+        "command": command_line("benchmarks.throughput", argv),
         "machine": machine_info(),
         "steps": args.steps,
         "repeats": args.repeats,
@@ -111,10 +110,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         k: v / result["median_steps_per_second"]["SB3 PPO"]
         for k, v in result["median_steps_per_second"].items()
     }
-    table = markdown(result)
-    write_json(args.out / "throughput.json", result)
-    write_atomically(args.out / "throughput.md", table)
-    print(table)
+    write_results(args.out, "throughput", result, markdown(result))
     return result
 
 
