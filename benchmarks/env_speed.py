@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import statistics
@@ -30,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 import rlvr_env
-from benchmarks.common import write_atomically
+from benchmarks.common import write_results
 from rlvr_env import verify
 from rlvr_env.tasks.arithmetic import TARGETS
 
@@ -224,10 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     if args.steps < 1 or args.repeats < 1:
         parser.error(f"--steps={args.steps} and --repeats={args.repeats} must be at least 1")
     result = run(args.steps, args.repeats, args.seed)
-    table = markdown(result)
-    write_atomically(args.out / "env_speed.json", json.dumps(result, indent=2) + "\n")
-    write_atomically(args.out / "env_speed.md", table)
-    print(table, end="")
+    write_results(args.out, "env_speed", result, markdown(result))
     return result
 
 

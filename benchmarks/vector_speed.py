@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import platform
 import re
 import statistics
@@ -45,7 +44,7 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 import rlvr_env
-from benchmarks.common import write_atomically
+from benchmarks.common import write_results
 from rlvr_env import CountdownTask, verify
 from rlvr_env.batch_verify import TokenTable, batch_verify
 
@@ -332,11 +331,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise ValueError(f"--repeats={args.repeats} >= 1, --seconds={args.seconds} > 0 and "
                          f"--verifier-size={args.verifier_size} >= 3 are required")
     result = run(args.repeats, args.seconds, args.seed, args.verifier_size)
-    text = markdown(result)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_atomically(args.out / "vector_speed.json", json.dumps(result, indent=2) + "\n")
-    write_atomically(args.out / "vector_speed.md", text)
-    print(text)
+    write_results(args.out, "vector_speed", result, markdown(result))
     return result
 
 
