@@ -79,6 +79,13 @@ class GRPOConfig:
     """Global gradient-norm clip for the neural policy (SB3 PPO's default 0.5); None disables it.
     The tabular policy ignores it."""
 
+    action_masks: bool = True
+    """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` env and
+    its native vector env; the protocol sb3-contrib's MaskablePPO reads), sample from the policy
+    restricted to the allowed tokens and compute every log-prob of the update (current, old, reference)
+    under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and ``predict``
+    then mask too. False samples from the full vocabulary. An env without masks is never masked."""
+
     def __post_init__(self) -> None:
         _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a baseline")
         _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
@@ -103,6 +110,8 @@ class GRPOConfig:
         _choice("tabular_optimizer", self.tabular_optimizer, {"sgd": None, "adam": None})
         if not isinstance(self.unbiased_std, bool):
             raise ValueError(f"unbiased_std={self.unbiased_std!r} must be a bool")
+        if not isinstance(self.action_masks, bool):
+            raise ValueError(f"action_masks={self.action_masks!r} must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
