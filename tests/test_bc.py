@@ -45,7 +45,7 @@ def test_bc_refuses_bad_settings() -> None:
     with pytest.raises(ValueError, match="epochs"):
         behaviour_clone(model.policy, demos, epochs=0)
     with pytest.raises(ValueError, match="policy='mlp'"):
-        warm_start(GRPO("rlvr/Countdown-v0", policy="tabular", env_kwargs=TINY), demos)
+        warm_start(GRPO("rlvr/Arithmetic-v0", policy="tabular"), demos)
 
 
 def test_the_cloned_actor_initialises_maskable_ppo_with_a_fresh_critic() -> None:

@@ -68,7 +68,7 @@ def test_mlp_update_under_masks_has_finite_entropy_and_reference() -> None:
     # the reference is the initial net: its masked log-prob is the renormalised one
     expected = log_softmax(apply_mask(pol.logits(obs), masks))[np.arange(32), actions]
     np.testing.assert_allclose(ref, expected, atol=1e-12)
-    stats = pol.update(obs, actions, _unit_loss, masks)
+    stats = pol.update(obs, actions, _unit_loss, masks=masks)
     assert np.isfinite(stats.entropy) and stats.entropy > 0
     assert all(torch.all(torch.isfinite(p)) for p in pol.net.parameters())
     # the update raised the chosen tokens' masked log-probs
@@ -83,7 +83,7 @@ def test_tabular_update_leaves_masked_logits_untouched() -> None:
     masks = np.array([[True, True, False, False, True], [False, True, True, False, False]])
     actions = np.array([0, 2])
     np.testing.assert_allclose(pol.reference_logp(obs, actions, masks), -np.log([3.0, 2.0]))
-    stats = pol.update(obs, actions, _unit_loss, masks)
+    stats = pol.update(obs, actions, _unit_loss, masks=masks)
     assert np.isfinite(stats.entropy)
     rows = pol._row_ids(obs, insert=False)
     assert np.all(pol.table[rows][~masks] == 0.0)
