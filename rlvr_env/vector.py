@@ -25,6 +25,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
+from rlvr_env.envs import warn_no_render_mode
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
@@ -416,8 +417,10 @@ class TokenVectorEnv(VectorEnv):
         return self.task.decode(self.tokens(index), self.prompt(index))
 
     def render(self) -> tuple[str, ...] | None:  # type: ignore[override]
-        """With ``render_mode="ansi"``, one line per env: its prompt and its answer so far."""
+        """With ``render_mode="ansi"``, one line per env: its prompt and its answer so far. Without a
+        render mode it warns (as :meth:`TokenEnv.render` does) and returns None."""
         if self.render_mode != "ansi":
+            warn_no_render_mode(self)
             return None
         if not self._started:
             return tuple("(no episode: call reset())" for _ in range(self.num_envs))

@@ -284,6 +284,10 @@ def test_render_ansi_and_expression() -> None:
         "numbers: 7 9 1 | target: 70 | answer: n1 +",
     )
     assert envs.expression(0) == "7*"
+    quiet = make_vec(COUNTDOWN, 2, n_numbers=3)
+    quiet.reset(seed=0)
+    with pytest.warns(UserWarning, match="without a render mode"):
+        assert quiet.render() is None
 
 
 def test_exported() -> None:
