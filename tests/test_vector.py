@@ -361,8 +361,8 @@ HACKS = [
     (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 20)}, ((1, 2, 12), 12), ["n0", "n1", "<eos>"]),
     (COUNTDOWN, {"n_numbers": 2, "number_range": (1, 20), "max_length": 6}, ((1, 11), 12),
      ["n0", "n0", "+", "n0", "<eos>"]),
-    (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 20), "number_use": "exactly_once"}, ((1, 2, 12), 24),
-     ["n0", "n1", "+", "n2", "<eos>"]),
+    (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 40), "operators": "+*", "parentheses": False},
+     ((3, 4, 34), 38), ["n0", "n1", "+", "n1", "<eos>"]),  # "34+4"
 ]
 
 
