@@ -240,12 +240,17 @@ def test_seeded_runs_repeat_exactly(policy: str) -> None:
 
 
 def test_seeded_training_raises_greedy_success_from_cold_start() -> None:
+    # Margin: with the tabular preset, after 60k steps the last 10 iterations' mean solve rate was
+    # 0.65-1.00 over seeds 0-9 (and <= 0.005 over the first 10), so 0.3 does not hang on one seed.
+    # (At 30k it ranged 0.0-0.75: seed 2 had not started.) The bugs this test used to be the only
+    # guard against have direct tests: k3 clamp, vector-path prompt replay, frozen reference.
     model = GRPO(ENV, policy="tabular", seed=0)  # the tabular preset
     cold = model.evaluate("train")
     solve_rates: list[float] = []
-    model.learn(30_000, callback=lambda m, met: solve_rates.append(met["rollout/solve_rate"]))
+    model.learn(60_000, callback=lambda m, met: solve_rates.append(met["rollout/solve_rate"]))
     assert model.evaluate("train") > cold
-    assert np.mean(solve_rates[-10:]) > 0.5 > np.mean(solve_rates[:10])
+    assert np.mean(solve_rates[-10:]) > 0.3
+    assert np.mean(solve_rates[:10]) < 0.05
 
 
 def test_default_has_one_meaning_a_partial_config_keeps_the_preset() -> None:
