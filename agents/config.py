@@ -49,7 +49,8 @@ class GRPOConfig:
 
     beta: float | None = None
     """beta: weight of the KL penalty to the frozen reference policy (lesson: 0.001-0.04; DeepSeekMath
-    uses 0.04; None: the policy's preset). Here the reference is the initial policy, which for the tabular table is uniform, so
+    uses 0.04; None: the policy's preset). Here the reference is the initial policy, which for the
+    tabular table is uniform, so
     beta also keeps exploration alive: it is what stops the collapse onto one well-formed wrong answer
     (see README, "What made tabular GRPO robust")."""
 
