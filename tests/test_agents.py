@@ -57,6 +57,8 @@ ENV = "rlvr/Arithmetic-v0"
         ("dynamic_sampling", "yes", "must be a bool"),
         ("dynamic_sampling_max_rounds", 0, "must be at least 1"),
         ("token_sum_norm", 0, "token_sum_norm=0 must be at least 1"),
+        ("clip_cov_ratio", 0.0, "clip_cov_ratio=0.0 must be > 0"),
+        ("clip_cov_ub", 0.5, "clip_cov_ub=0.5 must exceed clip_cov_lb=1.0"),
     ],
 )
 def test_config_rejects_impossible_settings(field: str, value: object, match: str) -> None:
@@ -580,6 +582,7 @@ VARIANTS = {
     "gspo": {"policy_loss": "gspo", "clip_eps": 3e-3, "clip_eps_high": 4e-3},
     "cispo": {"policy_loss": "cispo", "clip_eps_high": 4.0},
     "kl_cov": {"policy_loss": "kl_cov", "kl_cov_ratio": 0.01},
+    "clip_cov": {"policy_loss": "clip_cov", "clip_cov_ratio": 0.01, "clip_cov_lb": 0.0},
     "rf_pp_baseline": {"advantage": "reinforce_pp_baseline"},
     "batch_std": {"advantage": "grpo_batch_std"},
     "entropy": {"entropy_coef": 0.01},
