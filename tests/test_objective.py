@@ -399,3 +399,29 @@ def test_seq_mean_token_sum_weight_does_not_depend_on_the_longest_answer_in_the_
     assert agg(short, 6)[0, 0] == agg(long_, 6)[0, 0] == 1 / 12
     with pytest.raises(ValueError, match="max_length=3 is shorter than the batch's padded length 4"):
         agg(long_, 3)
+
+
+def test_readme_maps_every_variant_to_verl_and_trl() -> None:
+    # issue 11: "the option-name map complete for both verl and TRL". Every name a user can select and
+    # every GRPOConfig field of the objective appears in the README's table, with a verl and a TRL column.
+    import dataclasses
+    from pathlib import Path
+
+    from agents.config import GRPOConfig
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### GRPO variants (verl / TRL names)")
+    table = readme[start : readme.index("\n## ", start)]
+    assert "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |" in table
+    names = [*ADVANTAGE_ESTIMATORS, *KL_ESTIMATORS, *LOSS_AGGREGATIONS, *POLICY_LOSSES]
+    missing = [n for n in names if f'"{n}"' not in table]
+    not_objective = {"group_size", "prompts_per_iter", "minibatches", "learning_rate", "tabular_optimizer",
+                     "max_grad_norm"}  # rollout and optimiser settings, not objective variants
+    fields = [f.name for f in dataclasses.fields(GRPOConfig) if f.name not in not_objective]
+    missing += [f for f in fields if f"`{f}" not in table]
+    assert not missing, f"README variants table lacks {missing}"
+    for row in table.splitlines()[table.splitlines().index(
+            "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |") + 2:]:
+        if not row.startswith("|"):
+            break
+        assert row.count("|") >= 5 and all(c.strip() for c in row.strip("|").split("|")), row
