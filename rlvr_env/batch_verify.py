@@ -167,7 +167,8 @@ class BatchVerdict:
     """Array form of :class:`rlvr_env.Verdict` for a batch of B answers.
 
     ``value_num / value_den`` is the exact reduced value where ``has_value`` (den > 0), and 0 / 0
-    where the answer has no value (the text verifier's ``value is None``).
+    where the answer has no value (the text verifier's ``value is None``) or where the value does not
+    fit in int64; such values are exact in ``big_values`` (and in :meth:`values`).
     """
 
     reward: np.ndarray  # (B,) float64
