@@ -97,6 +97,13 @@ class GRPOConfig:
     """Global gradient-norm clip for the neural policy (SB3 PPO's default 0.5); None disables it.
     The tabular policy ignores it."""
 
+    action_masks: bool = True
+    """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` env and
+    its native vector env; the protocol sb3-contrib's MaskablePPO reads), sample from the policy
+    restricted to the allowed tokens and compute every log-prob of the update (current, old, reference)
+    under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and ``predict``
+    then mask too. False samples from the full vocabulary. An env without masks is never masked."""
+
     clip_eps_high: float | None = None
     """epsilon_high: DAPO's "clip-higher" (Yu et al. 2025, section 3.1; 0.28 there): the ratio is
     clipped to [1 - clip_eps, 1 + clip_eps_high], so unlikely tokens can gain probability faster than
@@ -228,6 +235,8 @@ class GRPOConfig:
         _int_at_least("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1, "")
         if self.token_sum_norm is not None:
             _int_at_least("token_sum_norm", self.token_sum_norm, 1, "")
+        if not isinstance(self.action_masks, bool):
+            raise ValueError(f"action_masks={self.action_masks!r} must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -644,8 +644,9 @@ def test_mask_truncated_removes_truncated_answers_from_the_loss(monkeypatch) -> 
     original = agent_module.grpo_token_loss
     monkeypatch.setattr(agent_module, "grpo_token_loss",
                         lambda *a, **kw: seen.append(a[4].copy()) or original(*a, **kw))
+    # unmasked: grammar-masked decoding (the default) never runs past max_length
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=4, mask_truncated=True,
-                                                 epochs=1), policy="mlp", seed=0)
+                                                 epochs=1, action_masks=False), policy="mlp", seed=0)
     batch = model._runner.collect(model.policy, model.rng)
     assert batch.truncated is not None and batch.truncated.any() and not batch.truncated.all()
     assert np.all(batch.lengths[batch.truncated] == 12)  # cut off at Countdown's max_length
