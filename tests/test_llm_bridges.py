@@ -53,7 +53,8 @@ def test_trl_functions_sum_to_the_verifier_reward_and_keep_reasons() -> None:
     logged: dict[str, list] = {}
     kwargs = dict(prompts=["p"] * len(PLANTED), completions=completions, completion_ids=[[1]] * len(PLANTED),
                   numbers=numbers, target=target, trainer_state=None,
-                  log_extra=lambda col, vals: logged.setdefault(col, []).extend(vals), log_metric=lambda *a: None)
+                  log_extra=lambda col, vals: logged.setdefault(col, []).extend(vals),
+                  log_metric=lambda *a: None)
     a, f = acc(**kwargs), fmt(**kwargs)
     assert [x + y for x, y in zip(a, f)] == pytest.approx([_expected(*p) for p in PLANTED])
     assert a[:2] == [1.0, 0.0] and f[:2] == pytest.approx([0.1, 0.1])
@@ -135,8 +136,9 @@ def test_verl_compute_score_as_verl_calls_it() -> None:
             assert bad["score"] == 0.0 and "power operator" in bad["reason"]
     assert all(isinstance(v, (float, str)) for v in result.values())
     # grammar defaults come from data_source; numpy numbers (a parquet round trip) are integers
-    assert compute_score("rlvr/Arithmetic", "<answer>2+3*5</answer>",
-                         {"numbers": np.array([2, 3, 5]), "target": np.int64(17)})["score"] == pytest.approx(1.1)
+    numpy_truth = {"numbers": np.array([2, 3, 5]), "target": np.int64(17)}
+    result = compute_score("rlvr/Arithmetic", "<answer>2+3*5</answer>", numpy_truth)
+    assert result["score"] == pytest.approx(1.1)
     assert compute_score("rlvr/Arithmetic", "<answer>(2+3)*5</answer>",
                          {"numbers": [2, 3, 5], "target": 25})["score"] == 0.0
     assert compute_score("rlvr/Countdown", "<answer>7*9+1</answer>", {"numbers": [7, 9, 1], "target": 64},
@@ -214,7 +216,8 @@ def test_verifiers_taskset_loads_by_id_and_scores_offline_through_its_rewards() 
     tasks = list(env.taskset)
     assert len(tasks) == 8
     expected = sample_prompts(TASK, "test", 8, 1)
-    assert [(tuple(t.data.numbers), t.data.target) for t in tasks] == [(p.numbers, p.target) for p in expected]
+    got = [(tuple(t.data.numbers), t.data.target) for t in tasks]
+    assert got == [(p.numbers, p.target) for p in expected]
     task = tasks[0]
     prompt = TASK.validate_prompt((tuple(task.data.numbers), task.data.target))
     good = _solutions(TASK, prompt)[0]

@@ -58,8 +58,8 @@ def test_configurable_tags_and_whole_completion() -> None:
     assert extract_answer("  2+3*5\n", whole) == ("2+3*5", None)
     assert score_completion("2+3*5", (2, 3, 5), 17, fmt=whole).correct
     assert not score_completion("<answer>2+3*5</answer>", (2, 3, 5), 17, fmt=whole).well_formed
-    for bad in (dict(open_tag=""), dict(open_tag="<a>", close_tag="<a>"), dict(open_tag="<a>", close_tag="<a>x"),
-                dict(max_chars=0), dict(whole=1)):
+    for bad in (dict(open_tag=""), dict(open_tag="<a>", close_tag="<a>"),
+                dict(open_tag="<a>", close_tag="<a>x"), dict(max_chars=0), dict(whole=1)):
         with pytest.raises(ValueError, match="AnswerFormat"):
             AnswerFormat(**bad)  # type: ignore[arg-type]
 
@@ -67,11 +67,10 @@ def test_configurable_tags_and_whole_completion() -> None:
 def test_conversational_completions() -> None:
     msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<answer>2+3*5</answer>"}]
     assert completion_text(msgs) == "<answer>2+3*5</answer>"
-    assert completion_text([{"role": "assistant", "content": "<answer>1</answer>"}, {"role": "tool",
-                                                                                      "content": "x"}]) \
-        == "<answer>1</answer>"
-    parts = [{"role": "assistant", "content": [{"type": "text", "text": "<answer>2+3"},
-                                                {"type": "text", "text": "*5</answer>"}]}]
+    tool_last = [{"role": "assistant", "content": "<answer>1</answer>"}, {"role": "tool", "content": "x"}]
+    assert completion_text(tool_last) == "<answer>1</answer>"
+    texts = [{"type": "text", "text": "<answer>2+3"}, {"type": "text", "text": "*5</answer>"}]
+    parts = [{"role": "assistant", "content": texts}]
     assert score_completion(parts, (2, 3, 5), 17).correct
     assert score_completion({"role": "assistant", "content": "<answer>2+3*5</answer>"}, (2, 3, 5), 17).correct
 
@@ -127,8 +126,8 @@ def test_hostile_objects_never_raise() -> None:
 
 def test_the_bridge_pays_what_verify_pays_on_planted_answers() -> None:
     task = CountdownTask(n_numbers=3)
-    for expr, numbers, target in [("7*(9+1)", (7, 9, 1), 70), ("7*9+1", (7, 9, 1), 70), ("7/9", (7, 9, 1), 70),
-                                  ("7/(9-9)", (7, 9, 1), 70), ("7+9", (7, 9, 1), 16)]:
+    for expr, numbers, target in [("7*(9+1)", (7, 9, 1), 70), ("7*9+1", (7, 9, 1), 70),
+                                  ("7/9", (7, 9, 1), 70), ("7/(9-9)", (7, 9, 1), 70), ("7+9", (7, 9, 1), 16)]:
         expected = verify(expr, numbers, target, grammar=task.grammar)
         got = score_completion(f"reasoning... <answer>{expr}</answer>", numbers, target, grammar=task.grammar)
         assert got == expected

@@ -31,7 +31,8 @@ class Recorder:
         return out
 
 
-def _trainer(tmp_path: Path, funcs, *, conversational: bool = False, steps: int = 2, task=None):  # type: ignore[no-untyped-def]
+def _trainer(tmp_path: Path, funcs, *, conversational: bool = False,  # type: ignore[no-untyped-def]
+             steps: int = 2, task=None):
     from trl import GRPOConfig, GRPOTrainer
 
     torch.manual_seed(0)
@@ -49,11 +50,13 @@ def _trainer(tmp_path: Path, funcs, *, conversational: bool = False, steps: int 
 def _check_scored_by_verifier(recorder: Recorder, task) -> int:  # type: ignore[no-untyped-def]
     seen = 0
     for kwargs, out in recorder.calls:
-        assert {"prompts", "completions", "completion_ids", "numbers", "target", "trainer_state"} <= set(kwargs)
-        for completion, numbers, target, value in zip(kwargs["completions"], kwargs["numbers"],
-                                                     kwargs["target"], out):
+        passed = {"prompts", "completions", "completion_ids", "numbers", "target", "trainer_state"}
+        assert passed <= set(kwargs)
+        rows = zip(kwargs["completions"], kwargs["numbers"], kwargs["target"], out)
+        for completion, numbers, target, value in rows:
             answer, _ = extract_answer(completion)
-            want = 0.0 if answer is None else verify(answer, numbers, target, grammar=task.grammar).parts["accuracy"]
+            want = 0.0 if answer is None else \
+                verify(answer, numbers, target, grammar=task.grammar).parts["accuracy"]
             assert value == want
             seen += 1
     return seen
@@ -68,7 +71,8 @@ def test_grpo_trainer_runs_with_our_rewards_and_dataset(tmp_path: Path) -> None:
     assert trainer.state.global_step == 2
     logs = [h for h in trainer.state.log_history if "rewards/rlvr_accuracy/mean" in h]
     assert len(logs) == 2 and all("rewards/rlvr_format/mean" in h for h in logs)
-    assert _check_scored_by_verifier(rec, task) == 2 * 4  # a generation batch per step: 1 prompt x 4 generations
+    # a generation batch per step: 1 prompt x 4 generations
+    assert _check_scored_by_verifier(rec, task) == 2 * 4
 
     # A planted completion goes through TRL's own reward path (the trainer's reward step), with the
     # dataset's columns, and is paid what the verifier says.
@@ -122,10 +126,11 @@ def _readme_example() -> str:
     return block.group(1)
 
 
-def test_readme_trl_example_runs_as_written(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_readme_trl_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
     exec(compile(_readme_example(), "README.md LLM example", "exec"), namespace)  # noqa: S102 - our doc
     trainer = namespace["trainer"]
     assert trainer.state.global_step >= 1  # type: ignore[attr-defined]
-    assert any("rewards/rlvr_accuracy/mean" in h for h in trainer.state.log_history)  # type: ignore[attr-defined]
+    history = trainer.state.log_history  # type: ignore[attr-defined]
+    assert any("rewards/rlvr_accuracy/mean" in h for h in history)

@@ -1,4 +1,5 @@
-"""Text-mode envs: one-step episodes, prompt text in, completion string out; the token env's reward and info."""
+"""Text-mode envs: one-step episodes, prompt text in, completion string out; the token env's reward and
+info."""
 
 from __future__ import annotations
 
