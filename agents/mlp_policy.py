@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.objective import entropy_bonus
 from agents.policies import LossFn, Policy, UpdateStats
 
 __all__ = ["MLPPolicy"]
@@ -93,14 +94,21 @@ class MLPPolicy(Policy):
             logp_all = torch.log_softmax(self.reference(self._input(obs)), dim=-1)
             return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].numpy()
 
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
-        logp_all = torch.log_softmax(self.net(self._input(obs)), dim=-1)  # (T, V)
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None) -> UpdateStats:
+        logits = self.net(self._input(obs))  # (T, V)
+        logp_all = torch.log_softmax(logits, dim=-1)  # (T, V)
         logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
         terms = loss_fn(logp.detach().numpy())
         self.optimizer.zero_grad()
         # The objective's math lives in NumPy (agents.objective); autograd only chains its gradient
-        # with respect to logp through the network.
-        logp.backward(torch.as_tensor(terms.grad_logp.reshape(-1)))
+        # with respect to logp (and, for the entropy bonus, the logits) through the network.
+        tensors, grads = [logp], [torch.as_tensor(terms.grad_logp.reshape(-1))]
+        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
+            _, d_bonus = entropy_bonus(logp_all.detach().numpy(), entropy_weights)
+            tensors.append(logits)
+            grads.append(torch.as_tensor(-d_bonus))
+        torch.autograd.backward(tensors, grads)
         if self.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
         self.optimizer.step()

@@ -9,6 +9,7 @@ chains ``LossTerms.grad_logp`` through its own parameters.
 from __future__ import annotations
 
 import abc
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.objective import LossTerms
+from agents.objective import LossTerms, entropy_bonus
 
 __all__ = [
     "Policy",
@@ -25,6 +26,7 @@ __all__ = [
     "log_softmax",
     "sample_categorical",
     "make_policy",
+    "check_tabular_observations",
     "POLICY_NAMES",
 ]
 
@@ -67,8 +69,11 @@ class Policy(abc.ABC):
         """(T,) log-probabilities of ``actions`` under the frozen reference policy."""
 
     @abc.abstractmethod
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
-        """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``."""
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None) -> UpdateStats:
+        """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``, minus
+        the entropy bonus ``sum_t entropy_weights[t] * H_t`` when ``entropy_weights`` (T,) is given
+        (:func:`agents.objective.entropy_bonus` supplies its value and logit gradient)."""
 
     @abc.abstractmethod
     def num_parameters(self) -> int:
@@ -218,7 +223,8 @@ class TabularPolicy(Policy):
         # The reference is the initial table: all-zero logits, i.e. uniform.
         return np.full(len(actions), -np.log(self.n_actions))
 
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None) -> UpdateStats:
         rows = self._row_ids(obs, insert=True)  # (T,)
         logp_all = log_softmax(self.table[rows])  # (T, V)
         logp = logp_all[np.arange(len(rows)), actions]  # (T,)
@@ -228,6 +234,9 @@ class TabularPolicy(Policy):
         grad = np.zeros_like(self.table)
         np.add.at(grad, (rows, actions), g)
         np.add.at(grad, rows, -g[:, None] * np.exp(logp_all))
+        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
+            _, d_bonus = entropy_bonus(logp_all, entropy_weights)
+            np.add.at(grad, rows, -d_bonus)
         self._adam.step(self.table, grad)
         return UpdateStats(terms, _entropy(logp_all))
 
@@ -263,6 +272,47 @@ class TabularPolicy(Policy):
         self._adam.m = np.asarray(arrays["adam_m"], dtype=np.float64).copy()
         self._adam.v = np.asarray(arrays["adam_v"], dtype=np.float64).copy()
         self._adam.t = int(arrays["adam_t"])
+
+
+def check_tabular_observations(env: gym.Env) -> None:
+    """Refuse (``ValueError``) or warn about envs a lookup table cannot learn.
+
+    * An ``rlvr_env`` task without ``tabular_segments`` keys its rows on the whole observation, prompt
+      included, so what a row learns on one prompt never carries over to another. When the task draws
+      its prompts from an unbounded set (``task.prompts(split)`` is None, e.g. Countdown's held-out
+      number sets) the table cannot even cover the train prompts: refused. A finite task is only
+      warned about (held-out prompts meet unseen rows, which act uniformly).
+    * Any other env: the observation space must be discrete (``Discrete``, ``MultiDiscrete``,
+      ``MultiBinary`` or an integer ``Box``). Continuous observations (e.g. CartPole's float Box) almost
+      never repeat exactly, so each state would get its own row: refused. Discretise them yourself
+      (an ``ObservationWrapper`` to an integer Box) or use ``policy="mlp"``.
+    """
+    from rlvr_env.envs import TokenEnv  # local: keeps this module free of env imports at load time
+
+    inner = env.unwrapped
+    name = env.spec.id if getattr(env, "spec", None) is not None else type(inner).__name__
+    if isinstance(inner, TokenEnv):
+        task = inner.task
+        if task.tabular_segments is not None:
+            return
+        why = (f"policy='tabular' on {name}: the task declares no tabular_segments, so the table is keyed "
+               "on the whole observation, prompt included, and nothing learned on one prompt carries over "
+               "to another")
+        if task.prompts("train") is None:
+            raise ValueError(why + "; its prompts come from an unbounded set, so held-out prompts (and "
+                             "most train prompts) always meet unseen rows. Use policy='mlp'")
+        warnings.warn(why + "; held-out prompts will meet unseen (uniform) rows", stacklevel=3)
+        return
+    space = env.observation_space
+    discrete = isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary))
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.integer):
+        discrete = True
+    if not discrete:
+        raise ValueError(
+            f"policy='tabular' needs discrete observations, and {name} has {space}: continuous values "
+            "almost never repeat, so a table would give every state its own untrained row. Use "
+            "policy='mlp', or discretise the observations (an ObservationWrapper to an integer Box)"
+        )
 
 
 def make_policy(

@@ -30,6 +30,7 @@ from rlvr_env.tasks.base import Prompt, Task
 __all__ = [
     "GroupBatch",
     "GroupMode",
+    "concat_groups",
     "ListGroupRunner",
     "VectorGroupRunner",
     "detect_group_mode",
@@ -99,6 +100,7 @@ class GroupBatch:
     correct: np.ndarray  # (N,) 1/0, NaN when the env does not say
     well_formed: np.ndarray  # (N,) 1/0, NaN when the env does not say
     group_size: int
+    truncated: np.ndarray | None = None  # (N,) bool: the episode ended by truncation (length limit)
 
     @property
     def n_steps(self) -> int:
@@ -107,6 +109,48 @@ class GroupBatch:
     @property
     def n_groups(self) -> int:
         return self.returns.shape[0] // self.group_size
+
+    def select_groups(self, groups: np.ndarray) -> GroupBatch:
+        """The batch of only ``groups`` (indices into the B groups), trimmed to its longest episode."""
+        g = self.group_size
+        rows = (np.asarray(groups, dtype=np.int64)[:, None] * g + np.arange(g)).reshape(-1)
+        width = max(int(self.lengths[rows].max()), 1) if len(rows) else 1
+        return GroupBatch(
+            obs=self.obs[rows, :width], actions=self.actions[rows, :width],
+            logp_old=self.logp_old[rows, :width], mask=self.mask[rows, :width],
+            returns=self.returns[rows], lengths=self.lengths[rows], correct=self.correct[rows],
+            well_formed=self.well_formed[rows], group_size=g,
+            truncated=None if self.truncated is None else self.truncated[rows],
+        )
+
+
+def concat_groups(batches: list[GroupBatch]) -> GroupBatch:
+    """One batch holding the groups of ``batches`` in order, padded to the longest episode (padding is
+    zero, with mask 0, exactly as a single rollout pads)."""
+    if not batches:
+        raise ValueError("concat_groups needs at least one batch")
+    g = batches[0].group_size
+    if any(b.group_size != g for b in batches):
+        raise ValueError("all batches must have the same group size")
+    width = max(b.mask.shape[1] for b in batches)
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        extra = width - a.shape[1]
+        return np.pad(a, [(0, 0), (0, extra)] + [(0, 0)] * (a.ndim - 2)) if extra else a
+
+    truncs = [b.truncated for b in batches]
+    return GroupBatch(
+        obs=np.concatenate([pad(b.obs) for b in batches]),
+        actions=np.concatenate([pad(b.actions) for b in batches]),
+        logp_old=np.concatenate([pad(b.logp_old) for b in batches]),
+        mask=np.concatenate([pad(b.mask) for b in batches]),
+        returns=np.concatenate([b.returns for b in batches]),
+        lengths=np.concatenate([b.lengths for b in batches]),
+        correct=np.concatenate([b.correct for b in batches]),
+        well_formed=np.concatenate([b.well_formed for b in batches]),
+        group_size=g,
+        truncated=None if any(t is None for t in truncs) else np.concatenate(truncs),  # type: ignore[arg-type]
+    )
 
 
 def draw_prompts(task: Task, split: str, n: int, rng: np.random.Generator) -> list[Prompt]:
@@ -122,6 +166,7 @@ class _Recorder:
         self.lengths = np.zeros(n, dtype=np.int64)
         self.correct = np.full(n, np.nan)
         self.well_formed = np.full(n, np.nan)
+        self.truncated = np.zeros(n, dtype=bool)
         self.obs: list[np.ndarray] = []
         self.act: list[np.ndarray] = []
         self.logp: list[np.ndarray] = []
@@ -157,6 +202,7 @@ class _Recorder:
             correct=self.correct,
             well_formed=self.well_formed,
             group_size=group_size,
+            truncated=self.truncated,
         )
 
 
@@ -205,6 +251,7 @@ class ListGroupRunner:
                 rec.lengths[i] += 1
                 if terminated or truncated:
                     active[i] = False
+                    rec.truncated[i] = bool(truncated and not terminated)
                     if "correct" in info:
                         rec.correct[i] = float(info["correct"])
                     if "well_formed" in info:
@@ -242,6 +289,7 @@ class VectorGroupRunner:
             rec.lengths[active] += 1
             ended = active & (terminated | truncated)
             if ended.any():  # with autoreset disabled, the final info is at the top level of info
+                rec.truncated[ended] = (truncated & ~terminated)[ended]
                 rec.correct[ended] = info["correct"][ended]
                 rec.well_formed[ended] = info["well_formed"][ended]
                 active &= ~ended

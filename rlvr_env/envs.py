@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
+from rlvr_env.batch_verify import TokenTable
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.verifier import RewardWeights, Verdict
@@ -70,6 +71,9 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
                 f"render_mode={render_mode!r} is not supported; choose one of "
                 f"{self.metadata['render_modes']} or None"
             )
+        # The batch verifier's reading of the vocabulary; refuses tokens that would read differently
+        # token by token and as text (e.g. "", " ", "2+3"), so that every env reads answers one way.
+        TokenTable.from_vocab(task.vocab, task.eos_id)
         self.task = task
         self.split = split
         self.reward_weights = RewardWeights(accuracy=accuracy_weight, format=format_weight)
@@ -213,9 +217,11 @@ class ArithmeticEnv(TokenEnv):
 
     ## Verifier
 
-    :func:`rlvr_env.verify` parses (never ``eval``) the text ``"".join(tokens)``: numbers, ``+`` and
-    ``*`` only, each of 2, 3, 5 exactly once, no parentheses. Two adjacent number tokens read as one
-    number (``"23"``), which is not in the prompt, so the answer is not well-formed.
+    :func:`rlvr_env.verify` parses (never ``eval``) the decoded text: numbers, ``+`` and ``*`` only,
+    each of 2, 3, 5 exactly once, no parentheses. A number token is one number: two adjacent number
+    tokens are two numbers side by side (the expression shows them apart, ``"2 3+5*"``), which the
+    grammar rejects; they never join into a literal such as 23. The same rule holds in every task and
+    in the vector env and batch verifier.
 
     ## Starting State
 

@@ -205,16 +205,19 @@ def test_types_and_episode_protocol(env: gym.Env) -> None:
 
 
 @pytest.mark.parametrize(
-    "answer, reward, well_formed, value, reason",
+    "answer, reward, well_formed, value, reason, expression",
     [
-        ("2*3+5", 0.1, True, 11, "not the target"),
-        ("23+5*", 0.0, False, None, "trailing operator"),
-        ("2+2*5", 0.0, False, 12, "used 2 times"),
-        ("+2*35", 0.0, False, None, "unary"),
+        ("2*3+5", 0.1, True, 11, "not the target", "2*3+5"),
+        # Adjacent number tokens are two numbers, written apart in the expression, never one literal.
+        ("23+5*", 0.0, False, None, "unexpected '3' at token 1: an operator was expected", "2 3+5*"),
+        ("2+2*5", 0.0, False, 12, "used 2 times", "2+2*5"),
+        ("+2*35", 0.0, False, None, "unary", "+2*3 5"),
+        ("5*32+", 0.0, False, None, "an operator was expected", "5*3 2+"),
     ],
 )
 def test_final_info_for_wrong_answers(
-    env: gym.Env, answer: str, reward: float, well_formed: bool, value: int | None, reason: str
+    env: gym.Env, answer: str, reward: float, well_formed: bool, value: int | None, reason: str,
+    expression: str,
 ) -> None:
     env.reset(options={"prompt": ((2, 3, 5), 17)})
     *_, (_, r, terminated, _, info) = run_episode(env, ids(answer))
@@ -222,7 +225,7 @@ def test_final_info_for_wrong_answers(
     assert sum(info["reward_parts"].values()) == pytest.approx(r)
     assert info["well_formed"] is well_formed and info["correct"] is False
     assert info["value"] == value and reason in info["reason"]
-    assert info["expression"] == answer and info["length"] == 5
+    assert info["expression"] == expression and info["length"] == 5
 
 
 def test_observation_encodes_prompt_and_prefix(env: gym.Env) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -348,3 +349,66 @@ def test_long_lockstep(env_id: str, kwargs: dict[str, Any]) -> None:
                 new = (tuple(info["prompt_numbers"][i].tolist()), int(info["prompt_target"][i]))
                 o, _ = env.reset(options={"prompt": new})
             assert np.array_equal(o, obs[i])
+
+
+# -- issue 8, section 3: adjacent number tokens never join into one number, through any path -----------
+HACKS = [
+    # (env id, kwargs, prompt, answer tokens): each joined reading would pay 1.1
+    (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 20)}, ((1, 2, 12), 12), ["n0", "n1", "<eos>"]),
+    (COUNTDOWN, {"n_numbers": 2, "number_range": (1, 20), "max_length": 6}, ((1, 11), 12),
+     ["n0", "n0", "+", "n0", "<eos>"]),
+    (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 20), "number_use": "exactly_once"}, ((1, 2, 12), 24),
+     ["n0", "n1", "+", "n2", "<eos>"]),
+]
+
+
+@pytest.mark.parametrize("env_id, kwargs, prompt, answer", HACKS, ids=[" ".join(h[3]) for h in HACKS])
+def test_adjacent_slot_tokens_pay_nothing_through_any_path(
+    env_id: str, kwargs: dict[str, Any], prompt: tuple[tuple[int, ...], int], answer: list[str]
+) -> None:
+    from rlvr_env import verify
+    from rlvr_env.batch_verify import TokenTable, batch_verify
+
+    single = gym.make(env_id, **kwargs)
+    task = single.unwrapped.task  # type: ignore[attr-defined]
+    ids = [task.vocab.index(t) for t in answer]
+    p = task.validate_prompt(prompt)
+    numbers, target = p.numbers, p.target
+    # 1. verify() of the token strings, and of the decoded text.
+    by_tokens = verify(task.token_strings(ids, p), numbers, target, grammar=task.grammar)
+    by_text = verify(task.decode(ids, p), numbers, target, grammar=task.grammar)
+    assert by_tokens == by_text
+    assert not by_tokens.well_formed and by_tokens.reward == 0.0
+    # 2. the single env (no mask in the way).
+    single.reset(options={"prompt": prompt})
+    for t in ids:
+        _, reward, terminated, truncated, info = single.step(t)
+    assert terminated and reward == 0.0 and not info["well_formed"] and not info["correct"]
+    # 3. the native vector env.
+    envs = make_vec(env_id, 2, **kwargs)
+    envs.reset(options={"prompt": prompt})
+    for t in ids:
+        _, rewards, terminated_v, _, vinfo = envs.step(np.array([t, t]))
+    assert terminated_v.all() and rewards.tolist() == [0.0, 0.0]
+    assert not vinfo["final_info"]["well_formed"].any()
+    # 4. the batch verifier.
+    table = TokenTable.from_vocab(task.vocab, task.eos_id)
+    got = batch_verify(np.array([ids]), np.array([numbers]), np.array([target]), table=table,
+                       grammar=task.grammar)
+    assert got.reward.tolist() == [0.0] and not got.well_formed[0]
+    # The masks forbid these answers too; the rule above is what protects unmasked agents.
+    assert not task.action_mask(p, ids[:1])[ids[1]]
+
+
+
+@pytest.mark.parametrize("token", [" ", "", "2+3"])
+def test_envs_refuse_a_vocabulary_read_two_ways(token: str) -> None:
+    from rlvr_env import ArithmeticTask, TokenEnv
+
+    class Odd(ArithmeticTask):
+        vocab = ("2", "3", "5", "+", token)
+
+    with pytest.raises(ValueError, match=re.escape(f"vocabulary token 4 {token!r}")):
+        TokenEnv(Odd())
+    with pytest.raises(ValueError, match=re.escape(f"vocabulary token 4 {token!r}")):
+        TokenVectorEnv(Odd(), 2)

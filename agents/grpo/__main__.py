@@ -11,11 +11,10 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
 import typing
 
 import rlvr_env  # noqa: F401  (registers the rlvr/* environments)
-from agents.config import GRPOConfig
+from agents.config import PRESETS, GRPOConfig
 from agents.grpo.agent import GRPO
 from agents.policies import POLICY_NAMES
 from rlvr_env.envs import TokenEnv
@@ -25,15 +24,26 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     hints = typing.get_type_hints(GRPOConfig)
     docs = GRPOConfig.field_docs()
     group = parser.add_argument_group(
-        "GRPOConfig fields (unset flags take the policy's preset, GRPOConfig.preset(policy))")
+        "GRPOConfig fields (an unset flag takes the value that will run: the --policy's preset, "
+        "GRPOConfig.preset(policy), shown per policy)")
+    runs = {policy: GRPOConfig.preset(policy) for policy in POLICY_NAMES if policy in PRESETS}
     for field in dataclasses.fields(GRPOConfig):
         flag = "--" + field.name.replace("_", "-")
         hint = hints[field.name]
-        doc = docs.get(field.name, "").replace("%", "%%") + f" (default: {field.default})"
+        values = {policy: getattr(cfg, field.name) for policy, cfg in runs.items()}
+        if len(set(map(repr, values.values()))) == 1:
+            runs_as = f"runs with: {next(iter(values.values()))}"
+        else:
+            runs_as = "runs with: " + ", ".join(f"{p} {v}" for p, v in values.items())
+        if field.name == "learning_rate" and None in values.values():
+            runs_as += " (None: the policy's default step size)"
+        doc = docs.get(field.name, "").replace("%", "%%") + f" ({runs_as.replace('%', '%%')})"
         if hint is bool:
             group.add_argument(flag, type=_parse_bool, default=None, metavar="{true,false}", help=doc)
         elif hint is int:
             group.add_argument(flag, type=int, default=None, help=doc)
+        elif hint in (int | None,):
+            group.add_argument(flag, type=_parse_optional_int, default=None, help=doc)
         elif hint in (float, float | None):
             group.add_argument(flag, type=_parse_optional_float, default=None, help=doc)
         else:
@@ -46,6 +56,15 @@ def _parse_bool(text: str) -> bool:
     if text.lower() in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true/false)")
+
+
+def _parse_optional_int(text: str) -> int | str:
+    if text.lower() == "none":
+        return "none"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (or 'none')") from None
 
 
 def _parse_optional_float(text: str) -> float | str:
@@ -86,17 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides[field.name] = None if value == "none" else value
     try:
-        config = GRPOConfig.preset(args.policy, **overrides)
+        config = GRPOConfig(**overrides)  # unset fields take the policy's preset inside GRPO
         model = GRPO(args.env, config, policy=args.policy, seed=args.seed, env_kwargs=env_kwargs,
                      verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
-    print(f"GRPO ({args.policy}) on {args.env}, seed {args.seed}: {config}")
-    start = time.perf_counter()
+    print(f"GRPO ({args.policy}) on {args.env}, seed {args.seed}: {model.config}")
     model.learn(args.total_timesteps, progress_bar=args.progress_bar)
-    seconds = time.perf_counter() - start
+    seconds = model.train_seconds  # the training loop only: no logger/torch set-up, no evaluation
     print(f"trained {model.num_timesteps} env steps in {seconds:.2f} s "
-          f"({model.num_timesteps / seconds:.0f} steps/s), {model.num_parameters()} parameters")
+          f"({model.num_timesteps / max(seconds, 1e-9):.0f} steps/s), {model.num_parameters()} parameters")
     if isinstance(model.env.unwrapped, TokenEnv):
         for split in ("train", "test"):
             print(f"greedy success on {split} prompts: {model.evaluate(split):.3f}")

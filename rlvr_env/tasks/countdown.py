@@ -98,8 +98,8 @@ class CountdownTask(Task):
         if not 2 <= n_numbers <= 8:
             raise ValueError(f"n_numbers={n_numbers!r} must be in [2, 8]")
         self.n_numbers = n = int(n_numbers)
-        # Numbers start at 1: a 0 would make "n0 n1" lex as a leading-zero literal, and negative numbers
-        # would read as a minus operator. Six digits is the verifier's literal limit.
+        # Numbers start at 1 (the game's rule; a negative number would read as a minus operator).
+        # Six digits is the verifier's literal limit.
         self.number_range = _check_range("number_range", number_range, 1, 999_999)
         self.target_range = _check_range("target_range", target_range, -(2**30), 2**30)
         if self.target_range[1] - self.target_range[0] >= 2**20:
@@ -380,8 +380,13 @@ class CountdownTask(Task):
 
     # -- answers -----------------------------------------------------------------------------------
     def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
-        n = self.n_numbers
-        return [str(prompt.numbers[t]) if t < n else self.vocab[t] for t in token_ids if t != self.eos_id]
+        n, eos = self.n_numbers, self.eos_id
+        out: list[str] = []
+        for t in token_ids:
+            if t == eos:
+                break  # the answer ends at its first EOS
+            out.append(str(prompt.numbers[t]) if t < n else self.vocab[t])
+        return out
 
     def render_prompt(self, prompt: Prompt) -> str:
         nums = " ".join(str(x) for x in prompt.numbers)
