@@ -81,25 +81,37 @@ __all__ = [
 ]
 
 #: Bumped when what a run measures changes, so stale per-run files are not reused.
-RUN_FORMAT = 1
+RUN_FORMAT = 2
 # A GRPO spec carries its whole resolved GRPOConfig (the policy's preset plus any tuned overrides), so a
 # change of the agent's preset changes the run key and old runs are not reused; SB3 specs carry only
 # what differs from SB3's defaults.
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+#: Where a study writes by default: a folder in the working directory that git ignores, so the main
+#: command trains afresh and leaves a clone clean. The committed results are rewritten only with
+#: ``--update-results``.
+LOCAL_OUT = Path("benchmark-runs")
+
+
 @dataclass(frozen=True)
 class Preset:
     seeds: str  # as --seeds takes it
     budget: int
-    out: Path
+    out: Path  # default output (untracked)
+    committed: Path  # what --update-results rewrites
 
 
-#: Defaults of the quick run (at most 5 minutes on 2 cores) and of ``--full`` (the reported study).
-#: The full study uses seeds 10..19: the GRPO agent's presets were chosen in sweeps over seeds 0..9
-#: (agents/config.py, PRESETS), and tuning uses 1000+, so no reported seed was seen by any selection.
-QUICK = Preset(seeds="2", budget=30_000, out=RESULTS_DIR / "compare")
-FULL = Preset(seeds="10-19", budget=100_000, out=RESULTS_DIR / "compare_full")
+#: Defaults of the quick run (the main command: a verdict within 5 minutes on 2 cores) and of ``--full``
+#: (the reported study). Both use seeds from 10 up: the GRPO agent's presets were chosen in sweeps over
+#: seeds 0..9 (agents/config.py, PRESETS), and tuning uses 1000+, so no reported seed was seen by any
+#: selection. Budgets are multiples of 20,480 env steps, which every default contender's rollout /
+#: iteration divides (GRPO 160, 320, 640; PPO 2,048, 4,096), so each contender ends its last update at
+#: exactly the budget and no step is wasted (any other budget also ends at exactly the budget; see
+#: run_one). 102,400 steps is where every GRPO seed of the 10-seed study had reached 95% held-out.
+QUICK = Preset(seeds="10-12", budget=102_400, out=LOCAL_OUT / "compare", committed=RESULTS_DIR / "compare")
+FULL = Preset(seeds="10-19", budget=102_400, out=LOCAL_OUT / "compare_full",
+              committed=RESULTS_DIR / "compare_full")
 #: Checkpoints per run (the chunk is budget / EVALS_PER_RUN env steps).
 EVALS_PER_RUN = 25
 THRESHOLDS = (0.95, 1.0)
@@ -114,6 +126,8 @@ class Contender:
     policy: str  # "tabular" or "mlp"
     tuned: bool  # hyperparameters from benchmarks/hparams/<name>.json
     label: str
+    #: Fixed hyperparameters applied before any tuned ones (SB3 keywords, or GRPOConfig fields).
+    base: Mapping[str, Any] = field(default_factory=dict)
 
 
 CONTENDERS: dict[str, Contender] = {
@@ -122,7 +136,10 @@ CONTENDERS: dict[str, Contender] = {
         Contender("grpo_tabular", "GRPO", "tabular", False, "GRPO tabular (defaults)"),
         Contender("grpo_mlp", "GRPO", "mlp", False, "GRPO MLP (defaults)"),
         Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)"),
-        Contender("ppo_default", "PPO", "mlp", False, "SB3 PPO (defaults)"),
+        # SB3's defaults per update (2,048-step rollouts, minibatch 64, 10 epochs, lr 3e-4, ...), with
+        # the rollout collected from 8 env copies x 256 steps instead of 1 x 2,048: the same updates on
+        # the same amount of data (episodes are independent 5-token answers), ~1.7x the env steps/s.
+        Contender("ppo_default", "PPO", "mlp", False, "SB3 PPO (defaults)", {"n_envs": 8, "n_steps": 256}),
         Contender("ppo_tuned", "PPO", "mlp", True, "SB3 PPO (tuned)"),
         Contender("a2c_default", "A2C", "mlp", False, "SB3 A2C (defaults)"),
     )
@@ -241,6 +258,71 @@ def _evaluate(model: Any, env: Any, split: str) -> tuple[float, bool]:
     return greedy_success(predict, env, split), constant
 
 
+def _max_iteration_steps(model: Any) -> int:
+    """The most env steps one GRPO iteration can take: B x G episodes of at most the env's episode
+    limit (the task's ``max_length`` for rlvr envs, else the TimeLimit)."""
+    inner = model.env.unwrapped
+    task = getattr(inner, "task", None)
+    if task is not None:
+        horizon = int(task.max_length)
+    else:
+        spec = getattr(model.env, "spec", None)
+        horizon = int(getattr(spec, "max_episode_steps", None) or 10**9)
+    return int(model.config.prompts_per_iter * model.config.group_size * horizon)
+
+
+def _advance_sb3(model: Any, target: int, budget: int) -> None:
+    """Train an SB3 model until ``num_timesteps >= target`` (SB3 rounds up to whole rollouts), stopping
+    at exactly ``budget`` env steps if a rollout would cross it: the steps of that cut rollout are taken
+    but never learned from (SB3 updates only after a whole rollout)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class StopAtBudget(BaseCallback):
+        def _on_step(self) -> bool:
+            return bool(self.model.num_timesteps < budget)
+
+    model.learn(target - int(model.num_timesteps), reset_num_timesteps=False, callback=StopAtBudget())
+
+
+def _advance_grpo(model: Any, target: int, budget: int) -> tuple[Any, float, int | None]:
+    """Train GRPO one iteration at a time until ``num_timesteps >= target``. An iteration that would end
+    past ``budget`` is rolled back (the model before it is restored and credited with exactly ``budget``
+    steps): like SB3's cut rollout, its steps up to the budget are taken and nothing is learned from them,
+    and steps past the budget never count. Returns the model, the training seconds (the rolled-back
+    iteration's time excluded) and, if an iteration was rolled back, the steps learned from."""
+    import copy
+
+    seconds, learned = 0.0, None
+    limit = _max_iteration_steps(model)
+    while model.num_timesteps < target:
+        snapshot = copy.deepcopy(model) if budget - model.num_timesteps < limit else None
+        t0 = time.perf_counter()
+        model.learn(1, reset_num_timesteps=False)  # exactly one iteration
+        elapsed = time.perf_counter() - t0
+        if model.num_timesteps > budget:
+            assert snapshot is not None, "an iteration can never exceed its step limit"
+            learned = int(snapshot.num_timesteps)
+            model = snapshot
+            model.num_timesteps = budget
+            break
+        seconds += elapsed
+    return model, seconds, learned
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of everything a run's numbers can depend on (read from package metadata, so the tabular
+    GRPO path still never imports torch)."""
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("torch", "stable-baselines3", "sb3-contrib", "numpy", "gymnasium", "scipy", "ray"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    return versions
+
+
 def _first_crossing(curve: Sequence[Mapping[str, Any]], threshold: float) -> tuple[int | None, float | None]:
     for point in curve:
         if point.get("test_success") is not None and point["test_success"] >= threshold - 1e-12:
@@ -287,12 +369,30 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         curve.append(point)
 
     checkpoint()
-    while model.num_timesteps < spec.budget:
-        chunk = min(spec.eval_every, spec.budget - int(model.num_timesteps))
-        t0 = time.perf_counter()
-        model.learn(chunk, reset_num_timesteps=False)
-        train_seconds += time.perf_counter() - t0
+    # Checkpoints at the first rollout / iteration boundary at or after each multiple of eval_every; the
+    # run ends at exactly spec.budget env steps for every contender (see _advance_sb3 / _advance_grpo).
+    learned_steps: int | None = None
+    targets = sorted({min(spec.budget, k * spec.eval_every)
+                      for k in range(1, -(-spec.budget // spec.eval_every) + 1)})
+    for target in targets:
+        if model.num_timesteps >= target:
+            continue
+        if contender.algo == "GRPO":
+            model, seconds, cut = _advance_grpo(model, target, spec.budget)
+            train_seconds += seconds
+            learned_steps = cut if cut is not None else learned_steps
+        else:
+            t0 = time.perf_counter()
+            _advance_sb3(model, target, spec.budget)
+            train_seconds += time.perf_counter() - t0
         checkpoint()
+    if int(model.num_timesteps) != spec.budget:
+        raise RuntimeError(f"{spec.key}: trained {model.num_timesteps} env steps, not the budget {spec.budget}")
+    if contender.algo != "GRPO":
+        rollout = int(model.n_steps) * int(model.n_envs)
+        learned_steps = spec.budget - spec.budget % rollout  # SB3 updates once per whole rollout
+    elif learned_steps is None:
+        learned_steps = spec.budget
 
     final = curve[-1]
     if contender.algo == "GRPO":
@@ -320,6 +420,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "eval_every": spec.eval_every,
         "hyperparams": spec.hyperparams,
         "num_timesteps": int(model.num_timesteps),
+        "learned_steps": int(learned_steps),
         "train_seconds": train_seconds,
         "final_train_success": final["train_success"],
         "final_test_success": final["test_success"],
@@ -331,6 +432,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,  # Linux: KiB
         "wall_seconds_total": time.time() - started,
         "last_metrics": metrics,
+        "versions": library_versions(),
         "curve": curve,
     }
     params = _trainable_parameters(model)
@@ -356,8 +458,8 @@ def contender_hyperparams(contender: str, overrides: Mapping[str, Any] | None = 
     if c.algo == "GRPO":
         from agents import GRPOConfig
 
-        return GRPOConfig.preset(c.policy, **dict(overrides or {})).to_dict()
-    return dict(overrides or {})
+        return GRPOConfig.preset(c.policy, **{**c.base, **dict(overrides or {})}).to_dict()
+    return {**c.base, **dict(overrides or {})}
 
 
 def resolve_hyperparams(contender: str) -> dict[str, Any]:
@@ -441,7 +543,8 @@ def run_all(
 # Aggregation, verdicts, table
 # -------------------------------------------------------------------------------------------------
 RUN_COLUMNS = [
-    "contender", "algo", "policy", "env_id", "seed", "budget", "eval_every", "num_timesteps", "train_seconds",
+    "contender", "algo", "policy", "env_id", "seed", "budget", "eval_every", "num_timesteps", "learned_steps",
+    "train_seconds",
     "final_train_success", "final_test_success", "steps_to_95", "seconds_to_95", "reached_95",
     "steps_to_100", "seconds_to_100", "reached_100", "collapsed", "collapse_rule", "greedy_constant",
     "params_actor", "params_critic", "params_total", "steps_per_second", "peak_rss_mb", "torch_threads",
@@ -453,7 +556,7 @@ SUMMARY_COLUMNS = [
     "final_train_iqm", "final_train_lo", "final_train_hi", "steps95_iqm", "steps95_lo", "steps95_hi",
     "steps95_censored", "seconds95_iqm", "seconds95_lo", "seconds95_hi", "frac_reached_100",
     "frac_collapsed", "params_actor", "params_critic", "params_total", "steps_per_second_median",
-    "peak_rss_mb_median", "torch_threads", "verdict", "verdict_vs_ppo_default",
+    "peak_rss_mb_median", "torch_threads", "env_steps", "verdict", "verdict_vs_ppo_default",
 ]
 
 
@@ -558,6 +661,7 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
             "steps_per_second_median": float(np.median([r["steps_per_second"] for r in runs])),
             "peak_rss_mb_median": float(np.median([r["peak_rss_mb"] for r in runs])),
             "torch_threads": "/".join(threads),
+            "env_steps": "/".join(str(v) for v in sorted({int(r["num_timesteps"]) for r in runs})),
             "_final": final, "_steps": steps_ci, "_steps_raw": steps, "_seconds_raw": seconds,
         })
     refs = {name: next((r for r in rows if r["contender"] == name), None) for name in REFERENCES}
@@ -592,6 +696,25 @@ def _fmt_ci(point: float, lo: float, hi: float, digits: int, scale: float = 1.0)
     return Interval(point, lo, hi).fmt(digits, scale)
 
 
+def _steps_line(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    counts = {r["env_steps"] for r in summary["rows"]}
+    if counts == {str(meta["budget"])}:
+        return (f"Every run trained exactly {meta['budget']:,} env steps (`num_timesteps` in runs.csv; "
+                "`learned_steps` is where its last update ended).")
+    per = ", ".join(f"{r['label']}: {r['env_steps']}" for r in summary["rows"])
+    return f"Env steps trained per run (NOT all equal to the budget {meta['budget']:,}): {per}."
+
+
+def _versions_line(meta: Mapping[str, Any]) -> str:
+    runs = [json.loads(v) for v in meta.get("run_versions", []) if v != "null"]
+    if not runs:
+        return "Library versions: not recorded."
+    names = ("python", "torch", "stable-baselines3", "numpy", "gymnasium")
+    text = "; ".join(", ".join(f"{n} {v.get(n)}" for n in names) for v in runs)
+    many = " (runs ran under DIFFERENT versions; compare with care)" if len(runs) > 1 else ""
+    return f"Library versions of the runs: {text}{many}."
+
+
 def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     """The results table (markdown), the ratios against tuned PPO, and the conditions of the run."""
     lines = [
@@ -621,6 +744,9 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         "which flatters them. Steps and seconds to a threshold are those of the first checkpoint at or above "
         "it. Wall seconds are training time only, one torch thread per run "
         f"({meta['workers']} runs in parallel on {meta['cpu_count']} cores of a shared machine).",
+        "",
+        _steps_line(summary, meta),
+        _versions_line(meta),
     ]
     if summary["ratios"]:
         lines += [
@@ -645,6 +771,25 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
                 f"| {q['params_ratio']:.2f} | {goals} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
+    """One plain line per GRPO contender against tuned PPO (and PPO defaults), with the goals."""
+    lines = []
+    by_name = {r["contender"]: r for r in summary["rows"]}
+    for row in summary["rows"]:
+        if CONTENDERS.get(row["contender"]) is None or CONTENDERS[row["contender"]].algo != "GRPO":
+            continue
+        for ref, column in zip(REFERENCES, ("verdict", "verdict_vs_ppo_default")):
+            if ref not in by_name:
+                continue
+            goals = [q for q in summary["ratios"] if q["contender"] == row["contender"] and q["reference"] == ref]
+            goal_text = ""
+            if goals:
+                q = goals[0]
+                goal_text = " | goals: " + ", ".join(f"{n} {q[f'goal_{n}']}" for n in ("steps", "seconds", "params"))
+            lines.append(f"Verdict: {row['label']} vs {CONTENDERS[ref].label}: {row[column]}{goal_text}")
+    return lines
 
 
 def write_outputs(
@@ -727,7 +872,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS),
                    help=f"comma-separated, from {', '.join(CONTENDERS)} (default: all but a2c_default)")
     p.add_argument("--workers", type=int, default=2, help="runs in parallel (one process, one thread each)")
-    p.add_argument("--out", type=Path, default=None, help="results directory (reruns reuse finished runs)")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"results directory (reruns reuse finished runs); default {QUICK.out}/, --full "
+                        f"{FULL.out}/ (untracked)")
+    p.add_argument("--update-results", action="store_true",
+                   help=f"write into the committed results ({QUICK.committed.relative_to(RESULTS_DIR.parent.parent)}"
+                        f", with --full {FULL.committed.relative_to(RESULTS_DIR.parent.parent)}), replacing "
+                        "their runs; for maintainers regenerating the README's tables")
     p.add_argument("--rerun", default="",
                    help="comma-separated contenders whose finished runs in --out are replaced, not reused")
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
@@ -750,6 +901,17 @@ def _git_commit() -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
+def resolve_out(args: argparse.Namespace) -> Path:
+    """The output folder: ``--out``, else the preset's untracked default; ``--update-results`` (and only
+    it) selects the committed results folder."""
+    preset = FULL if args.full else QUICK
+    if args.update_results:
+        if args.out is not None:
+            raise ValueError("--update-results writes the committed results folder; do not pass --out with it")
+        return preset.committed
+    return Path(args.out) if args.out is not None else preset.out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     preset = FULL if args.full else QUICK
@@ -764,7 +926,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ValueError(f"--workers {args.workers} must be at least 1")
     contenders = parse_contenders(args.contenders)
     rerun = parse_contenders(args.rerun, "--rerun") if args.rerun.strip() else []
-    out = Path(args.out if args.out is not None else preset.out)
+    out = resolve_out(args)
 
     import gymnasium as gym
 
@@ -773,21 +935,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.env not in gym.registry:
         raise ValueError(f"--env {args.env!r} is not a registered Gymnasium id")
     hyperparams = {name: resolve_hyperparams(name) for name in contenders}
+    for name in contenders:
+        n_envs = int(hyperparams[name].get("n_envs", 1)) if CONTENDERS[name].algo != "GRPO" else 1
+        if budget % n_envs:
+            raise ValueError(f"--budget {budget} must be a multiple of {name}'s {n_envs} env copies "
+                             "(SB3 steps them together), so that every contender trains exactly the budget")
     # Seed-major order: an interrupted study has complete seeds for every contender, not all seeds of some.
     specs = [RunSpec(name, args.env, seed, budget, eval_every, hyperparams[name])
              for seed in seeds for name in contenders]
     started = time.time()
     records, failures = run_all(specs, out, workers=args.workers, progress=not args.quiet, rerun=rerun)
-    import stable_baselines3
-    import torch
-
+    if args.update_results and not failures:
+        # The committed folder holds exactly this study: drop run files it no longer contains.
+        keep = {f"{s.key}.json" for s in specs}
+        for path in (out / "runs").glob("*.json"):
+            if path.name not in keep:
+                path.unlink()
+    versions = library_versions()
     meta = {
         "env_id": args.env, "budget": budget, "eval_every": eval_every, "seeds": seeds,
         "seeds_text": (f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1))
                        else str(seeds)),
         "contenders": contenders, "hyperparams": hyperparams, "workers": args.workers,
-        "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-        "stable_baselines3": stable_baselines3.__version__, "numpy": np.__version__,
+        "cpu_count": os.cpu_count(), "versions": versions,
+        "run_versions": sorted({json.dumps(r.get("versions"), sort_keys=True) for r in records}),
         "command": "python -m benchmarks.compare " + " ".join(sys.argv[1:] if argv is None else argv),
         "git_commit": _git_commit(),
         "run_git_commits": sorted({str(r.get("git_commit")) for r in records}),
@@ -796,6 +967,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if records:
         result = write_outputs(records, contenders, out, meta, plots=not args.no_plots)
         print(result["table"])
+        print("\n".join(verdict_lines(result["summary"])))
         print(f"results in {out}/ (table.md, summary.csv/json, runs.csv, curves.csv, *.png, runs/)")
     if failures:
         print(f"{len(failures)} run(s) failed:", file=sys.stderr)

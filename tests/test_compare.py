@@ -20,6 +20,7 @@ from benchmarks.compare import (
     RunSpec,
     atomic_write_text,
     build_model,
+    build_parser,
     main,
     parse_seeds,
     resolve_hyperparams,
@@ -55,7 +56,10 @@ def test_every_output_exists_and_parses(smoke_out: Path) -> None:
     for r in runs:
         for col in ("final_train_success", "final_test_success"):
             assert 0.0 <= float(r[col]) <= 1.0
-        assert int(r["num_timesteps"]) >= 400
+        assert int(r["num_timesteps"]) == 400  # exactly the budget, whatever the rollout size
+        # GRPO tabular's iterations are 320 steps (the one crossing 400 is rolled back); PPO's first
+        # 2,048-step rollout is cut at 400 before any update.
+        assert int(r["learned_steps"]) == {"grpo_tabular": 320, "ppo_default": 0}[r["contender"]]
         assert float(r["train_seconds"]) > 0 and float(r["peak_rss_mb"]) > 0
         assert int(r["params_actor"]) > 0
         assert (int(r["params_critic"]) > 0) == (r["algo"] != "GRPO")
@@ -74,6 +78,50 @@ def test_every_output_exists_and_parses(smoke_out: Path) -> None:
     assert all(CONTENDERS[n].label in table for n in SMOKE_CONTENDERS.split(","))
     assert (smoke_out / "curves_steps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(list((smoke_out / "runs").glob("*.json"))) == len(runs)
+
+
+def test_runs_record_library_versions(smoke_out: Path) -> None:
+    for path in (smoke_out / "runs").glob("*.json"):
+        versions = json.loads(path.read_text())["versions"]
+        for name in ("python", "torch", "stable-baselines3", "numpy", "gymnasium"):
+            assert versions[name], (path.name, name)
+    assert "Library versions of the runs: python" in (smoke_out / "table.md").read_text()
+    assert "Every run trained exactly 400 env steps" in (smoke_out / "table.md").read_text()
+
+
+@pytest.mark.parametrize("contender, budget", [("grpo_mlp", 1000), ("ppo_tuned", 1000), ("grpo_tabular", 640)])
+def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) -> None:
+    """Budgets that no rollout / iteration divides still end at exactly the budget (GRPO-MLP's
+    iterations are 640 steps, tuned PPO's rollouts 8 x 512), and a divisible one learns from all of it."""
+    from benchmarks.compare import run_one
+
+    record = run_one(RunSpec(contender, "rlvr/Arithmetic-v0", 0, budget, budget // 2,
+                             resolve_hyperparams(contender)))
+    assert record["num_timesteps"] == budget
+    assert record["curve"][-1]["num_timesteps"] == budget
+    expected = {"grpo_mlp": 640, "ppo_tuned": 0, "grpo_tabular": 640}[contender]
+    assert record["learned_steps"] == expected
+
+
+def test_default_output_is_untracked_and_committed_results_need_a_flag(tmp_path: Path) -> None:
+    import subprocess
+
+    from benchmarks.compare import FULL, QUICK, RESULTS_DIR, resolve_out
+
+    parser = build_parser()
+    assert resolve_out(parser.parse_args([])) == QUICK.out
+    assert resolve_out(parser.parse_args(["--full"])) == FULL.out
+    assert resolve_out(parser.parse_args(["--update-results"])) == RESULTS_DIR / "compare"
+    assert resolve_out(parser.parse_args(["--out", str(tmp_path)])) == tmp_path
+    with pytest.raises(ValueError, match="--update-results"):
+        resolve_out(parser.parse_args(["--update-results", "--out", str(tmp_path)]))
+    root = RESULTS_DIR.parent.parent
+    for out in (QUICK.out, FULL.out):
+        assert not out.is_absolute()  # relative to where the command runs
+        probe = subprocess.run(["git", "check-ignore", "-q", str(out / "runs" / "x.json")], cwd=root)
+        assert probe.returncode == 0, f"{out} is not ignored by git"
+    probe = subprocess.run(["git", "check-ignore", "-q", str(QUICK.committed / "runs" / "x.json")], cwd=root)
+    assert probe.returncode == 1, "committed run files must not be git-ignored"
 
 
 def test_rerun_reuses_finished_runs(smoke_out: Path) -> None:
