@@ -190,7 +190,6 @@ class ArithmeticTextEnv(TextEnv):
                          format_weight=format_weight, answer_format=answer_format, render_mode=render_mode)
 
 
-
 class TextAsArrays(gym.Wrapper[np.ndarray, np.ndarray, str, str]):
     """A text env seen through arrays: observation = the prompt's ASCII codes, action = the codes of a
     completion. For code that only handles array spaces (Stable-Baselines3's ``check_env`` asserts that
@@ -235,8 +234,8 @@ class TextAsArrays(gym.Wrapper[np.ndarray, np.ndarray, str, str]):
     def step(self, action: object) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         codes = np.asarray(action)
         if codes.shape != (self.max_chars,) or not np.issubdtype(codes.dtype, np.integer):
-            raise ValueError(f"action of shape {codes.shape} and dtype {codes.dtype} must be {self.max_chars} "
-                             "integer character codes")
+            raise ValueError(f"action of shape {codes.shape} and dtype {codes.dtype} must be "
+                             f"{self.max_chars} integer character codes")
         if codes.min(initial=0) < 0 or codes.max(initial=0) > 127:
             raise ValueError(f"action codes must lie in [0, 127], got {codes.min()}..{codes.max()}")
         zeros = np.flatnonzero(codes == 0)

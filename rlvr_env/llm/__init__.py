@@ -3,8 +3,8 @@
 - :mod:`rlvr_env.llm.trl_rewards`: reward functions with TRL ``GRPOTrainer``'s signature (one per reward part,
   plus the group-level k1.5 length term) and :func:`make_dataset`, a ``datasets.Dataset`` of prompts.
 - :mod:`rlvr_env.llm.verl_reward`: ``compute_score`` for verl's custom reward function, and its rows.
-- :mod:`rlvr_env.llm.vf_taskset`: ``verifiers`` tasksets (``vf.load_environment`` ids ``rlvr_env_countdown`` and
-  ``rlvr_env_arithmetic``).
+- :mod:`rlvr_env.llm.vf_taskset`: ``verifiers`` tasksets (``vf.load_environment`` ids
+  ``rlvr_env_countdown`` and ``rlvr_env_arithmetic``).
 
 The answer extraction policy is :mod:`rlvr_env.completions`. Nothing here imports trl, transformers,
 datasets or verifiers until a function needs it (``pip install "rlvr-env[llm]"`` brings them).

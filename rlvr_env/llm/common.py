@@ -70,7 +70,8 @@ def sample_prompts(task: Task, split: str = "train", size: int | None = None, se
     if isinstance(task, CountdownTask):
         k = DEFAULT_COUNTDOWN_SIZE if size is None else int(size)
         numbers, targets, _ = task.sample_arrays(rng, split, k)
-        return [Prompt(tuple(int(x) for x in row), int(t)) for row, t in zip(numbers.tolist(), targets.tolist())]
+        return [Prompt(tuple(int(x) for x in row), int(t))
+                for row, t in zip(numbers.tolist(), targets.tolist())]
     if size is None:
         raise ValueError(f"task {task.name!r} has no finite prompt list; give a size")
     return [task.sample_prompt(rng, split) for _ in range(int(size))]

@@ -31,7 +31,8 @@ from rlvr_env.rewards import length_reward
 from rlvr_env.tasks.base import Task
 from rlvr_env.verifier import Grammar, RewardWeights, Verdict
 
-__all__ = ["AccuracyReward", "FormatReward", "LengthReward", "reward_functions", "make_dataset", "score_batch"]
+__all__ = ["AccuracyReward", "FormatReward", "LengthReward", "reward_functions", "make_dataset",
+           "score_batch"]
 
 
 def _rows(name: str, values: Any, n: int) -> Sequence[Any]:

@@ -56,7 +56,8 @@ _DEFAULT_WEIGHTS = RewardWeights()
 
 @lru_cache(maxsize=256)
 def _grammar(operators: str, parentheses: bool, number_use: str, integer_division: bool) -> Grammar:
-    return Grammar(operators=frozenset(operators), parentheses=parentheses, number_use=number_use,  # type: ignore[arg-type]
+    return Grammar(operators=frozenset(operators), parentheses=parentheses,
+                   number_use=number_use,  # type: ignore[arg-type]
                    integer_division=integer_division)
 
 
@@ -156,7 +157,8 @@ def verl_rows(task: str | Task = "countdown", split: str = "train", size: int | 
     """verl dataset rows (write them with ``pandas.DataFrame(rows).to_parquet(path)``) for ``task``'s
     ``split``: the prompts of :func:`rlvr_env.llm.sample_prompts` ``(task, split, size, seed)``."""
     task = resolve_task(task)
-    source = {"countdown": "rlvr/Countdown", "arithmetic": "rlvr/Arithmetic"}.get(task.name, f"rlvr/{task.name}")
+    sources = {"countdown": "rlvr/Countdown", "arithmetic": "rlvr/Arithmetic"}
+    source = sources.get(task.name, f"rlvr/{task.name}")
     rows = []
     for index, prompt in enumerate(sample_prompts(task, split, size, seed)):
         rows.append({

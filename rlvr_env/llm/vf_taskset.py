@@ -56,7 +56,8 @@ class RlvrTaskData(vf.TaskData):
 
     def grammar(self) -> Grammar:
         return Grammar(operators=frozenset(self.operators), parentheses=self.parentheses,
-                       number_use=self.number_use, integer_division=self.integer_division)  # type: ignore[arg-type]
+                       number_use=self.number_use,  # type: ignore[arg-type]
+                       integer_division=self.integer_division)
 
 
 class RlvrTaskConfig(vf.TaskConfig):
