@@ -60,7 +60,9 @@ class CountdownEnv(TokenEnv):
     grammar ``Grammar(operators, parentheses, number_use, integer_division)``. No ``eval``; division by
     zero, or an inexact quotient under ``integer_division=True``, makes the answer not well-formed.
     Using a slot twice uses its number twice, which breaks the number-use rule (unless the prompt holds
-    that number twice); two adjacent slot tokens read as one multi-digit literal, as the text does.
+    that number twice). A slot token is one number: two adjacent slot tokens are not well-formed (the
+    expression shows them apart, ``"1 2"``), so ``n0 n1`` with numbers (1, 2, 12) never reads as the
+    prompt's 12, unmasked or not.
 
     ``number_use="at_most_once"`` is the default because it is the game's rule, and because it makes
     answer length a real choice (a two-number answer can be correct), which is what the Kimi k1.5 length

@@ -365,7 +365,10 @@ class GRPO:
             clip_eps=cfg.clip_eps, beta=cfg.beta, kl_estimator=cfg.kl_estimator,  # type: ignore[arg-type]
             aggregation=cfg.loss_aggregation, clip_eps_high=cfg.clip_eps_high,
             dual_clip_c=cfg.dual_clip_c, policy_loss=cfg.policy_loss, kl_cov_ratio=cfg.kl_cov_ratio,
-            kl_cov_coef=cfg.kl_cov_coef, max_length=self._token_sum_norm(mask.shape[1]),
+            kl_cov_coef=cfg.kl_cov_coef, clip_cov_ratio=cfg.clip_cov_ratio,
+            clip_cov_bounds=(cfg.clip_cov_lb, cfg.clip_cov_ub),
+            rng=self.rng if cfg.policy_loss == "clip_cov" else None,  # Clip-Cov's draw; seeded
+            max_length=self._token_sum_norm(mask.shape[1]),
         )
         return dataclasses.replace(terms, grad_logp=terms.grad_logp[valid])
 

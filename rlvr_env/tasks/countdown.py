@@ -26,7 +26,11 @@ _OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 _ATOM, _ADDITIVE, _MULTIPLICATIVE = 0, 1, 2
 _LIMIT = 1 << 31  # generation rejects intermediate values this large (int64 products stay exact)
-_MAX_ROUNDS = 200  # rejection-sampling rounds before a setting is declared (nearly) infeasible
+_MIN_ROUND = 64  # candidates per rejection-sampling round, at least
+#: Candidates drawn in a row without one valid prompt before a setting is declared (nearly) infeasible.
+#: The same for every request size, so drawing one prompt (the single env's reset) and drawing a
+#: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
+_MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
 
 
@@ -131,8 +135,8 @@ class CountdownTask(Task):
         if not 2 <= n_numbers <= 8:
             raise ValueError(f"n_numbers={n_numbers!r} must be in [2, 8]")
         self.n_numbers = n = int(n_numbers)
-        # Numbers start at 1: a 0 would make "n0 n1" lex as a leading-zero literal, and negative numbers
-        # would read as a minus operator. Six digits is the verifier's literal limit.
+        # Numbers start at 1 (the game's rule; a negative number would read as a minus operator).
+        # Six digits is the verifier's literal limit.
         self.number_range = _check_range("number_range", number_range, 1, 999_999)
         self.target_range = _check_range("target_range", target_range, -(2**30), 2**30)
         if self.target_range[1] - self.target_range[0] >= 2**20:
@@ -286,7 +290,8 @@ class CountdownTask(Task):
 
         Rejection sampling: candidates whose value is not an integer in ``target_range``, that divide
         by zero (or inexactly under ``integer_division``), whose text would not fit ``max_length``, or
-        whose number multiset is in the other split are redrawn.
+        whose number multiset is in the other split are redrawn. ``ValueError`` when 12,800 candidates
+        in a row yield no valid prompt, whatever ``k`` (so a setting works for k = 1 and k = 1024 alike).
         """
         check_split(split)
         want_test = split == "test"
@@ -294,13 +299,19 @@ class CountdownTask(Task):
         numbers = np.zeros((k, n), dtype=np.int64)
         targets = np.zeros(k, dtype=np.int64)
         history = np.zeros((k, n - 1, 3), dtype=np.int64)
-        filled = 0
-        for _ in range(_MAX_ROUNDS):
-            if filled == k:
-                break
+        filled = dry = 0
+        while filled < k:
+            if dry >= _MAX_DRY_CANDIDATES:
+                raise ValueError(
+                    f"could not draw {split!r} prompts: {dry} candidates in a row gave no valid one, with "
+                    f"number_range={self.number_range}, target_range={self.target_range}, "
+                    f"operators={self.operators!r}, max_length={self.max_length}: too few generated "
+                    "expressions are valid; widen the ranges"
+                )
             need = k - filled
             lo, hi = self.number_range
-            cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, 64), n))  # (c, N)
+            cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, _MIN_ROUND), n))  # (c, N)
+            dry += len(cand_n)
             cand_n = cand_n[self.split_arrays(cand_n) == want_test]
             cand_t, cand_h, _, ok = self._draw(rng, cand_n)
             take = np.flatnonzero(ok)[:need]
@@ -308,12 +319,8 @@ class CountdownTask(Task):
             targets[filled : filled + len(take)] = cand_t[take]
             history[filled : filled + len(take)] = cand_h[take]
             filled += len(take)
-        if filled < k:
-            raise ValueError(
-                f"could not draw {split!r} prompts in {_MAX_ROUNDS} rounds with number_range="
-                f"{self.number_range}, target_range={self.target_range}, operators={self.operators!r}, "
-                f"max_length={self.max_length}: too few generated expressions are valid; widen the ranges"
-            )
+            if len(take):
+                dry = 0
         return numbers, targets, history
 
     def solution_tokens(self, history: np.ndarray) -> tuple[int, ...]:
@@ -502,8 +509,13 @@ class CountdownTask(Task):
 
     # -- answers -----------------------------------------------------------------------------------
     def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
-        n = self.n_numbers
-        return [str(prompt.numbers[t]) if t < n else self.vocab[t] for t in token_ids if t != self.eos_id]
+        n, eos = self.n_numbers, self.eos_id
+        out: list[str] = []
+        for t in token_ids:
+            if t == eos:
+                break  # the answer ends at its first EOS
+            out.append(str(prompt.numbers[t]) if t < n else self.vocab[t])
+        return out
 
     def render_prompt(self, prompt: Prompt) -> str:
         nums = " ".join(str(x) for x in prompt.numbers)
