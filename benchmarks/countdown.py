@@ -236,8 +236,11 @@ def ablation_table(runs: dict[str, list[dict[str, Any]]], floor: float) -> str:
         "| train greedy | collapsed | s/run |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, rs in runs.items():
-        note = VARIANTS[name][3]
+    # VARIANTS order (the stored JSON sorts its keys); rows no longer defined keep their stored order
+    order = [n for n in VARIANTS if n in runs] + [n for n in runs if n not in VARIANTS]
+    for name in order:
+        rs = runs[name]
+        note = VARIANTS[name][3] if name in VARIANTS else ""
         test = [r["final"]["test"] for r in rs]
         collapsed = sum(r["final_len"] <= MIN_LENGTH + 0.05 and r["final"]["test"]["greedy"] < floor
                         for r in rs)
