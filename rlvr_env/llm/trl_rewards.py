@@ -198,8 +198,8 @@ def reward_functions(
     one verification per completion. Pass the same ``task`` to :func:`make_dataset`."""
     task = resolve_task(task)
     cache: dict[str, Any] = {}
-    common = dict(accuracy_weight=accuracy_weight, format_weight=format_weight,
-                  answer_format=answer_format, cache=cache)
+    common: dict[str, Any] = dict(accuracy_weight=accuracy_weight, format_weight=format_weight,
+                                  answer_format=answer_format, cache=cache)
     funcs: list[Callable[..., list[float]]] = [AccuracyReward(task, **common), FormatReward(task, **common)]
     if length:
         funcs.append(LengthReward(task, num_generations=num_generations, **common))
