@@ -57,7 +57,9 @@ def score_batch(
     n = len(completions)
     numbers = _rows("numbers", numbers, n)
     target = _rows("target", target, n)
-    return [score_completion(c, nums, t, grammar=grammar, weights=weights, fmt=fmt)
+    # Rows as tuples: verify() reads a tuple of ints without re-checking each element's type.
+    return [score_completion(c, nums if type(nums) is tuple else tuple(nums), t, grammar=grammar,
+                             weights=weights, fmt=fmt)
             for c, nums, t in zip(completions, numbers, target)]
 
 
