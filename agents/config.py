@@ -49,7 +49,8 @@ class GRPOConfig:
 
     beta: float | None = None
     """beta: weight of the KL penalty to the frozen reference policy (lesson: 0.001-0.04; DeepSeekMath
-    uses 0.04; None: the policy's preset). Here the reference is the initial policy, which for the tabular table is uniform, so
+    uses 0.04; None: the policy's preset). Here the reference is the initial policy, which for the
+    tabular table is uniform, so
     beta also keeps exploration alive: it is what stops the collapse onto one well-formed wrong answer
     (see README, "What made tabular GRPO robust")."""
 
@@ -96,6 +97,13 @@ class GRPOConfig:
     """Global gradient-norm clip for the neural policy (SB3 PPO's default 0.5); None disables it.
     The tabular policy ignores it."""
 
+    action_masks: bool = True
+    """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` env and
+    its native vector env; the protocol sb3-contrib's MaskablePPO reads), sample from the policy
+    restricted to the allowed tokens and compute every log-prob of the update (current, old, reference)
+    under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and ``predict``
+    then mask too. False samples from the full vocabulary. An env without masks is never masked."""
+
     clip_eps_high: float | None = None
     """epsilon_high: DAPO's "clip-higher" (Yu et al. 2025, section 3.1; 0.28 there): the ratio is
     clipped to [1 - clip_eps, 1 + clip_eps_high], so unlikely tokens can gain probability faster than
@@ -103,7 +111,7 @@ class GRPOConfig:
     epsilon_high (TRL's is 1 + ours for policy_loss="cispo")."""
 
     dual_clip_c: float | None = None
-    """c: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games", eq. 5): for a
+    """c: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for a
     negative advantage the per-token objective is at least c * A, so a token whose ratio has grown
     far past 1 + epsilon cannot push an unbounded penalty. Must be > 1; None = off. verl clip_ratio_c
     (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound). policy_loss
@@ -112,18 +120,30 @@ class GRPOConfig:
     policy_loss: str = "vanilla"
     """The surrogate (verl actor.policy_loss.loss_mode): "vanilla" = PPO-clip per token (DeepSeekMath
     eq. 3); "gspo" = one length-normalised ratio per answer, clipped per answer (GSPO, Zheng et al.
-    2025, eq. 5-7; TRL importance_sampling_level="sequence"; GSPO uses far smaller clip ranges, e.g.
+    2025; TRL importance_sampling_level="sequence"; GSPO uses far smaller clip ranges, e.g.
     3e-4 / 4e-4); "cispo" = REINFORCE with the clipped importance weight as a constant (MiniMax-M1,
-    2025, eq. 4; TRL loss_type="cispo"); "kl_cov" = unclipped ratio, KL penalty on the
-    highest-covariance tokens (KL-Cov, Cui et al. 2025, eq. 12)."""
+    2025; TRL loss_type="cispo"); "kl_cov" = unclipped ratio, KL penalty on the
+    highest-covariance tokens (KL-Cov, Cui et al. 2025, arXiv 2505.22617); "clip_cov" = PPO-clip with
+    a random few high-covariance tokens left out of the loss (Clip-Cov, same paper)."""
 
     kl_cov_ratio: float = 2e-4
     """k: fraction of a minibatch's tokens that KL-Cov penalises (Cui et al. 2025; verl kl_cov_ratio,
     2e-4 there; at least one token is always chosen). In (0, 1]. Used by policy_loss="kl_cov"."""
 
     kl_cov_coef: float = 1.0
-    """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025 eq. 12;
+    """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025;
     verl ppo_kl_coef). >= 0. Used by policy_loss="kl_cov"."""
+
+    clip_cov_ratio: float = 2e-4
+    """r: fraction of a minibatch's tokens that Clip-Cov removes from the loss (Cui et al. 2025; verl
+    clip_cov_ratio, 2e-4 there; at least one token while candidates exist). In (0, 1]. Drawn with the
+    agent's seeded generator. Used by policy_loss="clip_cov"."""
+
+    clip_cov_lb: float = 1.0
+    """omega_low: Clip-Cov draws only tokens whose centred covariance is above this (verl clip_cov_lb)."""
+
+    clip_cov_ub: float = 5.0
+    """omega_high: ... and below this (verl clip_cov_ub). Must exceed clip_cov_lb."""
 
     entropy_coef: float = 0.0
     """Entropy bonus weight: the loss subtracts entropy_coef times the mean per-token policy entropy
@@ -199,14 +219,24 @@ class GRPOConfig:
             raise ValueError(
                 f"policy_loss='gspo' needs loss_aggregation='seq_mean_token_mean', not "
                 f"{self.loss_aggregation!r}: GSPO's ratio is one number per answer, so each answer is "
-                "weighted once (GSPO eq. 5; verl forces it)"
+                "weighted once (GSPO's objective; verl forces it)"
             )
         _real_in("kl_cov_ratio", self.kl_cov_ratio, lo=0.0, lo_open=True, hi=1.0)
         _real_in("kl_cov_coef", self.kl_cov_coef, lo=0.0)
+        _real_in("clip_cov_ratio", self.clip_cov_ratio, lo=0.0, lo_open=True, hi=1.0)
+        _real_in("clip_cov_lb", self.clip_cov_lb)
+        _real_in("clip_cov_ub", self.clip_cov_ub)
+        if self.clip_cov_ub <= self.clip_cov_lb:
+            raise ValueError(
+                f"clip_cov_ub={self.clip_cov_ub!r} must exceed clip_cov_lb={self.clip_cov_lb!r}: the window "
+                "Clip-Cov draws tokens from would be empty"
+            )
         _real_in("entropy_coef", self.entropy_coef, lo=0.0)
         _int_at_least("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1, "")
         if self.token_sum_norm is not None:
             _int_at_least("token_sum_norm", self.token_sum_norm, 1, "")
+        if not isinstance(self.action_masks, bool):
+            raise ValueError(f"action_masks={self.action_masks!r} must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -25,6 +25,17 @@ from agents.policies import LossFn, Policy, UpdateStats
 __all__ = ["MLPPolicy"]
 
 
+def _masked_log_softmax(logits: torch.Tensor, masks: np.ndarray | None) -> torch.Tensor:
+    """log-softmax over the tokens ``masks`` allows (-inf elsewhere). ``masked_fill`` passes no gradient
+    to masked logits, and every allowed token's log-prob is finite, so gradients stay finite."""
+    if masks is None:
+        return torch.log_softmax(logits, dim=-1)
+    m = torch.as_tensor(np.asarray(masks, dtype=bool).reshape(logits.shape))
+    if not bool(m.any(dim=-1).all()):
+        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
+    return torch.log_softmax(logits.masked_fill(~m, float("-inf")), dim=-1)
+
+
 class MLPPolicy(Policy):
     """SB3 PPO's actor (``net_arch=[64, 64]``, Tanh, orthogonal init) trained by GRPO."""
 
@@ -89,15 +100,18 @@ class MLPPolicy(Policy):
         with torch.no_grad():
             return self.net(self._input(obs)).numpy()
 
-    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    def reference_logp(
+        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+    ) -> np.ndarray:
         with torch.no_grad():
-            logp_all = torch.log_softmax(self.reference(self._input(obs)), dim=-1)
+            logp_all = _masked_log_softmax(self.reference(self._input(obs)), masks)
             return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].numpy()
 
     def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None) -> UpdateStats:
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
         logits = self.net(self._input(obs))  # (T, V)
-        logp_all = torch.log_softmax(logits, dim=-1)  # (T, V)
+        logp_all = _masked_log_softmax(logits, masks)  # (T, V); -inf where masked
         logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
         terms = loss_fn(logp.detach().numpy())
         self.optimizer.zero_grad()
@@ -113,7 +127,9 @@ class MLPPolicy(Policy):
             nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
         self.optimizer.step()
         with torch.no_grad():
-            entropy = float(-(logp_all.exp() * logp_all).sum(-1).mean()) if len(actions) else 0.0
+            # Zero the -inf log-probs of masked tokens before the sum (0 * -inf is NaN).
+            plogp = torch.where(torch.isfinite(logp_all), logp_all.exp() * logp_all, 0.0)
+            entropy = float(-plogp.sum(-1).mean()) if len(actions) else 0.0
         return UpdateStats(terms, entropy)
 
     def num_parameters(self) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "clip_ratio",
     "clipped_surrogate",
     "cispo_surrogate",
+    "clip_cov_surrogate",
     "entropy_bonus",
     "gspo_surrogate",
     "informative_groups",
@@ -105,7 +106,7 @@ def grpo_batch_std_advantages(
 def reinforce_pp_baseline_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True
 ) -> np.ndarray:
-    """REINFORCE++-baseline (Hu et al. 2025, "REINFORCE++", arXiv 2501.03262, section 3): subtract each
+    """REINFORCE++-baseline (Hu et al. 2025, "REINFORCE++", arXiv 2501.03262): subtract each
     group's mean reward, then normalise the whole batch, ``A = (a - mean(a)) / (std(a) + eps)`` over all
     B x G centred rewards ``a``. Each answer counts once (verl's ``reinforce_plus_plus_baseline``
     whitens over tokens, so there a long answer counts once per token; equal on fixed-length tasks).
@@ -129,7 +130,7 @@ ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {
 
 def informative_groups(rewards: np.ndarray) -> np.ndarray:
     """(B,) True where a group's rewards are not all tied: DAPO's dynamic-sampling filter (Yu et al.
-    2025, section 3.2, eq. 11: keep a prompt only if ``0 < |{correct o_i}| < G``), generalised from
+    2025, section 3.2: keep a prompt only if ``0 < |{correct o_i}| < G``), generalised from
     accuracy to the whole reward. A tied group has zero advantage under every estimator above, so it
     contributes no policy gradient (only KL and entropy terms)."""
     r = _check_rewards(rewards)
@@ -162,9 +163,11 @@ class SurrogateSettings:
     * ``clip_eps_high``: DAPO's epsilon_high ("clip-higher", Yu et al. 2025 section 3.1): the upper
       clip ``1 + clip_eps_high``; None means ``clip_eps`` (symmetric PPO clip).
     * ``dual_clip_c``: the dual-clip constant c > 1 (Ye et al. 2020, "Mastering Complex Control in MOBA
-      Games", eq. 5): for A < 0 the objective is bounded below by ``c * A``; None turns it off.
+      Games"): for A < 0 the objective is bounded below by ``c * A``; None turns it off.
     * ``kl_cov_ratio``, ``kl_cov_coef``: KL-Cov's k (fraction of tokens) and its KL weight (Cui et al.
-      2025, "The Entropy Mechanism of RL for Reasoning LMs", eq. 12).
+      2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617).
+    * ``clip_cov_ratio``, ``clip_cov_bounds``, ``rng``: Clip-Cov's fraction r of tokens, the covariance
+      window (omega_low, omega_high) they are drawn from, and the generator that draws them (same paper).
     """
 
     clip_eps: float = 0.2
@@ -172,6 +175,9 @@ class SurrogateSettings:
     dual_clip_c: float | None = None
     kl_cov_ratio: float = 2e-4
     kl_cov_coef: float = 1.0
+    clip_cov_ratio: float = 2e-4
+    clip_cov_bounds: tuple[float, float] = (1.0, 5.0)
+    rng: np.random.Generator | None = None
 
     @property
     def eps_high(self) -> float:
@@ -240,14 +246,14 @@ def _vanilla_surrogate(
 def gspo_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", eqs. 5-7): one ratio per answer,
+    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071): one ratio per answer,
     ``s_i = exp(mean_t log(pi / pi_old))`` over the answer's real tokens, clipped per answer:
     ``min(s_i A_i, clip(s_i) A_i)``, written on each of its tokens.
 
     With ``seq_mean_token_mean`` aggregation (each answer weighted once, as GSPO's objective is; the
     config enforces it) the loss is exactly GSPO's, and the returned gradient is its derivative:
     ``d s_i / d logp_t = s_i / |y_i|``, of which the aggregation's 1/|y_i| weight supplies the
-    1/|y_i|, so the per-token gradient here is ``s_i A_i`` (the "GSPO-token" form, eq. 13-14, with
+    1/|y_i|, so the per-token gradient here is ``s_i A_i`` (the paper's "GSPO-token" form, with
     all token advantages equal). ``mask`` is (N, L), 1 on real tokens.
     """
     lengths = np.maximum(mask.sum(axis=1, keepdims=True), 1.0)  # (N, 1)
@@ -266,7 +272,7 @@ def gspo_surrogate(
 def cispo_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """CISPO (MiniMax-M1, 2025, arXiv 2506.13585, eq. 4): REINFORCE weighted by the *clipped,
+    """CISPO (MiniMax-M1, 2025, arXiv 2506.13585): REINFORCE weighted by the *clipped,
     stop-gradient* importance weight, ``sg(clip(rho, 1 - eps_low, 1 + eps_high)) * A * logp``. Unlike
     PPO's clip, no token loses its gradient: the clip only bounds the weight.
 
@@ -283,7 +289,7 @@ def cispo_surrogate(
 def kl_cov_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """KL-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", section 4, eq. 12):
+    """KL-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617):
     the *unclipped* ``rho * A`` on every token, minus ``kl_cov_coef * |logp - logp_old|`` on the
     ``max(1, int(kl_cov_ratio * T))`` real tokens with the largest centred covariance
     ``(A_t - mean A) * (logp_t - mean logp)`` over the batch's T real tokens. Those tokens are the
@@ -311,6 +317,34 @@ def kl_cov_surrogate(
     return objective, grad, selected
 
 
+def clip_cov_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Clip-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617):
+    PPO-clip per token, except that ``max(1, int(clip_cov_ratio * T))`` of the T real tokens, drawn at
+    random (with ``s.rng``) among those PPO did not clip whose centred covariance ``(A_t - mean A) *
+    (logp_t - mean logp)`` lies strictly inside ``clip_cov_bounds``, are removed from the loss (value and
+    gradient zero): the high-covariance updates that drive entropy down are skipped. As in verl's
+    ``clip_cov`` loss; ``clipped`` marks PPO-clipped and removed tokens.
+    """
+    if s.rng is None:
+        raise ValueError("clip_cov needs a random generator (SurrogateSettings.rng) to draw its tokens")
+    objective, grad, clipped = clipped_surrogate(logp, logp_old, adv, s.clip_eps, s.clip_eps_high)
+    valid = mask > 0
+    n_valid = int(valid.sum())
+    removed = np.zeros(logp.shape, dtype=bool)
+    if n_valid:
+        a, lp = adv[valid], logp[valid]
+        cov = (a - a.mean()) * (lp - lp.mean())  # (T,)
+        lo, hi = s.clip_cov_bounds
+        candidates = np.flatnonzero((cov > lo) & (cov < hi) & ~clipped[valid])
+        k = min(max(1, int(s.clip_cov_ratio * n_valid)), len(candidates))
+        flat = np.zeros(n_valid, dtype=bool)
+        flat[s.rng.permutation(candidates)[:k]] = True
+        removed[valid] = flat
+    return np.where(removed, 0.0, objective), np.where(removed, 0.0, grad), clipped | removed
+
+
 SurrogateFn = Callable[
     [np.ndarray, np.ndarray, np.ndarray, np.ndarray, SurrogateSettings],
     tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -321,6 +355,7 @@ POLICY_LOSSES: dict[str, SurrogateFn] = {
     "gspo": gspo_surrogate,
     "cispo": cispo_surrogate,
     "kl_cov": kl_cov_surrogate,
+    "clip_cov": clip_cov_surrogate,
 }
 
 
@@ -451,6 +486,9 @@ def grpo_token_loss(
     policy_loss: str = "vanilla",
     kl_cov_ratio: float = 2e-4,
     kl_cov_coef: float = 1.0,
+    clip_cov_ratio: float = 2e-4,
+    clip_cov_bounds: tuple[float, float] = (1.0, 5.0),
+    rng: np.random.Generator | None = None,
     max_length: int | None = None,
 ) -> LossTerms:
     """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
@@ -463,11 +501,13 @@ def grpo_token_loss(
         clip_eps, beta: the clip range and the KL weight.
         kl_estimator: a key of :data:`KL_ESTIMATORS`.
         aggregation: a key of :data:`LOSS_AGGREGATIONS`; ``max_length`` is its fixed length.
-        clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef: see :class:`SurrogateSettings`.
+        clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef, clip_cov_ratio, clip_cov_bounds, rng: see
+            :class:`SurrogateSettings` (``rng`` is needed by "clip_cov" only).
         policy_loss: a key of :data:`POLICY_LOSSES` ("vanilla" is PPO-clip).
     """
     weights = LOSS_AGGREGATIONS[aggregation](mask, max_length)  # (N, L), zero on padding
-    settings = SurrogateSettings(clip_eps, clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef)
+    settings = SurrogateSettings(clip_eps, clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef,
+                                 clip_cov_ratio, tuple(clip_cov_bounds), rng)  # type: ignore[arg-type]
     surrogate, d_surrogate, clipped = POLICY_LOSSES[policy_loss](logp, logp_old, adv, mask, settings)
     kl, d_kl = KL_ESTIMATORS[kl_estimator](logp, logp_ref)
     per_token = -(surrogate - beta * kl)  # (N, L)

@@ -25,6 +25,7 @@ __all__ = [
     "UpdateStats",
     "log_softmax",
     "sample_categorical",
+    "apply_mask",
     "make_policy",
     "check_tabular_observations",
     "POLICY_NAMES",
@@ -38,6 +39,17 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise log-softmax of (N, V) logits, stable for large values."""
     z = logits - logits.max(axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def apply_mask(logits: np.ndarray, masks: np.ndarray | None) -> np.ndarray:
+    """(N, V) logits with the tokens a mask forbids set to -inf (grammar-constrained decoding); the
+    logits themselves when ``masks`` is None. Every row must allow at least one token."""
+    if masks is None:
+        return logits
+    m = np.asarray(masks, dtype=bool).reshape(logits.shape)
+    if not m.any(axis=-1).all():
+        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
+    return np.where(m, logits, -np.inf)
 
 
 def sample_categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -65,15 +77,21 @@ class Policy(abc.ABC):
         """(N, V) float64 logits for a batch of observations, without gradient bookkeeping."""
 
     @abc.abstractmethod
-    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """(T,) log-probabilities of ``actions`` under the frozen reference policy."""
+    def reference_logp(
+        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(T,) log-probabilities of ``actions`` under the frozen reference policy (renormalised over
+        the tokens ``masks`` (T, V) allows, when given)."""
 
     @abc.abstractmethod
     def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None) -> UpdateStats:
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
         """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``, minus
         the entropy bonus ``sum_t entropy_weights[t] * H_t`` when ``entropy_weights`` (T,) is given
-        (:func:`agents.objective.entropy_bonus` supplies its value and logit gradient)."""
+        (:func:`agents.objective.entropy_bonus` supplies its value and logit gradient). With ``masks``
+        (T, V), log-probs and entropies are those of the distribution restricted to the allowed tokens
+        (masked tokens get no probability and no gradient)."""
 
     @abc.abstractmethod
     def num_parameters(self) -> int:
@@ -90,15 +108,18 @@ class Policy(abc.ABC):
     def observe(self, obs: np.ndarray) -> None:  # noqa: B027 - optional hook
         """Called on every batch of observations the rollout samples from (the table grows here)."""
 
-    def predict(self, obs: np.ndarray, deterministic: bool, rng: np.random.Generator) -> np.ndarray:
-        logits = self.logits(obs)
+    def predict(self, obs: np.ndarray, deterministic: bool, rng: np.random.Generator,
+                masks: np.ndarray | None = None) -> np.ndarray:
+        logits = apply_mask(self.logits(obs), masks)
         if deterministic:
             return logits.argmax(axis=-1).astype(np.int64)
         return sample_categorical(logits, rng)
 
 
 def _entropy(logp_all: np.ndarray) -> float:
-    return float(-(np.exp(logp_all) * logp_all).sum(axis=-1).mean()) if logp_all.size else 0.0
+    # Masked tokens have logp = -inf and p = 0; their term is 0 (0 * -inf would be NaN).
+    terms = np.exp(logp_all) * np.where(np.isfinite(logp_all), logp_all, 0.0)
+    return float(-terms.sum(axis=-1).mean()) if logp_all.size else 0.0
 
 
 class _Adam:
@@ -219,14 +240,19 @@ class TabularPolicy(Policy):
         out[known] = self.table[rows[known]]
         return out
 
-    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        # The reference is the initial table: all-zero logits, i.e. uniform.
-        return np.full(len(actions), -np.log(self.n_actions))
+    def reference_logp(
+        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+    ) -> np.ndarray:
+        # The reference is the initial table: all-zero logits, i.e. uniform (over the allowed tokens).
+        if masks is None:
+            return np.full(len(actions), -np.log(self.n_actions))
+        return -np.log(np.asarray(masks, dtype=bool).reshape(len(actions), -1).sum(axis=-1).astype(float))
 
     def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None) -> UpdateStats:
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
         rows = self._row_ids(obs, insert=True)  # (T,)
-        logp_all = log_softmax(self.table[rows])  # (T, V)
+        logp_all = log_softmax(apply_mask(self.table[rows], masks))  # (T, V); -inf where masked
         logp = logp_all[np.arange(len(rows)), actions]  # (T,)
         terms = loss_fn(logp)
         g = terms.grad_logp.reshape(-1)  # (T,) d loss / d logp

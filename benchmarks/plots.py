@@ -4,7 +4,10 @@ Each contender's curve is the IQM over seeds of greedy success at each x, with a
 (:func:`benchmarks.stats.iqm_band`). Runs checkpoint at slightly different step counts (SB3 rounds to
 whole rollouts, GRPO to whole iterations) and at different wall times, so every run's curve is first
 read on a common grid as a step function (the success of the last checkpoint at or before x; a run that
-ended before x keeps its final value).
+ended before x keeps its final value). A contender's curve stops where its own last run stopped (a dot
+marks it), so a fast contender is never drawn flat out to a slow contender's end on the wall-clock axis;
+every run of the comparison trains exactly the budget, so on the step axis every curve ends at the
+budget, where the axis ends.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def plot_curves(
 
     runs_of = {name: [r for r in records if r["contender"] == name] for name in contenders}
     x_max = max((float(p[x]) for r in records for p in r["curve"]), default=1.0) or 1.0
+    if x == "num_timesteps" and meta and meta.get("budget"):
+        x_max = float(meta["budget"])  # the axis ends at the budget every run trained
     # Wall times span orders of magnitude between contenders, so seconds go on a log axis.
     log_x = x == "train_seconds"
     if log_x:
@@ -49,14 +54,12 @@ def plot_curves(
         grid = np.geomspace(x_min, x_max, n_grid)
     else:
         grid = np.linspace(0.0, x_max, n_grid)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2), sharey=True)
     colors = plt.get_cmap("tab10")
     for ax, split in zip(axes, ("test", "train")):
         for i, name in enumerate(contenders):
             runs = runs_of.get(name) or []
-            if not runs:
-                continue
-            ys = []
+            ys, ends = [], []
             for r in runs:
                 pts = [p for p in r["curve"] if p.get(f"{split}_success") is not None]
                 if not pts:
@@ -64,25 +67,40 @@ def plot_curves(
                 xs = np.array([float(p[x]) for p in pts])
                 vals = np.array([float(p[f"{split}_success"]) for p in pts])
                 ys.append(step_interpolate(xs, vals, grid))
+                ends.append(xs[-1])
             if not ys:
                 continue
-            mid, lo, hi = iqm_band(np.stack(ys), seed=i)  # (T,) each
+            # Up to the end of this contender's last run, plus the point where it ends.
+            end = max(ends)
+            upto = int(np.searchsorted(grid, end, side="right"))
+            g = np.append(grid[:upto], end) if upto < len(grid) else grid
+            cols = upto if upto < len(grid) else len(grid)
+            arr = np.stack(ys)[:, :cols]
+            if upto < len(grid):
+                arr = np.concatenate([arr, arr[:, -1:]], axis=1)
+            mid, lo, hi = iqm_band(arr, seed=i)  # (T,) each
             color = colors(i % 10)
-            ax.plot(grid, mid, color=color, label=f"{labels.get(name, name)} (n={len(ys)})")
-            ax.fill_between(grid, lo, hi, color=color, alpha=0.2, linewidth=0)
+            ax.plot(g, mid, color=color, label=f"{labels.get(name, name)} (n={len(ys)})")
+            ax.fill_between(g, lo, hi, color=color, alpha=0.2, linewidth=0)
+            ax.plot(g[-1:], mid[-1:], "o", color=color, markersize=4)
         ax.set_title(f"greedy success, {'held-out (test)' if split == 'test' else 'train'} prompts")
         ax.set_xlabel("environment steps" if x == "num_timesteps" else "training wall seconds (log)")
         if log_x:
             ax.set_xscale("log")
+            ax.set_xlim(grid[0], grid[-1])
+        else:
+            ax.set_xlim(0.0, x_max)
         ax.set_ylim(-0.02, 1.02)
-        ax.axhline(0.95, color="grey", linestyle=":", linewidth=1)
+        ax.axhline(0.95, color="grey", linestyle=":", linewidth=1, label="95% success (the threshold)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("success rate (IQM over seeds, 95% CI band)")
-    axes[0].legend(loc="lower right", fontsize=8)
+    # One legend for both panels, below them, so it never covers a curve.
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=3, fontsize=8, frameon=False)
     if meta:
         title = f"{meta.get('env_id', '')}: budget {meta.get('budget', 0):,} env steps per run"
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)

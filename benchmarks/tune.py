@@ -42,15 +42,16 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.compare import (
+from benchmarks.compare import (  # noqa: F401
     CONTENDERS,
     EVALS_PER_RUN,
     RESULTS_DIR,
     RunSpec,
     atomic_write_text,
     contender_hyperparams,
-    run_all,
+    run_one,
 )
+from benchmarks.executor import run_grid as run_all
 
 __all__ = ["SEARCH_SPACES", "DEFAULT_TRIAL", "HPARAMS_DIR", "objective_value", "tune", "main"]
 

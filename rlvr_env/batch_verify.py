@@ -98,7 +98,9 @@ class TokenTable:
         if isinstance(vocab, str) or not isinstance(vocab, Sequence) or not vocab:
             raise ValueError(f"vocab={vocab!r:.80} must be a non-empty sequence of token strings")
         if eos_id is not None and (
-            isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)) or not 0 <= eos_id < len(vocab)
+            isinstance(eos_id, bool)
+            or not isinstance(eos_id, (int, np.integer))
+            or not 0 <= eos_id < len(vocab)
         ):
             raise ValueError(f"eos_id={eos_id!r} must be None or a token id in [0, {len(vocab)})")
         kinds, constants, slots, chars = [], [], [], []
@@ -167,7 +169,8 @@ class BatchVerdict:
     """Array form of :class:`rlvr_env.Verdict` for a batch of B answers.
 
     ``value_num / value_den`` is the exact reduced value where ``has_value`` (den > 0), and 0 / 0
-    where the answer has no value (the text verifier's ``value is None``).
+    where the answer has no value (the text verifier's ``value is None``) or where the value does not
+    fit in int64; such values are exact in ``big_values`` (and in :meth:`values`).
     """
 
     reward: np.ndarray  # (B,) float64

@@ -116,6 +116,8 @@ class CountdownEnv(TokenEnv):
     | `integer_division` | bool        | `False`          | every ``/`` must divide exactly (integers)    |
     | `max_length`       | int or None | `None`           | tokens incl. EOS; None means ``4 N - 4``      |
     | `solution_stats`   | bool        | `False`          | add solution count / shortest length (N <= 4) |
+    | `observation`      | str         | `"bits"`         | `"relations"` appends one-hot numbers/target  |
+    |                    |             |                  | and pair residuals (``CountdownTask._relations``) |
     | `split`            | str         | `"train"`        | `"train"` or `"test"` (held-out multisets)    |
     | `accuracy_weight`  | float       | `1.0`            | reward for a correct answer                   |
     | `format_weight`    | float       | `0.1`            | reward for a well-formed answer               |
@@ -140,6 +142,7 @@ class CountdownEnv(TokenEnv):
         integer_division: bool = False,
         max_length: int | None = None,
         solution_stats: bool = False,
+        observation: str = "bits",
         split: str = "train",
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
@@ -155,6 +158,7 @@ class CountdownEnv(TokenEnv):
                 number_use=number_use,
                 integer_division=integer_division,
                 max_length=max_length,
+                observation=observation,
                 solution_stats=solution_stats,
             ),
             split=split,

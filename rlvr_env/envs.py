@@ -6,7 +6,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
+from gymnasium import logger, spaces
 from gymnasium.error import ResetNeeded
 
 from rlvr_env.batch_verify import TokenTable
@@ -14,7 +14,7 @@ from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.verifier import RewardWeights, Verdict
 
-__all__ = ["TokenEnv", "ArithmeticEnv", "check_action"]
+__all__ = ["TokenEnv", "ArithmeticEnv", "check_action", "warn_no_render_mode"]
 
 
 def check_action(action: object, n: int) -> int:
@@ -41,6 +41,16 @@ def check_action(action: object, n: int) -> int:
     if not 0 <= a < n:
         raise ValueError(f"action {a} is outside the action space Discrete({n}): valid ids are 0..{n - 1}")
     return a
+
+
+def warn_no_render_mode(env: object) -> None:
+    """Warn that ``render()`` was called on an env built without a render mode (nothing is drawn)."""
+    spec = getattr(env, "spec", None)
+    name = spec.id if spec is not None else type(env).__name__
+    logger.warn(
+        f"render() was called on {name} without a render mode, so nothing is rendered; build the env "
+        f"with render_mode='ansi' (e.g. gym.make({name!r}, render_mode='ansi')) to get text"
+    )
 
 
 class TokenEnv(gym.Env[np.ndarray, np.int64]):
@@ -148,7 +158,10 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         return self._obs.copy(), float(verdict.reward), terminated, truncated, self._final_info(verdict)
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``: the prompt and the answer so far. Without a render mode it warns
+        (through ``gymnasium.logger``, as Gymnasium's own environments do) and returns None."""
         if self.render_mode != "ansi":
+            warn_no_render_mode(self)
             return None
         if self._prompt is None:
             return "(no episode: call reset())"

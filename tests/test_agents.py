@@ -57,6 +57,8 @@ ENV = "rlvr/Arithmetic-v0"
         ("dynamic_sampling", "yes", "must be a bool"),
         ("dynamic_sampling_max_rounds", 0, "must be at least 1"),
         ("token_sum_norm", 0, "token_sum_norm=0 must be at least 1"),
+        ("clip_cov_ratio", 0.0, "clip_cov_ratio=0.0 must be > 0"),
+        ("clip_cov_ub", 0.5, "clip_cov_ub=0.5 must exceed clip_cov_lb=1.0"),
     ],
 )
 def test_config_rejects_impossible_settings(field: str, value: object, match: str) -> None:
@@ -240,12 +242,17 @@ def test_seeded_runs_repeat_exactly(policy: str) -> None:
 
 
 def test_seeded_training_raises_greedy_success_from_cold_start() -> None:
+    # Margin: with the tabular preset, after 60k steps the last 10 iterations' mean solve rate was
+    # 0.65-1.00 over seeds 0-9 (and <= 0.005 over the first 10), so 0.3 does not hang on one seed.
+    # (At 30k it ranged 0.0-0.75: seed 2 had not started.) The bugs this test used to be the only
+    # guard against have direct tests: k3 clamp, vector-path prompt replay, frozen reference.
     model = GRPO(ENV, policy="tabular", seed=0)  # the tabular preset
     cold = model.evaluate("train")
     solve_rates: list[float] = []
-    model.learn(30_000, callback=lambda m, met: solve_rates.append(met["rollout/solve_rate"]))
+    model.learn(60_000, callback=lambda m, met: solve_rates.append(met["rollout/solve_rate"]))
     assert model.evaluate("train") > cold
-    assert np.mean(solve_rates[-10:]) > 0.5 > np.mean(solve_rates[:10])
+    assert np.mean(solve_rates[-10:]) > 0.3
+    assert np.mean(solve_rates[:10]) < 0.05
 
 
 def test_default_has_one_meaning_a_partial_config_keeps_the_preset() -> None:
@@ -575,6 +582,7 @@ VARIANTS = {
     "gspo": {"policy_loss": "gspo", "clip_eps": 3e-3, "clip_eps_high": 4e-3},
     "cispo": {"policy_loss": "cispo", "clip_eps_high": 4.0},
     "kl_cov": {"policy_loss": "kl_cov", "kl_cov_ratio": 0.01},
+    "clip_cov": {"policy_loss": "clip_cov", "clip_cov_ratio": 0.01, "clip_cov_lb": 0.0},
     "rf_pp_baseline": {"advantage": "reinforce_pp_baseline"},
     "batch_std": {"advantage": "grpo_batch_std"},
     "entropy": {"entropy_coef": 0.01},
@@ -636,8 +644,9 @@ def test_mask_truncated_removes_truncated_answers_from_the_loss(monkeypatch) -> 
     original = agent_module.grpo_token_loss
     monkeypatch.setattr(agent_module, "grpo_token_loss",
                         lambda *a, **kw: seen.append(a[4].copy()) or original(*a, **kw))
+    # unmasked: grammar-masked decoding (the default) never runs past max_length
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=4, mask_truncated=True,
-                                                 epochs=1), policy="mlp", seed=0)
+                                                 epochs=1, action_masks=False), policy="mlp", seed=0)
     batch = model._runner.collect(model.policy, model.rng)
     assert batch.truncated is not None and batch.truncated.any() and not batch.truncated.all()
     assert np.all(batch.lengths[batch.truncated] == 12)  # cut off at Countdown's max_length

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from benchmarks.compare import (
     RunSpec,
     atomic_write_text,
     build_model,
+    build_parser,
     main,
     parse_seeds,
     resolve_hyperparams,
@@ -37,7 +39,19 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def smoke_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def local_ray() -> Iterator[None]:
+    """One embedded local Ray (2 CPUs, loopback only) for the module; the executor reuses it."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def smoke_out(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Path:
     out = tmp_path_factory.mktemp("compare")
     argv = ["--seeds", "2", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(out), "--quiet"]
     assert main(argv) == 0
@@ -55,7 +69,10 @@ def test_every_output_exists_and_parses(smoke_out: Path) -> None:
     for r in runs:
         for col in ("final_train_success", "final_test_success"):
             assert 0.0 <= float(r[col]) <= 1.0
-        assert int(r["num_timesteps"]) >= 400
+        assert int(r["num_timesteps"]) == 400  # exactly the budget, whatever the rollout size
+        # GRPO tabular's iterations are 320 steps (the one crossing 400 is rolled back); PPO's first
+        # 2,048-step rollout is cut at 400 before any update.
+        assert int(r["learned_steps"]) == {"grpo_tabular": 320, "ppo_default": 0}[r["contender"]]
         assert float(r["train_seconds"]) > 0 and float(r["peak_rss_mb"]) > 0
         assert int(r["params_actor"]) > 0
         assert (int(r["params_critic"]) > 0) == (r["algo"] != "GRPO")
@@ -76,6 +93,50 @@ def test_every_output_exists_and_parses(smoke_out: Path) -> None:
     assert len(list((smoke_out / "runs").glob("*.json"))) == len(runs)
 
 
+def test_runs_record_library_versions(smoke_out: Path) -> None:
+    for path in (smoke_out / "runs").glob("*.json"):
+        versions = json.loads(path.read_text())["versions"]
+        for name in ("python", "torch", "stable-baselines3", "numpy", "gymnasium"):
+            assert versions[name], (path.name, name)
+    assert "Library versions of the runs: python" in (smoke_out / "table.md").read_text()
+    assert "Every run trained exactly 400 env steps" in (smoke_out / "table.md").read_text()
+
+
+@pytest.mark.parametrize("contender, budget", [("grpo_mlp", 1000), ("ppo_tuned", 1000), ("grpo_tabular", 640)])
+def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) -> None:
+    """Budgets that no rollout / iteration divides still end at exactly the budget (GRPO-MLP's
+    iterations are 640 steps, tuned PPO's rollouts 8 x 512), and a divisible one learns from all of it."""
+    from benchmarks.compare import run_one
+
+    record = run_one(RunSpec(contender, "rlvr/Arithmetic-v0", 0, budget, budget // 2,
+                             resolve_hyperparams(contender)))
+    assert record["num_timesteps"] == budget
+    assert record["curve"][-1]["num_timesteps"] == budget
+    expected = {"grpo_mlp": 640, "ppo_tuned": 0, "grpo_tabular": 640}[contender]
+    assert record["learned_steps"] == expected
+
+
+def test_default_output_is_untracked_and_committed_results_need_a_flag(tmp_path: Path) -> None:
+    import subprocess
+
+    from benchmarks.compare import FULL, QUICK, RESULTS_DIR, resolve_out
+
+    parser = build_parser()
+    assert resolve_out(parser.parse_args([])) == QUICK.out
+    assert resolve_out(parser.parse_args(["--full"])) == FULL.out
+    assert resolve_out(parser.parse_args(["--update-results"])) == RESULTS_DIR / "compare"
+    assert resolve_out(parser.parse_args(["--out", str(tmp_path)])) == tmp_path
+    with pytest.raises(ValueError, match="--update-results"):
+        resolve_out(parser.parse_args(["--update-results", "--out", str(tmp_path)]))
+    root = RESULTS_DIR.parent.parent
+    for out in (QUICK.out, FULL.out):
+        assert not out.is_absolute()  # relative to where the command runs
+        probe = subprocess.run(["git", "check-ignore", "-q", str(out / "runs" / "x.json")], cwd=root)
+        assert probe.returncode == 0, f"{out} is not ignored by git"
+    probe = subprocess.run(["git", "check-ignore", "-q", str(QUICK.committed / "runs" / "x.json")], cwd=root)
+    assert probe.returncode == 1, "committed run files must not be git-ignored"
+
+
 def test_rerun_reuses_finished_runs(smoke_out: Path) -> None:
     run_files = sorted((smoke_out / "runs").glob("*.json"))
     before = {p.name: p.stat().st_mtime_ns for p in run_files}
@@ -88,20 +149,73 @@ def test_rerun_reuses_finished_runs(smoke_out: Path) -> None:
     assert meta["elapsed_seconds_this_invocation"] < 5.0
 
 
-def test_runs_are_seeded(smoke_out: Path) -> None:
-    """Same seed, same learning curve in environment steps and success (wall times differ)."""
-    from benchmarks.compare import _run_isolated
+def test_ray_and_in_process_runs_give_identical_records(smoke_out: Path) -> None:
+    """The same specs through local Ray (the smoke study's workers) and in this process give the same
+    per-run records, timing fields aside (seeded runs are deterministic wherever they run)."""
+    from benchmarks.run import comparable, run_one
 
-    record = json.loads(next((smoke_out / "runs").glob("grpo_tabular__*__s0__*.json")).read_text())
-    spec = RunSpec(**{**record["spec"], "eval_splits": tuple(record["spec"]["eval_splits"])})
-    again = _run_isolated(spec)  # a fresh process, as in the benchmark
-    strip = [{k: v for k, v in p.items() if k != "train_seconds"} for p in record["curve"]]
-    assert [{k: v for k, v in p.items() if k != "train_seconds"} for p in again["curve"]] == strip
+    for path in sorted((smoke_out / "runs").glob("*__s0__*.json")):
+        record = json.loads(path.read_text())
+        again = run_one(RunSpec.from_dict(record["spec"]))
+        assert comparable(again) == comparable(record), path.name
 
 
-@pytest.mark.parametrize("name", [n for n, c in CONTENDERS.items() if c.tuned])
+def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, local_ray: None) -> None:
+    """SIGKILL the worker process of a running task: Ray retries the run (bounded), the retry's record
+    is the run's record, and the runs folder holds only complete files."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from benchmarks.executor import run_grid, run_task
+    from benchmarks.run import comparable, run_one
+
+    marker = tmp_path / "first_attempt.pid"
+
+    def slow_first_attempt(spec: dict) -> dict:  # pickled by value into the worker
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            time.sleep(120)  # killed long before this ends
+        return run_task(spec)
+
+    specs = [RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", seed, 400, 200) for seed in (0, 1)]
+    out = tmp_path / "out"
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(
+        zip(("records", "failures"), run_grid(specs, out, progress=False, task=slow_first_attempt))))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), "no task started within 120 s"
+    time.sleep(0.5)
+    os.kill(int(marker.read_text()), signal.SIGKILL)
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "the grid did not finish after the kill"
+    assert result["failures"] == []
+    assert [r["key"] for r in result["records"]] == [s.key for s in specs]
+    files = sorted(p.name for p in (out / "runs").iterdir())
+    assert files == sorted(f"{s.key}.json" for s in specs)  # no temp or partial files
+    for spec in specs:
+        saved = json.loads((out / "runs" / f"{spec.key}.json").read_text())
+        assert comparable(saved) == comparable(run_one(spec))
+
+
+def test_a_run_that_raises_fails_alone(tmp_path: Path, local_ray: None) -> None:
+    from benchmarks.executor import run_grid
+
+    good = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 0, 400, 200)
+    bad = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 1, 400, 200, {"group_size": -1})
+    records, failures = run_grid([good, bad], tmp_path, progress=False)
+    assert [r["key"] for r in records] == [good.key]
+    assert len(failures) == 1 and failures[0].startswith(bad.key)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{good.key}.json"]
+
+
+@pytest.mark.parametrize("name", ["grpo_mlp_tuned", "ppo_tuned"])
 def test_tuned_hyperparameters_build(name: str) -> None:
-    """The committed hparams files exist and every contender builds with them."""
+    """The committed hparams files of the Arithmetic study exist and every contender builds with them."""
     spec = RunSpec(name, "rlvr/Arithmetic-v0", 0, 100, 10, resolve_hyperparams(name))
     model = build_model(spec)
     assert model.num_timesteps == 0
@@ -153,3 +267,40 @@ def test_stats() -> None:
     assert iqm_ci([1.0, 1.0, 1.0]).low == 1.0
     r = ratio_ci([10.0, 12.0, 14.0], [20.0, 24.0, 28.0], seed=0)
     assert r.point == pytest.approx(0.5) and r.low <= 0.5 <= r.high
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_the_next_invocation_resumes(tmp_path: Path) -> None:
+    """SIGINT to ``python -m benchmarks.compare`` once a run is on disk: it exits, leaves only complete
+    run files, and the same command then trains only the missing runs."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "benchmarks.compare", "--seeds", "6", "--budget", "20480",
+           "--contenders", "grpo_mlp", "--workers", "1", "--out", str(out), "--quiet", "--no-plots"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and not list(out.glob("runs/*.json")):
+        time.sleep(0.2)
+    assert proc.poll() is None, f"finished before the interrupt: {proc.communicate()}"
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode != 0
+    assert "interrupted" in err
+    first = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    assert first and all(name.endswith(".json") and not name.startswith(".") for name in first)
+    for name in first:
+        json.loads((out / "runs" / name).read_text())
+    assert len(first) < 6
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    assert len(after) == 6
+    assert all(after[name] == mtime for name, mtime in first.items())  # resumed, not redone

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -253,7 +254,22 @@ def test_render_ansi() -> None:
     assert env.render() == "numbers: 2 3 5 | target: 17 | answer: 2 + 3 * 5 [done]"
     quiet = gym.make(ENV_ID)
     quiet.reset(seed=0)
-    assert quiet.render() is None  # no render_mode: nothing to render
+    with pytest.warns(UserWarning, match=r"without a render mode.*render_mode='ansi'"):
+        assert quiet.render() is None  # no render_mode: nothing to render, and a warning says so
+
+
+@pytest.mark.parametrize("env_id", [ENV_ID, "rlvr/Countdown-v0"])
+def test_render_without_a_render_mode_warns_as_gymnasium_does(env_id: str) -> None:
+    # Gymnasium's own environments warn through gymnasium.logger when render() has nothing to draw.
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    with pytest.warns(UserWarning, match=re.escape(f"render() was called on {env_id} without a render mode")):
+        assert env.render() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loud = gym.make(env_id, render_mode="ansi")
+        loud.reset(seed=0)
+        assert isinstance(loud.render(), str)  # with a mode: text, no warning
 
 
 def test_exhaustive_answers_on_every_target() -> None:

@@ -13,6 +13,7 @@ from agents.objective import (
     POLICY_LOSSES,
     SurrogateSettings,
     cispo_surrogate,
+    clip_cov_surrogate,
     clip_ratio,
     clipped_surrogate,
     dr_grpo_advantages,
@@ -226,7 +227,8 @@ def test_log_ratio_is_clamped_so_extreme_ratios_stay_finite() -> None:
     np.testing.assert_allclose(grad, 0.0)  # clamped (or clipped): constant in logp
     for name in POLICY_LOSSES:
         mask = np.ones((1, 4))
-        o, g, _ = POLICY_LOSSES[name](logp[None], logp_old[None], adv[None], mask, SurrogateSettings())
+        settings = SurrogateSettings(rng=np.random.default_rng(0))
+        o, g, _ = POLICY_LOSSES[name](logp[None], logp_old[None], adv[None], mask, settings)
         assert np.all(np.isfinite(o)) and np.all(np.isfinite(g)), name
 
 
@@ -280,10 +282,54 @@ def test_kl_cov_hand_computed() -> None:
     np.testing.assert_allclose(g, [[np.exp(1.6)]])
 
 
+def test_clip_cov_hand_computed_and_gradient() -> None:
+    # covariances (A - mean A)(logp - mean logp) of 4 real tokens: 1.5 and 3 lie inside (1, 5)
+    adv = np.array([[2.0, -2.0, 0.0, 0.0]])
+    logp = np.array([[-0.25, -1.75, -1.0, -1.0]])  # mean -1: centred (0.75, -0.75, 0, 0)
+    logp_old = logp.copy()  # ratio 1: no PPO clip
+    mask = np.ones((1, 4))
+    cov = (adv - adv.mean()) * (logp - logp.mean())
+    np.testing.assert_allclose(cov, [[1.5, 1.5, 0.0, 0.0]])
+    s = SurrogateSettings(clip_cov_ratio=0.25, clip_cov_bounds=(1.0, 5.0), rng=np.random.default_rng(0))
+    obj, grad, removed = clip_cov_surrogate(logp, logp_old, adv, mask, s)
+    # one token (int(0.25 * 4) = 1) of the two candidates is removed: its value and gradient are 0
+    assert removed.sum() == 1 and removed[0, :2].sum() == 1
+    kept = ~removed[0]
+    np.testing.assert_allclose(obj[0][kept], adv[0][kept])
+    np.testing.assert_allclose(grad[0][kept], adv[0][kept])
+    assert obj[0][~kept] == 0.0 and grad[0][~kept] == 0.0
+    # the same seed draws the same token; a window that holds no token removes nothing
+    again = clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings(
+        clip_cov_ratio=0.25, rng=np.random.default_rng(0)))[2]
+    np.testing.assert_array_equal(again, removed)
+    none = clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings(
+        clip_cov_bounds=(2.0, 5.0), rng=np.random.default_rng(0)))[2]
+    assert not none.any()
+    with pytest.raises(ValueError, match="clip_cov needs a random generator"):
+        clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings())
+
+
+@pytest.mark.parametrize("agg", sorted(LOSS_AGGREGATIONS))
+def test_clip_cov_gradient_matches_finite_differences(agg: str) -> None:
+    # the token draw is fixed by reseeding, so the loss is a smooth function of logp near the point
+    logp, logp_old, logp_ref, adv, mask = _fd_case(6)
+    adv = adv * 4.0  # covariances reach the (1, 5) window
+
+    def terms_at(x: np.ndarray):
+        return grpo_token_loss(x, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04,
+                               aggregation=agg, policy_loss="clip_cov", clip_cov_ratio=0.1,
+                               rng=np.random.default_rng(1), max_length=6)
+
+    terms = terms_at(logp)
+    assert terms.clip_frac > 0
+    np.testing.assert_allclose(terms.grad_logp, _numeric_grad(lambda x: terms_at(x).loss, logp), atol=1e-7)
+
+
 def test_k3_clamp_hand_computed() -> None:
     # issue 8 section 8: r = pi_ref / pi = e^5 gives k3 = e^5 - 5 - 1 = 142.4 > K3_CLAMP: clamped to
     # 10 with no gradient (the unclamped gradient 1 - e^5 = -147 would dominate the update).
-    value, grad = kl_k3(np.array([np.log(0.001), np.log(0.5)]), np.array([np.log(0.001) + 5, np.log(0.5) + 1]))
+    logp = np.log(np.array([0.001, 0.5]))
+    value, grad = kl_k3(logp, logp + np.array([5.0, 1.0]))
     assert value[0] == K3_CLAMP and grad[0] == 0.0
     np.testing.assert_allclose(value[1], np.e - 1 - 1)
     np.testing.assert_allclose(grad[1], 1 - np.e)
@@ -353,3 +399,29 @@ def test_seq_mean_token_sum_weight_does_not_depend_on_the_longest_answer_in_the_
     assert agg(short, 6)[0, 0] == agg(long_, 6)[0, 0] == 1 / 12
     with pytest.raises(ValueError, match="max_length=3 is shorter than the batch's padded length 4"):
         agg(long_, 3)
+
+
+def test_readme_maps_every_variant_to_verl_and_trl() -> None:
+    # issue 11: "the option-name map complete for both verl and TRL". Every name a user can select and
+    # every GRPOConfig field of the objective appears in the README's table, with a verl and a TRL column.
+    import dataclasses
+    from pathlib import Path
+
+    from agents.config import GRPOConfig
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### GRPO variants (verl / TRL names)")
+    table = readme[start : readme.index("\n## ", start)]
+    assert "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |" in table
+    names = [*ADVANTAGE_ESTIMATORS, *KL_ESTIMATORS, *LOSS_AGGREGATIONS, *POLICY_LOSSES]
+    missing = [n for n in names if f'"{n}"' not in table]
+    not_objective = {"group_size", "prompts_per_iter", "minibatches", "learning_rate", "tabular_optimizer",
+                     "max_grad_norm"}  # rollout and optimiser settings, not objective variants
+    fields = [f.name for f in dataclasses.fields(GRPOConfig) if f.name not in not_objective]
+    missing += [f for f in fields if f"`{f}" not in table]
+    assert not missing, f"README variants table lacks {missing}"
+    for row in table.splitlines()[table.splitlines().index(
+            "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |") + 2:]:
+        if not row.startswith("|"):
+            break
+        assert row.count("|") >= 5 and all(c.strip() for c in row.strip("|").split("|")), row

@@ -34,11 +34,39 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "python3 -m venv" in ci and "README.md" in ci and 'bash -c "$cmd"' in ci
 
 
-def test_quick_start_runs_as_written(tmp_path: Path, monkeypatch) -> None:
+def test_quick_start_runs_pasted_into_a_python_repl(tmp_path: Path, monkeypatch) -> None:
+    """The quick start, fed line by line to an interactive console as a paste into ``python`` would be
+    (so a compound statement needs its blank line), runs without an error; torch is set to one thread
+    before SB3 trains."""
+    import code
+
+    import torch
+
     block = re.search(r"## Quick start\n\n```python\n(.*?)```", README, re.S)
     assert block is not None, "the README has no Quick start code block"
+    text = block.group(1)
+    assert text.index("torch.set_num_threads(1)") < text.index('PPO("MlpPolicy", env).learn')
     monkeypatch.chdir(tmp_path)  # the example saves grpo_arith.zip in the working directory
-    namespace: dict[str, object] = {}
-    exec(compile(block.group(1), "README.md quick start", "exec"), namespace)  # noqa: S102 - our own doc
+    threads = torch.get_num_threads()
+    errors: list[str] = []
+
+    class Console(code.InteractiveConsole):
+        def showsyntaxerror(self, filename=None, **kwargs) -> None:  # noqa: ANN001
+            errors.append("SyntaxError")
+
+        def showtraceback(self) -> None:
+            import traceback
+
+            errors.append(traceback.format_exc())
+
+    console = Console(locals={})
+    try:
+        more = False
+        for line in text.splitlines():
+            more = console.push(line)
+            assert not errors, f"pasting {line!r} failed: {errors}"
+        assert not more, "the block ends inside an unfinished statement"
+    finally:
+        torch.set_num_threads(threads)
     assert (tmp_path / "grpo_arith.zip").is_file()
-    assert 0.0 <= namespace["model"].evaluate(split="test") <= 1.0  # type: ignore[attr-defined]
+    assert 0.0 <= console.locals["model"].evaluate(split="test") <= 1.0

@@ -1,8 +1,9 @@
 """``python -m agents.grpo``: train GRPO from the shell, the lesson's ``python3 main.py`` grown up.
 
 Prints one line per iteration (group reward mean, solve rate, format violations, share of tied groups,
-KL to the reference, clip fraction, entropy, fps), then a greedy evaluation on the train and held-out
-prompts. Every :class:`~agents.config.GRPOConfig` field is a flag (``--group-size``, ``--beta``, ...).
+KL to the reference, clip fraction, entropy, fps; with ``--eval-freq`` also greedy and sampled success
+and pass@k per split), then an evaluation on the train and held-out prompts: greedy success, sampled
+success (mean over k answers per prompt), pass@k and the worst prompt's sampled success. Every :class:`~agents.config.GRPOConfig` field is a flag (``--group-size``, ``--beta``, ...).
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--progress-bar", action="store_true")
     parser.add_argument("--save", default=None, help="write a checkpoint zip here")
     parser.add_argument("--quiet", action="store_true", help="no per-iteration lines")
+    parser.add_argument("--eval-freq", type=int, default=0,
+                        help="iterations between evaluations logged as eval/* (0: only at the end)")
+    parser.add_argument("--eval-k", type=int, default=16,
+                        help="sampled answers per prompt for sampled success (mean@k) and pass@k")
+    parser.add_argument("--eval-prompts", type=int, default=None,
+                        help="prompts per split for evaluations (default: all of a finite task, else 256)")
     _config_flags(parser)
     return parser
 
@@ -107,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = GRPOConfig(**overrides)  # unset fields take the policy's preset inside GRPO
         model = GRPO(args.env, config, policy=args.policy, seed=args.seed, env_kwargs=env_kwargs,
-                     verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir)
+                     verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir,
+                     eval_freq=args.eval_freq, eval_k=args.eval_k, eval_prompts=args.eval_prompts)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     print(f"GRPO ({args.policy}) on {args.env}, seed {args.seed}: {model.config}")
@@ -117,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
           f"({model.num_timesteps / max(seconds, 1e-9):.0f} steps/s), {model.num_parameters()} parameters")
     if isinstance(model.env.unwrapped, TokenEnv):
         for split in ("train", "test"):
-            print(f"greedy success on {split} prompts: {model.evaluate(split):.3f}")
+            rep = model.success(split, k=args.eval_k, n_prompts=args.eval_prompts)
+            print(f"{split} prompts ({len(rep.per_prompt_sampled)}"
+                  f"{', grammar-masked' if model.use_masks else ''}): greedy success {rep.greedy:.3f}, "
+                  f"sampled success (mean@{rep.k}) {rep.sampled:.3f}, pass@{rep.k} {rep.pass_at_k:.3f}, "
+                  f"worst prompt's sampled success {rep.min_prompt_sampled:.3f}")
     else:
         print(f"greedy mean return over 10 episodes: {model.evaluate():.2f}")
     if args.save:

@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.config import GRPOConfig
-from agents.evaluation import greedy_success
+from agents.evaluation import SuccessReport, greedy_success, success_report
 from agents.objective import (
     ADVANTAGE_ESTIMATORS,
     LossTerms,
@@ -26,7 +26,15 @@ from agents.objective import (
     mask_truncated,
 )
 from agents.policies import POLICY_NAMES, Policy, check_tabular_observations, make_policy
-from agents.rollout import GroupBatch, GroupMode, concat_groups, detect_group_mode, make_runner
+from agents.rollout import (
+    GroupBatch,
+    GroupMode,
+    concat_groups,
+    detect_group_mode,
+    env_has_masks,
+    env_masks,
+    make_runner,
+)
 from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
@@ -62,6 +70,12 @@ class GRPO:
         vectorized: roll out in the env id's native vector env (``gym.make_vec(...,
             vectorization_mode="vector_entry_point")``); None uses it whenever the id has one. Both paths
             draw the same prompts and samples, so on fixed-length tasks they train identically.
+        eval_freq: every ``eval_freq`` iterations (0: never), add :meth:`success` on both splits to the
+            iteration's metrics (``eval/train_greedy``, ``eval/test_sampled``, ``eval/test_pass@k``,
+            ...), so the per-iteration log shows greedy and sampled success side by side. Evaluation
+            uses its own seeded generator, so it does not change training.
+        eval_k: sampled answers per prompt for those evaluations.
+        eval_prompts: prompts per split for those evaluations (None: all of a finite task, else 256).
     """
 
     def __init__(
@@ -78,6 +92,9 @@ class GRPO:
         log_dir: str | None = None,
         tensorboard: bool = False,
         vectorized: bool | None = None,
+        eval_freq: int = 0,
+        eval_k: int = 16,
+        eval_prompts: int | None = None,
     ) -> None:
         if policy not in POLICY_NAMES:
             raise ValueError(f"policy={policy!r} is not one of {POLICY_NAMES}")
@@ -92,6 +109,9 @@ class GRPO:
             raise ValueError(f"verbose={verbose!r} must be 0, 1 or 2")
         if isinstance(log_interval, bool) or not isinstance(log_interval, int) or log_interval < 1:
             raise ValueError(f"log_interval={log_interval!r} must be a positive integer")
+        if isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq < 0:
+            raise ValueError(f"eval_freq={eval_freq!r} must be a non-negative integer")
+        self.eval_freq, self.eval_k, self.eval_prompts = eval_freq, eval_k, eval_prompts
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
@@ -151,8 +171,10 @@ class GRPO:
             tabular_optimizer=config.tabular_optimizer,
             policy_kwargs=self.policy_kwargs,
         )
+        #: whether rollouts, updates, ``predict`` (when given masks) and evaluation are grammar-masked
+        self.use_masks = bool(config.action_masks and env_has_masks(self.env))
         self._runner = make_runner(self.env, self.env_id, self.env_kwargs, config.prompts_per_iter,
-                                   config.group_size, self.group_mode, vectorized)
+                                   config.group_size, self.group_mode, vectorized, self.use_masks)
         self.vectorized = not hasattr(self._runner, "envs")
         self.num_timesteps = 0
         self.iterations = 0
@@ -217,6 +239,12 @@ class GRPO:
                 if self.config.dynamic_sampling:
                     metrics["rollout/sampling_rounds"] = float(rounds)
                     metrics["rollout/trained_groups"] = float(0 if batch is None else batch.n_groups)
+                if self.eval_freq and self.iterations % self.eval_freq == 0:
+                    eval_start = time.perf_counter()
+                    for split in ("train", "test"):
+                        rep = self.success(split, k=self.eval_k, n_prompts=self.eval_prompts)
+                        metrics.update(rep.as_dict(f"eval/{split}_"))
+                    start_time += time.perf_counter() - eval_start  # fps counts training only
                 self.last_metrics = metrics
                 self._log(metrics)
                 if bar is not None:  # the bar's total is the budget; the last iteration may run past it
@@ -291,8 +319,10 @@ class GRPO:
         valid = loss_mask > 0  # (N, L): the tokens in the loss
         adv_tok = np.broadcast_to(adv[:, None], batch.mask.shape)  # (N, L)
         # The reference is frozen, so its log-probs are computed once per iteration.
+        masks = batch.action_masks  # (N, L, V) or None
         logp_ref = np.zeros_like(batch.logp_old)
-        logp_ref[valid] = self.policy.reference_logp(batch.obs[valid], batch.actions[valid])
+        logp_ref[valid] = self.policy.reference_logp(batch.obs[valid], batch.actions[valid],
+                                                     None if masks is None else masks[valid])
         groups = np.arange(batch.n_groups)
         chunks = np.array_split(groups, cfg.minibatches)
         stats: list[tuple[LossTerms, float]] = []
@@ -308,7 +338,8 @@ class GRPO:
                     entropy_weights = np.full(n_tokens, cfg.entropy_coef / n_tokens)
                 loss_fn = functools.partial(self._token_loss, batch, rows, logp_ref, adv_tok, loss_mask)
                 result = self.policy.update(batch.obs[rows][sub_valid], batch.actions[rows][sub_valid],
-                                            loss_fn, entropy_weights=entropy_weights)
+                                            loss_fn, entropy_weights=entropy_weights,
+                                            masks=None if masks is None else masks[rows][sub_valid])
                 stats.append((result.terms, result.entropy))
         if not stats:
             return {}
@@ -334,7 +365,10 @@ class GRPO:
             clip_eps=cfg.clip_eps, beta=cfg.beta, kl_estimator=cfg.kl_estimator,  # type: ignore[arg-type]
             aggregation=cfg.loss_aggregation, clip_eps_high=cfg.clip_eps_high,
             dual_clip_c=cfg.dual_clip_c, policy_loss=cfg.policy_loss, kl_cov_ratio=cfg.kl_cov_ratio,
-            kl_cov_coef=cfg.kl_cov_coef, max_length=self._token_sum_norm(mask.shape[1]),
+            kl_cov_coef=cfg.kl_cov_coef, clip_cov_ratio=cfg.clip_cov_ratio,
+            clip_cov_bounds=(cfg.clip_cov_lb, cfg.clip_cov_ub),
+            rng=self.rng if cfg.policy_loss == "clip_cov" else None,  # Clip-Cov's draw; seeded
+            max_length=self._token_sum_norm(mask.shape[1]),
         )
         return dataclasses.replace(terms, grad_logp=terms.grad_logp[valid])
 
@@ -354,11 +388,14 @@ class GRPO:
         state: Any = None,
         episode_start: Any = None,
         deterministic: bool = False,
+        action_masks: np.ndarray | None = None,
     ) -> tuple[np.ndarray, None]:
         """SB3-style: actions for one observation (returns shape ()) or a batch (returns (N,)).
 
         Stochastic predictions draw from the agent's seeded generator. ``state`` and
         ``episode_start`` exist for SB3 compatibility and are ignored (the policies are memoryless).
+        ``action_masks`` ((V,) or (N, V) bool, as sb3-contrib's MaskablePPO takes them) restricts the
+        choice to the allowed tokens; pass the env's ``action_masks()`` to decode as in training.
         """
         obs = np.asarray(observation)
         single = obs.shape == tuple(self.observation_space.shape or ())
@@ -368,19 +405,39 @@ class GRPO:
                 f"observation of shape {obs.shape} fits neither {self.observation_space.shape} nor a "
                 f"batch (N, *{self.observation_space.shape})"
             )
-        actions = self.policy.predict(batch, deterministic, self.rng)
+        masks = None
+        if action_masks is not None:
+            masks = np.asarray(action_masks, dtype=bool).reshape(batch.shape[0], self.n_actions)
+        actions = self.policy.predict(batch, deterministic, self.rng, masks)
         return (actions[0] if single else actions), None
+
+    def success(
+        self, split: str = "test", k: int = 16, n_prompts: int | None = None, seed: int = 0
+    ) -> SuccessReport:
+        """Greedy success, sampled success (mean over ``k`` sampled answers per prompt), pass@k and
+        per-prompt sampled success on ``split`` (an ``rlvr_env`` env only), decoded under the grammar
+        masks when the agent trains with them. Sampling uses a generator seeded by ``seed`` (not the
+        agent's), so evaluating does not change training and repeats exactly."""
+        rng = np.random.default_rng(seed)
+
+        def predict(obs: np.ndarray, masks: np.ndarray | None, deterministic: bool) -> np.ndarray:
+            return self.policy.predict(obs, deterministic, rng, masks)
+
+        return success_report(predict, self.env, split, k=k, masked=self.use_masks,
+                              n_prompts=n_prompts, seed=seed)
 
     def evaluate(
         self, split: str = "test", n_prompts: int | None = None, n_episodes: int = 10
     ) -> float:
-        """Greedy performance.
+        """Greedy performance (see :meth:`success` for sampled success and pass@k as well).
 
         On an ``rlvr_env`` env: the fraction of ``split``'s prompts answered correctly (all prompts of a
         finite task, else ``n_prompts`` seeded draws), a float in [0, 1]. On any other env: the mean
         undiscounted return of ``n_episodes`` greedy episodes from seeded resets (``split`` unused).
         """
         if isinstance(self.env.unwrapped, TokenEnv):
+            if self.use_masks:
+                return self.success(split, k=1, n_prompts=n_prompts).greedy
             return greedy_success(
                 lambda o: self.predict(o, deterministic=True)[0], self.env, split, n_prompts=n_prompts
             )
@@ -390,7 +447,8 @@ class GRPO:
             obs, _ = probe.reset(seed=1_000_000 + i)
             done = False
             while not done:
-                action, _ = self.predict(obs, deterministic=True)
+                masks = env_masks(probe) if self.use_masks else None
+                action, _ = self.predict(obs, deterministic=True, action_masks=masks)
                 obs, r, terminated, truncated, _ = probe.step(int(action))
                 total += float(r)
                 done = terminated or truncated
