@@ -304,3 +304,29 @@ def test_ctrl_c_stops_cleanly_and_the_next_invocation_resumes(tmp_path: Path) ->
     after = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
     assert len(after) == 6
     assert all(after[name] == mtime for name, mtime in first.items())  # resumed, not redone
+
+
+def test_core_packages_never_import_ray() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, rlvr_env, agents, agents.grpo, agents.ppo, agents.evaluation; "
+            "from agents import GRPO; GRPO('rlvr/Arithmetic-v0', policy='mlp').learn(640); "
+            "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_tune_runs_trials_through_ray_tune_on_three_seeds(tmp_path: Path) -> None:
+    pytest.importorskip("ray.tune", reason="benchmarks.tune needs the tune extra (ray[tune])")
+    from benchmarks.tune import main as tune_main
+
+    with pytest.raises(ValueError, match="at least 3"):
+        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000,1001"])
+    assert tune_main(["--contenders", "grpo_mlp_tuned", "--trials", "2", "--budget", "1280", "--workers", "2",
+                      "--out", str(tmp_path / "out"), "--hparams-dir", str(tmp_path), "--quiet"]) == 0
+    result = json.loads((tmp_path / "grpo_mlp_tuned.json").read_text())
+    assert result["tuning_seeds"] == [1000, 1001, 1002] and len(result["trials"]) == 2
+    assert result["trials"][0]["hyperparams"]["group_size"] == 16  # the defaults are tried first
+    runs = list((tmp_path / "out" / "runs").glob("*.json"))
+    assert len(runs) == 6 and all(json.loads(p.read_text())["num_timesteps"] == 1280 for p in runs)
