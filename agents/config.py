@@ -1,28 +1,41 @@
-"""``GRPOConfig``: every GRPO constant, named once, with its symbol and source."""
+"""``GRPOConfig``: every GRPO constant, named once, with its symbol and source.
+
+**What "default" means** (one rule): a field left unset (``None``) takes the value of the preset of the
+policy that trains with the config, so ``GRPOConfig()``, ``GRPO(env)`` and ``GRPO(env,
+GRPOConfig(beta=0.01))`` all start from ``GRPOConfig.preset(policy)`` and change only what was named.
+The papers' values are the preset ``"paper"`` (``GRPOConfig.preset("paper")``; it leaves
+``learning_rate`` to the policy, the papers' LLM step sizes meaning nothing here).
+:meth:`GRPOConfig.resolve` fills the unset fields; the agent stores the resolved config (and
+checkpoints it).
+"""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from agents.objective import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS
+from agents.objective import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
 
-__all__ = ["GRPOConfig", "PRESETS"]
+__all__ = ["GRPOConfig", "PRESETS", "PRESET_FIELDS"]
 
 
 @dataclass(frozen=True)
 class GRPOConfig:
-    """Hyperparameters of the GRPO agent. Impossible settings raise ``ValueError`` at construction."""
+    """Hyperparameters of the GRPO agent. Impossible settings raise ``ValueError`` at construction.
 
-    group_size: int = 8
+    Fields whose default is None are taken from the training policy's preset (module docstring).
+    """
+
+    group_size: int | None = None
     """G: answers sampled per prompt; the group's reward statistics are the baseline (DeepSeekMath
-    section 4.1, G=64 there; the lesson: "G=8 is common"). At least 2."""
+    section 4.1, G=64 there; the lesson: "G=8 is common"). At least 2. None: the policy's preset."""
 
-    prompts_per_iter: int = 8
-    """B: prompts per iteration, so one iteration runs B x G episodes in lockstep."""
+    prompts_per_iter: int | None = None
+    """B: prompts per iteration, so one iteration runs B x G episodes in lockstep. None: the preset."""
 
     epochs: int = 4
     """mu: optimisation passes over each batch of groups (DeepSeekMath Algorithm 1 "GRPO iterations mu";
@@ -34,9 +47,10 @@ class GRPOConfig:
     clip_eps: float = 0.2
     """epsilon: PPO clip range of the per-token ratio rho = pi_theta / pi_old (lesson: ~0.2)."""
 
-    beta: float = 0.04
+    beta: float | None = None
     """beta: weight of the KL penalty to the frozen reference policy (lesson: 0.001-0.04; DeepSeekMath
-    uses 0.04). Here the reference is the initial policy, which for the tabular table is uniform, so
+    uses 0.04; None: the policy's preset). Here the reference is the initial policy, which for the
+    tabular table is uniform, so
     beta also keeps exploration alive: it is what stops the collapse onto one well-formed wrong answer
     (see README, "What made tabular GRPO robust")."""
 
@@ -44,9 +58,11 @@ class GRPOConfig:
     """Estimator of KL(pi_theta || pi_ref): "k3" = r - log r - 1, r = pi_ref/pi_theta (DeepSeekMath eq. 4,
     Schulman 2020), or "k1", "k2"."""
 
-    advantage: str = "grpo"
+    advantage: str | None = None
     """Advantage estimator: "grpo" = (r - mean) / (std + eps) (DeepSeekMath 4.1.2), "dr_grpo" = r - mean
-    (Liu et al. 2025), "rloo" = leave-one-out baseline (Ahmadian et al. 2024)."""
+    (Liu et al. 2025), "rloo" = leave-one-out baseline (Ahmadian et al. 2024), "grpo_batch_std" = (r -
+    group mean) / (batch std + eps) (TRL scale_rewards="batch"), "reinforce_pp_baseline" = group mean
+    subtracted, then the batch normalised (REINFORCE++-baseline, Hu et al. 2025). None: the preset."""
 
     unbiased_std: bool = True
     """Use the sample std (ddof=1) in the "grpo" advantage, as TRL and verl do."""
@@ -56,7 +72,9 @@ class GRPOConfig:
 
     loss_aggregation: str = "seq_mean_token_mean"
     """How token losses are averaged: "seq_mean_token_mean" (GRPO paper eq. 3), "token_mean" (DAPO),
-    "seq_mean_token_sum" (Dr. GRPO)."""
+    "seq_mean_token_sum" (Dr. GRPO: token sums over N x max_length, max_length fixed: see
+    token_sum_norm; TRL loss_type="dr_grpo"; verl "seq-mean-token-sum-norm" divides by max_length only,
+    so its loss is N times ours)."""
 
     length_weight: float = 0.1
     """Weight of the Kimi k1.5 length reward (Kimi k1.5 section 2.3.3) added to each group's rewards,
@@ -79,18 +97,95 @@ class GRPOConfig:
     """Global gradient-norm clip for the neural policy (SB3 PPO's default 0.5); None disables it.
     The tabular policy ignores it."""
 
+    action_masks: bool = True
+    """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` env and
+    its native vector env; the protocol sb3-contrib's MaskablePPO reads), sample from the policy
+    restricted to the allowed tokens and compute every log-prob of the update (current, old, reference)
+    under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and ``predict``
+    then mask too. False samples from the full vocabulary. An env without masks is never masked."""
+
+    clip_eps_high: float | None = None
+    """epsilon_high: DAPO's "clip-higher" (Yu et al. 2025, section 3.1; 0.28 there): the ratio is
+    clipped to [1 - clip_eps, 1 + clip_eps_high], so unlikely tokens can gain probability faster than
+    likely ones lose it (keeps entropy up). None = clip_eps (symmetric). verl clip_ratio_high, TRL
+    epsilon_high (TRL's is 1 + ours for policy_loss="cispo")."""
+
+    dual_clip_c: float | None = None
+    """c: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for a
+    negative advantage the per-token objective is at least c * A, so a token whose ratio has grown
+    far past 1 + epsilon cannot push an unbounded penalty. Must be > 1; None = off. verl clip_ratio_c
+    (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound). policy_loss
+    "vanilla" only."""
+
+    policy_loss: str = "vanilla"
+    """The surrogate (verl actor.policy_loss.loss_mode): "vanilla" = PPO-clip per token (DeepSeekMath
+    eq. 3); "gspo" = one length-normalised ratio per answer, clipped per answer (GSPO, Zheng et al.
+    2025; TRL importance_sampling_level="sequence"; GSPO uses far smaller clip ranges, e.g.
+    3e-4 / 4e-4); "cispo" = REINFORCE with the clipped importance weight as a constant (MiniMax-M1,
+    2025; TRL loss_type="cispo"); "kl_cov" = unclipped ratio, KL penalty on the
+    highest-covariance tokens (KL-Cov, Cui et al. 2025, arXiv 2505.22617); "clip_cov" = PPO-clip with
+    a random few high-covariance tokens left out of the loss (Clip-Cov, same paper)."""
+
+    kl_cov_ratio: float = 2e-4
+    """k: fraction of a minibatch's tokens that KL-Cov penalises (Cui et al. 2025; verl kl_cov_ratio,
+    2e-4 there; at least one token is always chosen). In (0, 1]. Used by policy_loss="kl_cov"."""
+
+    kl_cov_coef: float = 1.0
+    """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025;
+    verl ppo_kl_coef). >= 0. Used by policy_loss="kl_cov"."""
+
+    clip_cov_ratio: float = 2e-4
+    """r: fraction of a minibatch's tokens that Clip-Cov removes from the loss (Cui et al. 2025; verl
+    clip_cov_ratio, 2e-4 there; at least one token while candidates exist). In (0, 1]. Drawn with the
+    agent's seeded generator. Used by policy_loss="clip_cov"."""
+
+    clip_cov_lb: float = 1.0
+    """omega_low: Clip-Cov draws only tokens whose centred covariance is above this (verl clip_cov_lb)."""
+
+    clip_cov_ub: float = 5.0
+    """omega_high: ... and below this (verl clip_cov_ub). Must exceed clip_cov_lb."""
+
+    entropy_coef: float = 0.0
+    """Entropy bonus weight: the loss subtracts entropy_coef times the mean per-token policy entropy
+    (nats) of the tokens in the loss (Williams & Peng 1991; Mnih et al. 2016; TRL entropy_coef, verl
+    actor.entropy_coeff). 0 = off. >= 0."""
+
+    mask_truncated: bool = False
+    """Leave answers that hit the length limit out of the loss (DAPO section 3.4, "overlong
+    filtering"; TRL mask_truncated_completions). Their rewards still enter their group's advantages;
+    only their tokens are out of the policy, KL and entropy terms."""
+
+    dynamic_sampling: bool = False
+    """DAPO dynamic sampling (Yu et al. 2025, section 3.2; verl algorithm.filter_groups.enable): drop
+    groups whose rewards all tie (zero advantage, no policy gradient) and roll out more groups of B
+    prompts until B informative groups are collected (extras are dropped). Every rolled-out env step
+    counts toward total_timesteps and num_timesteps."""
+
+    dynamic_sampling_max_rounds: int = 10
+    """Most rollout rounds (of B groups each) per iteration under dynamic sampling (verl
+    max_num_gen_batches). When the budget is spent with fewer than B informative groups, the
+    iteration trains on those it has (none: no update). At least 1."""
+
+    token_sum_norm: int | None = None
+    """The constant length in "seq_mean_token_sum" (Dr. GRPO's generation budget; verl
+    loss_scale_factor; TRL max_completion_length). None = the env's maximum episode length (the
+    task's max_length, or the env spec's max_episode_steps). At least 1."""
+
     def __post_init__(self) -> None:
-        _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a baseline")
-        _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
+        if self.group_size is not None:
+            _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a baseline")
+        if self.prompts_per_iter is not None:
+            _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
         _int_at_least("epochs", self.epochs, 1, "")
         _int_at_least("minibatches", self.minibatches, 1, "")
-        if self.minibatches > self.prompts_per_iter:
+        if self.prompts_per_iter is not None and self.minibatches > self.prompts_per_iter:
             raise ValueError(
                 f"minibatches={self.minibatches} must not exceed prompts_per_iter={self.prompts_per_iter}:"
                 " a minibatch holds whole groups"
             )
         _real_in("clip_eps", self.clip_eps, lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        _real_in("beta", self.beta, lo=0.0)
+        if self.beta is not None:
+            _real_in("beta", self.beta, lo=0.0)
         _real_in("adv_eps", self.adv_eps, lo=0.0, lo_open=True)
         _real_in("length_weight", self.length_weight, lo=0.0)
         if self.learning_rate is not None:
@@ -98,22 +193,76 @@ class GRPOConfig:
         if self.max_grad_norm is not None:
             _real_in("max_grad_norm", self.max_grad_norm, lo=0.0, lo_open=True)
         _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
-        _choice("advantage", self.advantage, ADVANTAGE_ESTIMATORS)
+        if self.advantage is not None:
+            _choice("advantage", self.advantage, ADVANTAGE_ESTIMATORS)
         _choice("loss_aggregation", self.loss_aggregation, LOSS_AGGREGATIONS)
         _choice("tabular_optimizer", self.tabular_optimizer, {"sgd": None, "adam": None})
-        if not isinstance(self.unbiased_std, bool):
-            raise ValueError(f"unbiased_std={self.unbiased_std!r} must be a bool")
+        for flag in ("unbiased_std", "mask_truncated", "dynamic_sampling"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag}={getattr(self, flag)!r} must be a bool")
+        _choice("policy_loss", self.policy_loss, POLICY_LOSSES)
+        if self.clip_eps_high is not None:
+            _real_in("clip_eps_high", self.clip_eps_high, lo=0.0, lo_open=True)
+        if self.dual_clip_c is not None:
+            _real_in("dual_clip_c", self.dual_clip_c, lo=1.0, lo_open=True)
+            if self.policy_loss != "vanilla":
+                raise ValueError(
+                    f"dual_clip_c={self.dual_clip_c!r} applies to policy_loss='vanilla' only, not "
+                    f"{self.policy_loss!r} (verl applies clip_ratio_c only there too)"
+                )
+        if self.policy_loss == "kl_cov" and self.clip_eps_high is not None:
+            raise ValueError(
+                f"clip_eps_high={self.clip_eps_high!r} has no effect with policy_loss='kl_cov': KL-Cov "
+                "does not clip the ratio"
+            )
+        if self.policy_loss == "gspo" and self.loss_aggregation != "seq_mean_token_mean":
+            raise ValueError(
+                f"policy_loss='gspo' needs loss_aggregation='seq_mean_token_mean', not "
+                f"{self.loss_aggregation!r}: GSPO's ratio is one number per answer, so each answer is "
+                "weighted once (GSPO's objective; verl forces it)"
+            )
+        _real_in("kl_cov_ratio", self.kl_cov_ratio, lo=0.0, lo_open=True, hi=1.0)
+        _real_in("kl_cov_coef", self.kl_cov_coef, lo=0.0)
+        _real_in("clip_cov_ratio", self.clip_cov_ratio, lo=0.0, lo_open=True, hi=1.0)
+        _real_in("clip_cov_lb", self.clip_cov_lb)
+        _real_in("clip_cov_ub", self.clip_cov_ub)
+        if self.clip_cov_ub <= self.clip_cov_lb:
+            raise ValueError(
+                f"clip_cov_ub={self.clip_cov_ub!r} must exceed clip_cov_lb={self.clip_cov_lb!r}: the window "
+                "Clip-Cov draws tokens from would be empty"
+            )
+        _real_in("entropy_coef", self.entropy_coef, lo=0.0)
+        _int_at_least("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1, "")
+        if self.token_sum_norm is not None:
+            _int_at_least("token_sum_norm", self.token_sum_norm, 1, "")
+        if not isinstance(self.action_masks, bool):
+            raise ValueError(f"action_masks={self.action_masks!r} must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def preset(cls, policy: str, **overrides: Any) -> GRPOConfig:
-        """The tuned default for a policy (what ``GRPO(env, config=None, policy=...)`` uses), with
-        ``overrides`` applied. See :data:`PRESETS` for the values and the measurements behind them."""
+    def resolve(self, policy: str) -> GRPOConfig:
+        """This config with every unset field (None among :data:`PRESET_FIELDS`) taken from ``policy``'s
+        preset, or from the ``"paper"`` preset where that one does not set it. Fields already set are
+        kept. (``learning_rate`` may stay None: the paper preset has none, and the policy then uses its
+        own default step size.)"""
         if policy not in PRESETS:
             raise ValueError(f"no preset for policy={policy!r}; presets exist for {sorted(PRESETS)}")
-        return cls.from_dict({**PRESETS[policy], **overrides})
+        filled = {
+            name: PRESETS[policy].get(name, PRESETS["paper"].get(name))
+            for name in PRESET_FIELDS
+            if getattr(self, name) is None
+        }
+        return dataclasses.replace(self, **filled) if filled else self
+
+    @classmethod
+    def preset(cls, policy: str, **overrides: Any) -> GRPOConfig:
+        """A named preset with ``overrides`` applied, every field set: ``"tabular"`` and ``"mlp"`` are
+        the tuned defaults of those policies (what ``GRPO(env, policy=...)`` uses), ``"paper"`` the
+        papers' values. See :data:`PRESETS` for the values and the measurements behind them."""
+        if policy not in PRESETS:
+            raise ValueError(f"no preset for policy={policy!r}; presets exist for {sorted(PRESETS)}")
+        return cls.from_dict({**PRESETS[policy], **overrides}).resolve(policy)
 
     @classmethod
     def field_docs(cls) -> dict[str, str]:
@@ -168,8 +317,9 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
         raise ValueError(f"{name}={value!r} is not one of {sorted(table)}")
 
 
-#: Per-policy defaults, measured on rlvr/Arithmetic-v0 over 10 seeds (README, "What made tabular GRPO
-#: robust"; ``python -m benchmarks.grpo_targets``). The dataclass defaults above are the papers'.
+#: Named presets. "paper": the papers' values (DeepSeekMath; the lesson's G = 8). "tabular", "mlp": the
+#: per-policy defaults, measured on rlvr/Arithmetic-v0 over 10 seeds (README, "What made tabular GRPO
+#: robust"; ``python -m benchmarks.grpo_targets``); a field they do not set takes the paper's value.
 #:
 #: * tabular: with the paper's std-normalised advantage the agent collapsed on 10 of 10 seeds: a group
 #:   whose only difference is one well-formed (0.1) answer among malformed (0.0) ones gets advantages as
@@ -184,6 +334,12 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   initial network, so beta here is an exploration floor: the lesson's "raise beta" hint).
 #:   B = 8 prompts per iteration with G = 16 generalised to held-out prompts better than B = 2-4.
 PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {
+        "group_size": 8,
+        "prompts_per_iter": 8,
+        "advantage": "grpo",
+        "beta": 0.04,
+    },
     "tabular": {
         "group_size": 32,
         "prompts_per_iter": 2,
@@ -199,3 +355,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "beta": 0.2,
     },
 }
+
+#: The fields a preset fills when a config leaves them unset (None).
+PRESET_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(GRPOConfig) if f.default is None and any(f.name in p for p in PRESETS.values())
+)

@@ -1,10 +1,23 @@
-"""Greedy evaluation on an ``rlvr_env`` split, shared by the GRPO agent and the benchmarks (one
-implementation, so GRPO and SB3 PPO are scored by exactly the same code)."""
+"""Evaluation on an ``rlvr_env`` split, shared by the GRPO agent and the benchmarks (one
+implementation, so GRPO, SB3 PPO and MaskablePPO are scored by exactly the same code).
+
+Two views of one policy, because greedy success alone cannot tell a learned prompt from a lucky argmax
+(a near-uniform policy whose argmax happens to spell a right answer scores 1 greedily):
+
+* :func:`greedy_success`: the fraction of prompts the greedy (argmax) answer gets right;
+* :func:`success_report`: greedy success, **sampled** success (the mean over ``k`` sampled answers per
+  prompt, i.e. mean@k: the expected success of one sampled answer), **pass@k** (the fraction of prompts
+  with at least one correct answer among the ``k``) and the per-prompt sampled rates (their minimum
+  says whether *every* prompt is learned).
+
+Both take grammar masks: a masked agent (GRPO with ``action_masks=True``, MaskablePPO) is given the
+env's ``action_masks()`` at every step, as in training."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -12,10 +25,24 @@ import numpy as np
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Prompt, check_split
 
-__all__ = ["BatchPredict", "evaluation_prompts", "greedy_success", "as_token_env"]
+__all__ = [
+    "BatchPredict",
+    "MaskedPredict",
+    "SuccessReport",
+    "answer_correct",
+    "as_token_env",
+    "evaluation_prompts",
+    "greedy_success",
+    "sb3_predictor",
+    "success_report",
+]
 
 #: Maps a batch of observations (N, obs_dim) to a batch of token ids (N,).
 BatchPredict = Callable[[np.ndarray], np.ndarray]
+#: ``predict(obs, masks, deterministic)``: observations (N, obs_dim), grammar masks (N, V) bool or None
+#: (None when the evaluation is unmasked), greedy or sampled; returns token ids (N,). A sampling
+#: predict owns its (seeded) randomness.
+MaskedPredict = Callable[[np.ndarray, "np.ndarray | None", bool], np.ndarray]
 
 
 def as_token_env(env: gym.Env) -> TokenEnv:
@@ -60,24 +87,152 @@ def greedy_success(
     """Fraction of ``prompts`` (default: :func:`evaluation_prompts`) that ``predict`` answers correctly.
 
     All episodes advance in lockstep: one ``predict`` call per token position for the whole batch.
-    ``predict`` should be deterministic (greedy) for a greedy success rate.
+    ``predict`` should be deterministic (greedy) for a greedy success rate. Unmasked; a masked agent
+    uses :func:`success_report` (or :func:`answer_correct` with ``masked=True``).
     """
-    base = as_token_env(env)
     if prompts is None:
         prompts = evaluation_prompts(env, split, n_prompts, seed)
+    return float(answer_correct(lambda o, m, d: predict(o), env, prompts, deterministic=True).mean())
+
+
+def answer_correct(
+    predict: MaskedPredict,
+    env: gym.Env,
+    prompts: Sequence[Prompt],
+    *,
+    deterministic: bool,
+    masked: bool = False,
+    repeats: int = 1,
+) -> np.ndarray:
+    """(len(prompts), repeats) bool: whether each of ``repeats`` answers to each prompt is correct.
+
+    All episodes advance in lockstep: one ``predict`` call per token position for the whole batch.
+    With ``masked``, ``predict`` gets each active episode's ``action_masks()`` (the env must offer it).
+    """
+    base = as_token_env(env)
     if not prompts:
         raise ValueError("no prompts to evaluate")
-    envs = [copy.deepcopy(base) for _ in prompts]
-    obs = np.stack([e.reset(options={"prompt": p})[0] for e, p in zip(envs, prompts)])  # (N, D)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be a positive integer")
+    if masked and not callable(getattr(base, "action_masks", None)):
+        raise ValueError(f"masked=True, but {type(base).__name__} has no action_masks()")
+    episodes = [p for p in prompts for _ in range(repeats)]
+    if _has_arrays(base.task):
+        return _answer_correct_vector(predict, base, episodes, deterministic, masked).reshape(
+            len(prompts), repeats)
+    envs = [copy.deepcopy(base) for _ in episodes]
+    obs = np.stack([e.reset(options={"prompt": p})[0] for e, p in zip(envs, episodes)])  # (N, D)
     active = np.ones(len(envs), dtype=bool)
     correct = np.zeros(len(envs), dtype=bool)
     while active.any():
         idx = np.flatnonzero(active)
-        actions = np.asarray(predict(obs[idx])).reshape(-1)  # (n_active,)
+        masks = np.stack([envs[i].action_masks() for i in idx]) if masked else None
+        actions = np.asarray(predict(obs[idx], masks, deterministic)).reshape(-1)  # (n_active,)
         for j, i in enumerate(idx):
             o, _, terminated, truncated, info = envs[i].step(int(actions[j]))
             obs[i] = o
             if terminated or truncated:
                 active[i] = False
                 correct[i] = bool(info["correct"])
-    return float(correct.mean())
+    return correct.reshape(len(prompts), repeats)
+
+
+def _has_arrays(task: object) -> bool:
+    """Whether the task can run in the generic native vector env (finite prompts or array sampling)."""
+    pools = [task.prompts(s) for s in ("train", "test")]  # type: ignore[attr-defined]
+    return all(p is not None for p in pools) or (
+        hasattr(task, "sample_arrays") and hasattr(task, "encode_arrays")
+    )
+
+
+def _answer_correct_vector(predict: MaskedPredict, base: TokenEnv, episodes: list[Prompt],
+                           deterministic: bool, masked: bool) -> np.ndarray:
+    """:func:`answer_correct` in the native vector env (same task, observations, masks and verdicts as
+    the single env; a lockstep test in tests/test_vector.py checks that), one row per episode."""
+    from rlvr_env.vector import TokenVectorEnv
+
+    venv = TokenVectorEnv(base.task, len(episodes), split=base.split, autoreset_mode="Disabled")
+    obs, _ = venv.reset(options={"prompt": episodes})
+    active = np.ones(len(episodes), dtype=bool)
+    correct = np.zeros(len(episodes), dtype=bool)
+    actions = np.zeros(len(episodes), dtype=np.int64)
+    while active.any():
+        idx = np.flatnonzero(active)
+        masks = venv.action_masks()[idx] if masked else None
+        actions[idx] = np.asarray(predict(obs[idx], masks, deterministic)).reshape(-1)
+        obs, _, terminated, truncated, info = venv.step(actions)
+        ended = active & (terminated | truncated)
+        if ended.any():
+            correct[ended] = info["correct"][ended]
+            active &= ~ended
+    return correct
+
+
+@dataclass(frozen=True)
+class SuccessReport:
+    """Greedy and sampled success of one policy on one list of prompts (see the module docstring)."""
+
+    greedy: float  #: fraction of prompts whose greedy answer is correct
+    sampled: float  #: mean over prompts of the fraction of k sampled answers that are correct (mean@k)
+    pass_at_k: float  #: fraction of prompts with at least one correct answer among k samples
+    k: int
+    per_prompt_sampled: np.ndarray  #: (P,) each prompt's sampled success rate
+
+    @property
+    def min_prompt_sampled(self) -> float:
+        """The worst prompt's sampled success (1.0 only if every prompt is learned)."""
+        return float(self.per_prompt_sampled.min())
+
+    def as_dict(self, prefix: str = "") -> dict[str, float]:
+        return {
+            f"{prefix}greedy": self.greedy,
+            f"{prefix}sampled": self.sampled,
+            f"{prefix}pass@{self.k}": self.pass_at_k,
+            f"{prefix}min_prompt_sampled": self.min_prompt_sampled,
+        }
+
+
+def success_report(
+    predict: MaskedPredict,
+    env: gym.Env,
+    split: str = "test",
+    *,
+    k: int = 16,
+    masked: bool = False,
+    prompts: Sequence[Prompt] | None = None,
+    n_prompts: int | None = None,
+    seed: int = 0,
+) -> SuccessReport:
+    """Greedy success, sampled success (mean@k), pass@k and per-prompt sampled success of ``predict``
+    on ``prompts`` (default: :func:`evaluation_prompts` of ``split``)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k={k!r} must be a positive integer")
+    if prompts is None:
+        prompts = evaluation_prompts(env, split, n_prompts, seed)
+    greedy = answer_correct(predict, env, prompts, deterministic=True, masked=masked)[:, 0]
+    sampled = answer_correct(predict, env, prompts, deterministic=False, masked=masked, repeats=k)
+    per_prompt = sampled.mean(axis=1)
+    return SuccessReport(
+        greedy=float(greedy.mean()),
+        sampled=float(per_prompt.mean()),
+        pass_at_k=float(sampled.any(axis=1).mean()),
+        k=k,
+        per_prompt_sampled=per_prompt,
+    )
+
+
+def sb3_predictor(model: object) -> MaskedPredict:
+    """A :data:`MaskedPredict` for any model with SB3's ``predict(obs, deterministic=...)`` (PPO, A2C,
+    the GRPO agent) or sb3-contrib's ``predict(obs, action_masks=..., deterministic=...)``
+    (MaskablePPO): masks are passed when the evaluation is masked. Sampling uses the model's own
+    generator (torch's for SB3 models: seed it with ``set_random_seed`` for a repeatable score)."""
+    predict = getattr(model, "predict", None)
+    if not callable(predict):
+        raise TypeError(f"{type(model).__name__} has no predict() method")
+
+    def run(obs: np.ndarray, masks: np.ndarray | None, deterministic: bool) -> np.ndarray:
+        if masks is None:
+            return np.asarray(predict(obs, deterministic=deterministic)[0])
+        return np.asarray(predict(obs, deterministic=deterministic, action_masks=masks)[0])
+
+    return run

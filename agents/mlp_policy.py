@@ -19,9 +19,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.objective import entropy_bonus
 from agents.policies import LossFn, Policy, UpdateStats
 
 __all__ = ["MLPPolicy"]
+
+
+def _masked_log_softmax(logits: torch.Tensor, masks: np.ndarray | None) -> torch.Tensor:
+    """log-softmax over the tokens ``masks`` allows (-inf elsewhere). ``masked_fill`` passes no gradient
+    to masked logits, and every allowed token's log-prob is finite, so gradients stay finite."""
+    if masks is None:
+        return torch.log_softmax(logits, dim=-1)
+    m = torch.as_tensor(np.asarray(masks, dtype=bool).reshape(logits.shape))
+    if not bool(m.any(dim=-1).all()):
+        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
+    return torch.log_softmax(logits.masked_fill(~m, float("-inf")), dim=-1)
 
 
 class MLPPolicy(Policy):
@@ -88,24 +100,36 @@ class MLPPolicy(Policy):
         with torch.no_grad():
             return self.net(self._input(obs)).numpy()
 
-    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    def reference_logp(
+        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+    ) -> np.ndarray:
         with torch.no_grad():
-            logp_all = torch.log_softmax(self.reference(self._input(obs)), dim=-1)
+            logp_all = _masked_log_softmax(self.reference(self._input(obs)), masks)
             return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].numpy()
 
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
-        logp_all = torch.log_softmax(self.net(self._input(obs)), dim=-1)  # (T, V)
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
+        logits = self.net(self._input(obs))  # (T, V)
+        logp_all = _masked_log_softmax(logits, masks)  # (T, V); -inf where masked
         logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
         terms = loss_fn(logp.detach().numpy())
         self.optimizer.zero_grad()
         # The objective's math lives in NumPy (agents.objective); autograd only chains its gradient
-        # with respect to logp through the network.
-        logp.backward(torch.as_tensor(terms.grad_logp.reshape(-1)))
+        # with respect to logp (and, for the entropy bonus, the logits) through the network.
+        tensors, grads = [logp], [torch.as_tensor(terms.grad_logp.reshape(-1))]
+        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
+            _, d_bonus = entropy_bonus(logp_all.detach().numpy(), entropy_weights)
+            tensors.append(logits)
+            grads.append(torch.as_tensor(-d_bonus))
+        torch.autograd.backward(tensors, grads)
         if self.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
         self.optimizer.step()
         with torch.no_grad():
-            entropy = float(-(logp_all.exp() * logp_all).sum(-1).mean()) if len(actions) else 0.0
+            # Zero the -inf log-probs of masked tokens before the sum (0 * -inf is NaN).
+            plogp = torch.where(torch.isfinite(logp_all), logp_all.exp() * logp_all, 0.0)
+            entropy = float(-plogp.sum(-1).mean()) if len(actions) else 0.0
         return UpdateStats(terms, entropy)
 
     def num_parameters(self) -> int:

@@ -6,8 +6,9 @@ derivative through its softmax table by hand; the neural policy hands it to torc
 upstream gradient (``logp.backward(grad)``). So the clip, the KL estimator and the aggregation are
 written exactly once. Shapes: ``N`` episodes (B prompts x G answers), ``L`` token positions.
 
-Variants are looked up by name in the ``ADVANTAGE_ESTIMATORS``, ``KL_ESTIMATORS`` and
-``LOSS_AGGREGATIONS`` tables rather than chained in if-ladders.
+Variants are looked up by name in the ``ADVANTAGE_ESTIMATORS``, ``KL_ESTIMATORS``, ``POLICY_LOSSES``
+and ``LOSS_AGGREGATIONS`` tables rather than chained in if-ladders. README, "GRPO variants (verl / TRL
+names)", maps every variant to verl's and TRL's option names.
 """
 
 from __future__ import annotations
@@ -20,12 +21,24 @@ import numpy as np
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "KL_ESTIMATORS",
+    "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
+    "POLICY_LOSSES",
     "LossTerms",
+    "SurrogateSettings",
     "clip_ratio",
     "clipped_surrogate",
+    "cispo_surrogate",
+    "clip_cov_surrogate",
+    "entropy_bonus",
+    "gspo_surrogate",
+    "informative_groups",
+    "kl_cov_surrogate",
+    "mask_truncated",
     "grpo_advantages",
+    "grpo_batch_std_advantages",
     "dr_grpo_advantages",
+    "reinforce_pp_baseline_advantages",
     "rloo_advantages",
     "kl_k1",
     "kl_k2",
@@ -77,12 +90,51 @@ def rloo_advantages(rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool =
     return np.where(tied, 0.0, (r - r.mean(axis=1, keepdims=True)) * g / (g - 1))
 
 
+def grpo_batch_std_advantages(
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True
+) -> np.ndarray:
+    """Group-mean baseline scaled by the *batch's* reward std: ``(r_i - mean(r_group)) / (std(r_batch) +
+    eps)`` (TRL ``scale_rewards="batch"``, after "PPO Lite", Liu et al. 2025 "Tricks or Traps?").
+    One scale for every group, so an easy or hard prompt is not weighted up by its small std
+    (Dr. GRPO's difficulty bias) while the advantages keep unit scale. Tied groups are exactly zero."""
+    r = _check_rewards(rewards)
+    tied = np.all(r == r[:, :1], axis=1, keepdims=True)
+    std = r.std(ddof=1 if unbiased_std else 0)
+    return np.where(tied, 0.0, (r - r.mean(axis=1, keepdims=True)) / (std + eps))
+
+
+def reinforce_pp_baseline_advantages(
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True
+) -> np.ndarray:
+    """REINFORCE++-baseline (Hu et al. 2025, "REINFORCE++", arXiv 2501.03262): subtract each
+    group's mean reward, then normalise the whole batch, ``A = (a - mean(a)) / (std(a) + eps)`` over all
+    B x G centred rewards ``a``. Each answer counts once (verl's ``reinforce_plus_plus_baseline``
+    whitens over tokens, so there a long answer counts once per token; equal on fixed-length tasks).
+    A tied group's centred rewards are exactly zero before the batch shift, and stay zero after it."""
+    r = _check_rewards(rewards)
+    tied = np.all(r == r[:, :1], axis=1, keepdims=True)
+    centred = np.where(tied, 0.0, r - r.mean(axis=1, keepdims=True))
+    std = centred.std(ddof=1 if unbiased_std else 0)
+    return np.where(tied, 0.0, (centred - centred.mean()) / (std + eps))
+
+
 AdvantageFn = Callable[[np.ndarray, float, bool], np.ndarray]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {
     "grpo": grpo_advantages,
     "dr_grpo": dr_grpo_advantages,
     "rloo": rloo_advantages,
+    "grpo_batch_std": grpo_batch_std_advantages,
+    "reinforce_pp_baseline": reinforce_pp_baseline_advantages,
 }
+
+
+def informative_groups(rewards: np.ndarray) -> np.ndarray:
+    """(B,) True where a group's rewards are not all tied: DAPO's dynamic-sampling filter (Yu et al.
+    2025, section 3.2: keep a prompt only if ``0 < |{correct o_i}| < G``), generalised from
+    accuracy to the whole reward. A tied group has zero advantage under every estimator above, so it
+    contributes no policy gradient (only KL and entropy terms)."""
+    r = _check_rewards(rewards)
+    return ~np.all(r == r[:, :1], axis=1)
 
 
 def _check_rewards(rewards: np.ndarray) -> np.ndarray:
@@ -95,36 +147,216 @@ def _check_rewards(rewards: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------
-# Importance ratio and PPO clip
+# Importance ratio and the policy-gradient surrogates (one per POLICY_LOSSES entry)
 # --------------------------------------------------------------------------------------------------
-def clip_ratio(ratio: np.ndarray, clip_eps: float) -> np.ndarray:
-    """``clip(rho, 1 - eps, 1 + eps)``: always inside ``[1 - eps, 1 + eps]``."""
-    return np.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+#: log(pi / pi_old) is clamped to +-LOG_RATIO_CLAMP before exp(), as verl does
+#: (``negative_approx_kl.clamp(-20, 20)``): beyond ~710 exp() overflows to inf and inf * 0 gives NaN.
+#: Where the clamp is active the ratio is constant, so the token has no ratio gradient.
+LOG_RATIO_CLAMP = 20.0
+
+
+@dataclass(frozen=True)
+class SurrogateSettings:
+    """The clip constants of a policy loss (``GRPOConfig`` fields of the same meaning).
+
+    * ``clip_eps``: epsilon (PPO; epsilon_low in DAPO): the ratio is clipped below at ``1 - clip_eps``.
+    * ``clip_eps_high``: DAPO's epsilon_high ("clip-higher", Yu et al. 2025 section 3.1): the upper
+      clip ``1 + clip_eps_high``; None means ``clip_eps`` (symmetric PPO clip).
+    * ``dual_clip_c``: the dual-clip constant c > 1 (Ye et al. 2020, "Mastering Complex Control in MOBA
+      Games"): for A < 0 the objective is bounded below by ``c * A``; None turns it off.
+    * ``kl_cov_ratio``, ``kl_cov_coef``: KL-Cov's k (fraction of tokens) and its KL weight (Cui et al.
+      2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617).
+    * ``clip_cov_ratio``, ``clip_cov_bounds``, ``rng``: Clip-Cov's fraction r of tokens, the covariance
+      window (omega_low, omega_high) they are drawn from, and the generator that draws them (same paper).
+    """
+
+    clip_eps: float = 0.2
+    clip_eps_high: float | None = None
+    dual_clip_c: float | None = None
+    kl_cov_ratio: float = 2e-4
+    kl_cov_coef: float = 1.0
+    clip_cov_ratio: float = 2e-4
+    clip_cov_bounds: tuple[float, float] = (1.0, 5.0)
+    rng: np.random.Generator | None = None
+
+    @property
+    def eps_high(self) -> float:
+        return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
+
+
+def clip_ratio(ratio: np.ndarray, clip_eps: float, clip_eps_high: float | None = None) -> np.ndarray:
+    """``clip(rho, 1 - eps_low, 1 + eps_high)`` with ``eps_low = clip_eps`` and ``eps_high =
+    clip_eps_high`` (None: ``clip_eps``): always inside that band."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    return np.clip(ratio, 1.0 - clip_eps, 1.0 + high)
+
+
+def _log_ratio(logp: np.ndarray, logp_old: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(clamped log-ratio, True where the clamp is inactive so the ratio has a gradient)."""
+    raw = logp - logp_old
+    return np.clip(raw, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), np.abs(raw) < LOG_RATIO_CLAMP
 
 
 def clipped_surrogate(
-    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, clip_eps: float
+    logp: np.ndarray,
+    logp_old: np.ndarray,
+    adv: np.ndarray,
+    clip_eps: float,
+    clip_eps_high: float | None = None,
+    dual_clip_c: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """PPO's clipped surrogate per token, ``min(rho * A, clip(rho) * A)`` with ``rho = exp(logp - logp_old)``.
+    """PPO's clipped surrogate per token, ``min(rho * A, clip(rho) * A)`` with ``rho = exp(logp - logp_old)``
+    (log-ratio clamped to :data:`LOG_RATIO_CLAMP`), optionally clip-higher and dual-clip.
 
     Args:
         logp, logp_old: (N, L) log-probabilities of the sampled tokens under the policy being updated
             and under the policy that sampled them.
         adv: (N, L) advantages (the answer's advantage on each of its tokens).
-        clip_eps: the clip range epsilon.
+        clip_eps: the clip range epsilon (the lower one when ``clip_eps_high`` is set).
+        clip_eps_high: DAPO's epsilon_high; None = ``clip_eps``.
+        dual_clip_c: for A < 0, ``max(c * A, min(rho A, clip(rho) A))`` (dual-clip PPO); None = off.
 
     Returns:
-        (objective (N, L), d objective / d logp (N, L), clipped (N, L) bool: the clipped branch won,
-        so the token contributes no gradient).
+        (objective (N, L), d objective / d logp (N, L), clipped (N, L) bool: a clip won (PPO's or the
+        dual clip), so the token contributes no gradient).
     """
-    ratio = np.exp(logp - logp_old)  # (N, L)
+    log_ratio, live = _log_ratio(logp, logp_old)
+    ratio = np.exp(log_ratio)  # (N, L)
     unclipped = ratio * adv
-    clipped_obj = clip_ratio(ratio, clip_eps) * adv
+    clipped_obj = clip_ratio(ratio, clip_eps, clip_eps_high) * adv
     use_clipped = clipped_obj < unclipped  # ties go to the unclipped branch, which has the gradient
     objective = np.where(use_clipped, clipped_obj, unclipped)
-    # d(rho * A)/d logp = rho * A; the clipped branch is constant in logp where it is active.
-    grad = np.where(use_clipped, 0.0, unclipped)
+    if dual_clip_c is not None:
+        floor = dual_clip_c * adv
+        dual = (adv < 0) & (floor > objective)
+        objective = np.where(dual, floor, objective)
+        use_clipped = use_clipped | dual
+    # d(rho * A)/d logp = rho * A; the clipped branches are constant in logp where they are active.
+    grad = np.where(use_clipped | ~live, 0.0, unclipped)
     return objective, grad, use_clipped
+
+
+def _vanilla_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PPO-clip per token (DeepSeekMath eq. 3), with clip-higher and dual clip when set."""
+    return clipped_surrogate(logp, logp_old, adv, s.clip_eps, s.clip_eps_high, s.dual_clip_c)
+
+
+def gspo_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071): one ratio per answer,
+    ``s_i = exp(mean_t log(pi / pi_old))`` over the answer's real tokens, clipped per answer:
+    ``min(s_i A_i, clip(s_i) A_i)``, written on each of its tokens.
+
+    With ``seq_mean_token_mean`` aggregation (each answer weighted once, as GSPO's objective is; the
+    config enforces it) the loss is exactly GSPO's, and the returned gradient is its derivative:
+    ``d s_i / d logp_t = s_i / |y_i|``, of which the aggregation's 1/|y_i| weight supplies the
+    1/|y_i|, so the per-token gradient here is ``s_i A_i`` (the paper's "GSPO-token" form, with
+    all token advantages equal). ``mask`` is (N, L), 1 on real tokens.
+    """
+    lengths = np.maximum(mask.sum(axis=1, keepdims=True), 1.0)  # (N, 1)
+    seq_log_ratio = ((logp - logp_old) * mask).sum(axis=1, keepdims=True) / lengths  # (N, 1)
+    clamped = np.clip(seq_log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    live = np.abs(seq_log_ratio) < LOG_RATIO_CLAMP
+    s_i = np.broadcast_to(np.exp(clamped), logp.shape)  # (N, L)
+    unclipped = s_i * adv
+    clipped_obj = clip_ratio(s_i, s.clip_eps, s.clip_eps_high) * adv
+    use_clipped = clipped_obj < unclipped
+    objective = np.where(use_clipped, clipped_obj, unclipped)
+    grad = np.where(use_clipped | ~live, 0.0, unclipped) * mask
+    return objective, grad, use_clipped
+
+
+def cispo_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CISPO (MiniMax-M1, 2025, arXiv 2506.13585): REINFORCE weighted by the *clipped,
+    stop-gradient* importance weight, ``sg(clip(rho, 1 - eps_low, 1 + eps_high)) * A * logp``. Unlike
+    PPO's clip, no token loses its gradient: the clip only bounds the weight.
+
+    The value is the surrogate as written (it contains ``logp``, so it is not a ratio-scale number);
+    the gradient is ``clip(rho) * A`` (the weight is a constant). ``clipped`` marks tokens whose weight
+    was clipped.
+    """
+    log_ratio, _ = _log_ratio(logp, logp_old)
+    ratio = np.exp(log_ratio)
+    weight = clip_ratio(ratio, s.clip_eps, s.clip_eps_high)
+    return weight * adv * logp, weight * adv, weight != ratio
+
+
+def kl_cov_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """KL-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617):
+    the *unclipped* ``rho * A`` on every token, minus ``kl_cov_coef * |logp - logp_old|`` on the
+    ``max(1, int(kl_cov_ratio * T))`` real tokens with the largest centred covariance
+    ``(A_t - mean A) * (logp_t - mean logp)`` over the batch's T real tokens. Those tokens are the
+    ones whose update lowers entropy fastest; the KL term holds them near the sampling policy.
+
+    The token selection is a constant (computed from the values, no gradient), as in verl's
+    ``kl_cov`` loss. ``clipped`` marks the selected tokens.
+    """
+    log_ratio, live = _log_ratio(logp, logp_old)
+    ratio = np.exp(log_ratio)
+    valid = mask > 0
+    selected = np.zeros(logp.shape, dtype=bool)
+    n_valid = int(valid.sum())
+    if n_valid:
+        a, lp = adv[valid], logp[valid]
+        cov = (a - a.mean()) * (lp - lp.mean())
+        k = max(1, int(n_valid * s.kl_cov_ratio))
+        top = np.argsort(-cov, kind="stable")[:k]
+        flat = np.zeros(n_valid, dtype=bool)
+        flat[top] = True
+        selected[valid] = flat
+    diff = logp - logp_old
+    objective = ratio * adv - np.where(selected, s.kl_cov_coef * np.abs(diff), 0.0)
+    grad = np.where(live, ratio * adv, 0.0) - np.where(selected, s.kl_cov_coef * np.sign(diff), 0.0)
+    return objective, grad, selected
+
+
+def clip_cov_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Clip-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617):
+    PPO-clip per token, except that ``max(1, int(clip_cov_ratio * T))`` of the T real tokens, drawn at
+    random (with ``s.rng``) among those PPO did not clip whose centred covariance ``(A_t - mean A) *
+    (logp_t - mean logp)`` lies strictly inside ``clip_cov_bounds``, are removed from the loss (value and
+    gradient zero): the high-covariance updates that drive entropy down are skipped. As in verl's
+    ``clip_cov`` loss; ``clipped`` marks PPO-clipped and removed tokens.
+    """
+    if s.rng is None:
+        raise ValueError("clip_cov needs a random generator (SurrogateSettings.rng) to draw its tokens")
+    objective, grad, clipped = clipped_surrogate(logp, logp_old, adv, s.clip_eps, s.clip_eps_high)
+    valid = mask > 0
+    n_valid = int(valid.sum())
+    removed = np.zeros(logp.shape, dtype=bool)
+    if n_valid:
+        a, lp = adv[valid], logp[valid]
+        cov = (a - a.mean()) * (lp - lp.mean())  # (T,)
+        lo, hi = s.clip_cov_bounds
+        candidates = np.flatnonzero((cov > lo) & (cov < hi) & ~clipped[valid])
+        k = min(max(1, int(s.clip_cov_ratio * n_valid)), len(candidates))
+        flat = np.zeros(n_valid, dtype=bool)
+        flat[s.rng.permutation(candidates)[:k]] = True
+        removed[valid] = flat
+    return np.where(removed, 0.0, objective), np.where(removed, 0.0, grad), clipped | removed
+
+
+SurrogateFn = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, SurrogateSettings],
+    tuple[np.ndarray, np.ndarray, np.ndarray],
+]
+#: Policy losses by verl's ``actor.policy_loss.loss_mode`` names.
+POLICY_LOSSES: dict[str, SurrogateFn] = {
+    "vanilla": _vanilla_surrogate,
+    "gspo": gspo_surrogate,
+    "cispo": cispo_surrogate,
+    "kl_cov": kl_cov_surrogate,
+    "clip_cov": clip_cov_surrogate,
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -164,28 +396,67 @@ KL_ESTIMATORS: dict[str, KLFn] = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
 # --------------------------------------------------------------------------------------------------
 # Loss aggregation: how per-token losses become one scalar (the weight of each token)
 # --------------------------------------------------------------------------------------------------
-def _seq_mean_token_mean(mask: np.ndarray) -> np.ndarray:
+def _seq_mean_token_mean(mask: np.ndarray, max_length: int | None = None) -> np.ndarray:
     """GRPO paper (DeepSeekMath eq. 3): mean over each answer's tokens, then over answers."""
     lengths = np.maximum(mask.sum(axis=1, keepdims=True), 1.0)  # (N, 1)
     return mask / lengths / mask.shape[0]
 
 
-def _token_mean(mask: np.ndarray) -> np.ndarray:
+def _token_mean(mask: np.ndarray, max_length: int | None = None) -> np.ndarray:
     """DAPO (Yu et al. 2025, section 3.3): one mean over every token of the batch."""
     return mask / max(float(mask.sum()), 1.0)
 
 
-def _seq_mean_token_sum(mask: np.ndarray) -> np.ndarray:
-    """Dr. GRPO: sum over tokens, divided by a constant (N x L), so length does not reweight answers."""
-    return mask / float(mask.shape[0] * mask.shape[1])
+def _seq_mean_token_sum(mask: np.ndarray, max_length: int | None = None) -> np.ndarray:
+    """Dr. GRPO (Liu et al. 2025, section 3.1): sum over each answer's tokens divided by a constant,
+    ``N x max_length``, so neither an answer's own length nor the longest answer in its batch
+    reweights it. ``max_length`` is the task's fixed maximum answer length (Dr. GRPO's "generation
+    budget", TRL's ``max_completion_length``); None falls back to the padded length ``L`` (only for
+    direct calls; the trainer always passes the fixed one)."""
+    norm = mask.shape[1] if max_length is None else int(max_length)
+    if norm < mask.shape[1]:
+        raise ValueError(f"max_length={max_length} is shorter than the batch's padded length {mask.shape[1]}")
+    return mask / float(mask.shape[0] * norm)
 
 
-AggregationFn = Callable[[np.ndarray], np.ndarray]
+AggregationFn = Callable[[np.ndarray, "int | None"], np.ndarray]
 LOSS_AGGREGATIONS: dict[str, AggregationFn] = {
     "seq_mean_token_mean": _seq_mean_token_mean,
     "token_mean": _token_mean,
     "seq_mean_token_sum": _seq_mean_token_sum,
 }
+
+
+def mask_truncated(mask: np.ndarray, truncated: np.ndarray) -> np.ndarray:
+    """The loss mask with every truncated answer's tokens removed (DAPO section 3.4, "overlong
+    filtering"; TRL ``mask_truncated_completions``): an answer cut off at the length limit is neither
+    rewarded nor penalised by the loss. Its reward still enters its group's advantages (as in TRL).
+
+    Args:
+        mask: (N, L) 1.0 on real tokens. truncated: (N,) True for answers that hit the length limit.
+    """
+    keep = ~np.asarray(truncated, dtype=bool)
+    if keep.shape != (mask.shape[0],):
+        raise ValueError(f"truncated has shape {keep.shape}; expected ({mask.shape[0]},)")
+    return mask * keep[:, None]
+
+
+def entropy_bonus(logp_all: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray]:
+    """``sum_t w_t H(pi(.|s_t))`` and its gradient with respect to the logits (T, V).
+
+    ``H = -sum_v p_v log p_v``; ``dH/dz_j = -p_j (log p_j + H)`` for softmax logits z. Masked-out
+    actions (``logp = -inf``, probability 0) contribute 0 to both. The trainer *subtracts*
+    ``entropy_coef`` times this from the loss (TRL ``entropy_coef``, verl ``entropy_coeff``).
+
+    Args:
+        logp_all: (T, V) log-softmax of each token position's logits. weights: (T,) token weights.
+    """
+    p = np.exp(logp_all)
+    safe_logp = np.where(p > 0, logp_all, 0.0)  # 0 * log 0 = 0 for masked actions
+    h = -(p * safe_logp).sum(axis=-1)  # (T,)
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    grad = -p * (safe_logp + h[:, None])  # (T, V) dH/dz, zero where p = 0
+    return float((w * h).sum()), grad * w[:, None]
 
 
 @dataclass(frozen=True)
@@ -194,9 +465,9 @@ class LossTerms:
 
     loss: float
     grad_logp: np.ndarray  # (N, L) d loss / d logp
-    policy_loss: float  # -(aggregated clipped surrogate)
+    policy_loss: float  # -(aggregated surrogate)
     kl: float  # aggregated KL estimate to the reference
-    clip_frac: float  # fraction of valid tokens on the clipped branch
+    clip_frac: float  # fraction of valid tokens on a clipped branch (or selected, for kl_cov)
 
 
 def grpo_token_loss(
@@ -210,20 +481,34 @@ def grpo_token_loss(
     beta: float,
     kl_estimator: str = "k3",
     aggregation: str = "seq_mean_token_mean",
+    clip_eps_high: float | None = None,
+    dual_clip_c: float | None = None,
+    policy_loss: str = "vanilla",
+    kl_cov_ratio: float = 2e-4,
+    kl_cov_coef: float = 1.0,
+    clip_cov_ratio: float = 2e-4,
+    clip_cov_bounds: tuple[float, float] = (1.0, 5.0),
+    rng: np.random.Generator | None = None,
+    max_length: int | None = None,
 ) -> LossTerms:
-    """The GRPO loss ``-sum_t w_t [min(rho A, clip(rho) A) - beta * KL_t]`` and its gradient.
+    """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
 
     Args:
         logp, logp_old, logp_ref: (N, L) log-probabilities of the sampled tokens under the current,
             sampling and reference policies.
         adv: (N, L) advantages.
-        mask: (N, L) 1.0 on real tokens, 0.0 on padding after an episode ended.
+        mask: (N, L) 1.0 on tokens in the loss, 0.0 on padding (and on masked-out answers).
         clip_eps, beta: the clip range and the KL weight.
         kl_estimator: a key of :data:`KL_ESTIMATORS`.
-        aggregation: a key of :data:`LOSS_AGGREGATIONS`.
+        aggregation: a key of :data:`LOSS_AGGREGATIONS`; ``max_length`` is its fixed length.
+        clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef, clip_cov_ratio, clip_cov_bounds, rng: see
+            :class:`SurrogateSettings` (``rng`` is needed by "clip_cov" only).
+        policy_loss: a key of :data:`POLICY_LOSSES` ("vanilla" is PPO-clip).
     """
-    weights = LOSS_AGGREGATIONS[aggregation](mask)  # (N, L), zero on padding
-    surrogate, d_surrogate, clipped = clipped_surrogate(logp, logp_old, adv, clip_eps)
+    weights = LOSS_AGGREGATIONS[aggregation](mask, max_length)  # (N, L), zero on padding
+    settings = SurrogateSettings(clip_eps, clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef,
+                                 clip_cov_ratio, tuple(clip_cov_bounds), rng)  # type: ignore[arg-type]
+    surrogate, d_surrogate, clipped = POLICY_LOSSES[policy_loss](logp, logp_old, adv, mask, settings)
     kl, d_kl = KL_ESTIMATORS[kl_estimator](logp, logp_ref)
     per_token = -(surrogate - beta * kl)  # (N, L)
     grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)

@@ -9,6 +9,7 @@ chains ``LossTerms.grad_logp`` through its own parameters.
 from __future__ import annotations
 
 import abc
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.objective import LossTerms
+from agents.objective import LossTerms, entropy_bonus
 
 __all__ = [
     "Policy",
@@ -24,7 +25,9 @@ __all__ = [
     "UpdateStats",
     "log_softmax",
     "sample_categorical",
+    "apply_mask",
     "make_policy",
+    "check_tabular_observations",
     "POLICY_NAMES",
 ]
 
@@ -36,6 +39,17 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise log-softmax of (N, V) logits, stable for large values."""
     z = logits - logits.max(axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def apply_mask(logits: np.ndarray, masks: np.ndarray | None) -> np.ndarray:
+    """(N, V) logits with the tokens a mask forbids set to -inf (grammar-constrained decoding); the
+    logits themselves when ``masks`` is None. Every row must allow at least one token."""
+    if masks is None:
+        return logits
+    m = np.asarray(masks, dtype=bool).reshape(logits.shape)
+    if not m.any(axis=-1).all():
+        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
+    return np.where(m, logits, -np.inf)
 
 
 def sample_categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -63,12 +77,21 @@ class Policy(abc.ABC):
         """(N, V) float64 logits for a batch of observations, without gradient bookkeeping."""
 
     @abc.abstractmethod
-    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """(T,) log-probabilities of ``actions`` under the frozen reference policy."""
+    def reference_logp(
+        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(T,) log-probabilities of ``actions`` under the frozen reference policy (renormalised over
+        the tokens ``masks`` (T, V) allows, when given)."""
 
     @abc.abstractmethod
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
-        """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``."""
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
+        """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``, minus
+        the entropy bonus ``sum_t entropy_weights[t] * H_t`` when ``entropy_weights`` (T,) is given
+        (:func:`agents.objective.entropy_bonus` supplies its value and logit gradient). With ``masks``
+        (T, V), log-probs and entropies are those of the distribution restricted to the allowed tokens
+        (masked tokens get no probability and no gradient)."""
 
     @abc.abstractmethod
     def num_parameters(self) -> int:
@@ -85,15 +108,18 @@ class Policy(abc.ABC):
     def observe(self, obs: np.ndarray) -> None:  # noqa: B027 - optional hook
         """Called on every batch of observations the rollout samples from (the table grows here)."""
 
-    def predict(self, obs: np.ndarray, deterministic: bool, rng: np.random.Generator) -> np.ndarray:
-        logits = self.logits(obs)
+    def predict(self, obs: np.ndarray, deterministic: bool, rng: np.random.Generator,
+                masks: np.ndarray | None = None) -> np.ndarray:
+        logits = apply_mask(self.logits(obs), masks)
         if deterministic:
             return logits.argmax(axis=-1).astype(np.int64)
         return sample_categorical(logits, rng)
 
 
 def _entropy(logp_all: np.ndarray) -> float:
-    return float(-(np.exp(logp_all) * logp_all).sum(axis=-1).mean()) if logp_all.size else 0.0
+    # Masked tokens have logp = -inf and p = 0; their term is 0 (0 * -inf would be NaN).
+    terms = np.exp(logp_all) * np.where(np.isfinite(logp_all), logp_all, 0.0)
+    return float(-terms.sum(axis=-1).mean()) if logp_all.size else 0.0
 
 
 class _Adam:
@@ -214,13 +240,19 @@ class TabularPolicy(Policy):
         out[known] = self.table[rows[known]]
         return out
 
-    def reference_logp(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        # The reference is the initial table: all-zero logits, i.e. uniform.
-        return np.full(len(actions), -np.log(self.n_actions))
+    def reference_logp(
+        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+    ) -> np.ndarray:
+        # The reference is the initial table: all-zero logits, i.e. uniform (over the allowed tokens).
+        if masks is None:
+            return np.full(len(actions), -np.log(self.n_actions))
+        return -np.log(np.asarray(masks, dtype=bool).reshape(len(actions), -1).sum(axis=-1).astype(float))
 
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn) -> UpdateStats:
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
         rows = self._row_ids(obs, insert=True)  # (T,)
-        logp_all = log_softmax(self.table[rows])  # (T, V)
+        logp_all = log_softmax(apply_mask(self.table[rows], masks))  # (T, V); -inf where masked
         logp = logp_all[np.arange(len(rows)), actions]  # (T,)
         terms = loss_fn(logp)
         g = terms.grad_logp.reshape(-1)  # (T,) d loss / d logp
@@ -228,6 +260,9 @@ class TabularPolicy(Policy):
         grad = np.zeros_like(self.table)
         np.add.at(grad, (rows, actions), g)
         np.add.at(grad, rows, -g[:, None] * np.exp(logp_all))
+        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
+            _, d_bonus = entropy_bonus(logp_all, entropy_weights)
+            np.add.at(grad, rows, -d_bonus)
         self._adam.step(self.table, grad)
         return UpdateStats(terms, _entropy(logp_all))
 
@@ -263,6 +298,47 @@ class TabularPolicy(Policy):
         self._adam.m = np.asarray(arrays["adam_m"], dtype=np.float64).copy()
         self._adam.v = np.asarray(arrays["adam_v"], dtype=np.float64).copy()
         self._adam.t = int(arrays["adam_t"])
+
+
+def check_tabular_observations(env: gym.Env) -> None:
+    """Refuse (``ValueError``) or warn about envs a lookup table cannot learn.
+
+    * An ``rlvr_env`` task without ``tabular_segments`` keys its rows on the whole observation, prompt
+      included, so what a row learns on one prompt never carries over to another. When the task draws
+      its prompts from an unbounded set (``task.prompts(split)`` is None, e.g. Countdown's held-out
+      number sets) the table cannot even cover the train prompts: refused. A finite task is only
+      warned about (held-out prompts meet unseen rows, which act uniformly).
+    * Any other env: the observation space must be discrete (``Discrete``, ``MultiDiscrete``,
+      ``MultiBinary`` or an integer ``Box``). Continuous observations (e.g. CartPole's float Box) almost
+      never repeat exactly, so each state would get its own row: refused. Discretise them yourself
+      (an ``ObservationWrapper`` to an integer Box) or use ``policy="mlp"``.
+    """
+    from rlvr_env.envs import TokenEnv  # local: keeps this module free of env imports at load time
+
+    inner = env.unwrapped
+    name = env.spec.id if getattr(env, "spec", None) is not None else type(inner).__name__
+    if isinstance(inner, TokenEnv):
+        task = inner.task
+        if task.tabular_segments is not None:
+            return
+        why = (f"policy='tabular' on {name}: the task declares no tabular_segments, so the table is keyed "
+               "on the whole observation, prompt included, and nothing learned on one prompt carries over "
+               "to another")
+        if task.prompts("train") is None:
+            raise ValueError(why + "; its prompts come from an unbounded set, so held-out prompts (and "
+                             "most train prompts) always meet unseen rows. Use policy='mlp'")
+        warnings.warn(why + "; held-out prompts will meet unseen (uniform) rows", stacklevel=3)
+        return
+    space = env.observation_space
+    discrete = isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary))
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.integer):
+        discrete = True
+    if not discrete:
+        raise ValueError(
+            f"policy='tabular' needs discrete observations, and {name} has {space}: continuous values "
+            "almost never repeat, so a table would give every state its own untrained row. Use "
+            "policy='mlp', or discretise the observations (an ObservationWrapper to an integer Box)"
+        )
 
 
 def make_policy(

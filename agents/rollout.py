@@ -23,17 +23,20 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from agents.policies import Policy, log_softmax, sample_categorical
+from agents.policies import Policy, apply_mask, log_softmax, sample_categorical
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Prompt, Task
 
 __all__ = [
     "GroupBatch",
     "GroupMode",
+    "concat_groups",
     "ListGroupRunner",
     "VectorGroupRunner",
     "detect_group_mode",
     "draw_prompts",
+    "env_has_masks",
+    "env_masks",
     "make_runner",
     "obs_equal",
 ]
@@ -99,6 +102,10 @@ class GroupBatch:
     correct: np.ndarray  # (N,) 1/0, NaN when the env does not say
     well_formed: np.ndarray  # (N,) 1/0, NaN when the env does not say
     group_size: int
+    truncated: np.ndarray | None = None  # (N,) bool: the episode ended by truncation (length limit)
+    #: (N, L, V) bool grammar masks the tokens were sampled under (all True on padding), or None when
+    #: the rollout was unmasked. Every log-prob of the update (current, old, reference) uses them.
+    action_masks: np.ndarray | None = None
 
     @property
     def n_steps(self) -> int:
@@ -107,6 +114,57 @@ class GroupBatch:
     @property
     def n_groups(self) -> int:
         return self.returns.shape[0] // self.group_size
+
+    def select_groups(self, groups: np.ndarray) -> GroupBatch:
+        """The batch of only ``groups`` (indices into the B groups), trimmed to its longest episode."""
+        g = self.group_size
+        rows = (np.asarray(groups, dtype=np.int64)[:, None] * g + np.arange(g)).reshape(-1)
+        width = max(int(self.lengths[rows].max()), 1) if len(rows) else 1
+        return GroupBatch(
+            obs=self.obs[rows, :width], actions=self.actions[rows, :width],
+            logp_old=self.logp_old[rows, :width], mask=self.mask[rows, :width],
+            returns=self.returns[rows], lengths=self.lengths[rows], correct=self.correct[rows],
+            well_formed=self.well_formed[rows], group_size=g,
+            truncated=None if self.truncated is None else self.truncated[rows],
+            action_masks=None if self.action_masks is None else self.action_masks[rows, :width],
+        )
+
+
+def concat_groups(batches: list[GroupBatch]) -> GroupBatch:
+    """One batch holding the groups of ``batches`` in order, padded to the longest episode (padding is
+    zero, with mask 0, exactly as a single rollout pads)."""
+    if not batches:
+        raise ValueError("concat_groups needs at least one batch")
+    g = batches[0].group_size
+    if any(b.group_size != g for b in batches):
+        raise ValueError("all batches must have the same group size")
+    width = max(b.mask.shape[1] for b in batches)
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        extra = width - a.shape[1]
+        return np.pad(a, [(0, 0), (0, extra)] + [(0, 0)] * (a.ndim - 2)) if extra else a
+
+    truncs = [b.truncated for b in batches]
+    masks = [b.action_masks for b in batches]
+
+    def pad_masks(a: np.ndarray) -> np.ndarray:  # padding allows every token, as a rollout pads
+        extra = width - a.shape[1]
+        return np.pad(a, [(0, 0), (0, extra), (0, 0)], constant_values=True) if extra else a
+
+    return GroupBatch(
+        obs=np.concatenate([pad(b.obs) for b in batches]),
+        actions=np.concatenate([pad(b.actions) for b in batches]),
+        logp_old=np.concatenate([pad(b.logp_old) for b in batches]),
+        mask=np.concatenate([pad(b.mask) for b in batches]),
+        returns=np.concatenate([b.returns for b in batches]),
+        lengths=np.concatenate([b.lengths for b in batches]),
+        correct=np.concatenate([b.correct for b in batches]),
+        well_formed=np.concatenate([b.well_formed for b in batches]),
+        group_size=g,
+        truncated=None if any(t is None for t in truncs) else np.concatenate(truncs),  # type: ignore[arg-type]
+        action_masks=None if any(m is None for m in masks)
+        else np.concatenate([pad_masks(m) for m in masks]),  # type: ignore[arg-type]
+    )
 
 
 def draw_prompts(task: Task, split: str, n: int, rng: np.random.Generator) -> list[Prompt]:
@@ -122,19 +180,29 @@ class _Recorder:
         self.lengths = np.zeros(n, dtype=np.int64)
         self.correct = np.full(n, np.nan)
         self.well_formed = np.full(n, np.nan)
+        self.truncated = np.zeros(n, dtype=bool)
         self.obs: list[np.ndarray] = []
         self.act: list[np.ndarray] = []
         self.logp: list[np.ndarray] = []
         self.mask: list[np.ndarray] = []
+        self.action_masks: list[np.ndarray] = []
 
     def sample(self, policy: Policy, obs: np.ndarray, active: np.ndarray,
-               rng: np.random.Generator) -> np.ndarray:
-        """One batched policy call for the active rows; returns (N,) actions (0 on inactive rows)."""
+               rng: np.random.Generator, masks: np.ndarray | None = None) -> np.ndarray:
+        """One batched policy call for the active rows; returns (N,) actions (0 on inactive rows).
+
+        ``masks`` (N, V) bool, when given, restricts each active row to its allowed tokens (the sample
+        and its log-prob come from the renormalised distribution)."""
         n = len(active)
         idx = np.flatnonzero(active)
         sub = obs[idx]
         policy.observe(sub)
         logits = policy.logits(sub)  # (n_active, V)
+        if masks is not None:
+            full_masks = np.ones(masks.shape, dtype=bool)
+            full_masks[idx] = masks[idx]
+            self.action_masks.append(full_masks)
+            logits = apply_mask(logits, masks[idx])
         actions = sample_categorical(logits, rng)
         full_act = np.zeros(n, dtype=np.int64)
         full_logp = np.zeros(n)
@@ -157,15 +225,19 @@ class _Recorder:
             correct=self.correct,
             well_formed=self.well_formed,
             group_size=group_size,
+            action_masks=np.stack(self.action_masks, axis=1) if self.action_masks else None,
+            truncated=self.truncated,
         )
 
 
 class ListGroupRunner:
     """Steps B x G copies of one env in lockstep, one batched policy call per step position."""
 
-    def __init__(self, env: gym.Env, n_groups: int, group_size: int, mode: GroupMode) -> None:
+    def __init__(self, env: gym.Env, n_groups: int, group_size: int, mode: GroupMode,
+                 use_masks: bool = False) -> None:
         self.n_groups, self.group_size, self.mode = n_groups, group_size, mode
         self.envs = [copy.deepcopy(env) for _ in range(n_groups * group_size)]
+        self.use_masks = use_masks
 
     def _reset_groups(self, rng: np.random.Generator) -> list[Any]:
         g = self.group_size
@@ -197,7 +269,12 @@ class ListGroupRunner:
         active = np.ones(n, dtype=bool)
         rec = _Recorder(n)
         while active.any():
-            actions = rec.sample(policy, obs, active, rng)
+            masks = None
+            if self.use_masks:
+                masks = np.ones((n, policy.n_actions), dtype=bool)
+                for i in np.flatnonzero(active):
+                    masks[i] = env_masks(self.envs[i])
+            actions = rec.sample(policy, obs, active, rng, masks)
             for i in np.flatnonzero(active):  # env steps; the policy was called once for all rows
                 o, r, terminated, truncated, info = self.envs[i].step(int(actions[i]))
                 obs[i] = o
@@ -205,6 +282,7 @@ class ListGroupRunner:
                 rec.lengths[i] += 1
                 if terminated or truncated:
                     active[i] = False
+                    rec.truncated[i] = bool(truncated and not terminated)
                     if "correct" in info:
                         rec.correct[i] = float(info["correct"])
                     if "well_formed" in info:
@@ -220,8 +298,10 @@ class VectorGroupRunner:
     them all; only the steps of real episodes are counted and trained on.
     """
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], n_groups: int, group_size: int) -> None:
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], n_groups: int, group_size: int,
+                 use_masks: bool = False) -> None:
         self.n_groups, self.group_size = n_groups, group_size
+        self.use_masks = use_masks
         self.venv = gym.make_vec(env_id, num_envs=n_groups * group_size,
                                  vectorization_mode="vector_entry_point", autoreset_mode="Disabled",
                                  **env_kwargs)
@@ -236,12 +316,14 @@ class VectorGroupRunner:
         active = np.ones(n, dtype=bool)
         rec = _Recorder(n)
         while active.any():
-            actions = rec.sample(policy, obs, active, rng)
+            masks = self.venv.unwrapped.action_masks() if self.use_masks else None  # type: ignore[attr-defined]
+            actions = rec.sample(policy, obs, active, rng, masks)
             obs, rewards, terminated, truncated, info = self.venv.step(actions)
             rec.returns[active] += rewards[active]
             rec.lengths[active] += 1
             ended = active & (terminated | truncated)
             if ended.any():  # with autoreset disabled, the final info is at the top level of info
+                rec.truncated[ended] = (truncated & ~terminated)[ended]
                 rec.correct[ended] = info["correct"][ended]
                 rec.well_formed[ended] = info["well_formed"][ended]
                 active &= ~ended
@@ -259,9 +341,11 @@ def make_runner(
     group_size: int,
     mode: GroupMode,
     vectorized: bool | None,
+    use_masks: bool = False,
 ) -> ListGroupRunner | VectorGroupRunner:
     """The vector runner when ``vectorized`` (or, when None, when the env id has a native vector env
-    and is an rlvr env); otherwise the list runner."""
+    and is an rlvr env); otherwise the list runner. ``use_masks``: sample under the env's
+    ``action_masks()`` (see :func:`env_has_masks`)."""
     spec = gym.spec(env_id) if env_id else None
     has_vector = (
         spec is not None
@@ -274,5 +358,21 @@ def make_runner(
         )
     if has_vector and vectorized is not False:
         assert env_id is not None
-        return VectorGroupRunner(env_id, env_kwargs, n_groups, group_size)
-    return ListGroupRunner(env, n_groups, group_size, mode)
+        return VectorGroupRunner(env_id, env_kwargs, n_groups, group_size, use_masks)
+    return ListGroupRunner(env, n_groups, group_size, mode, use_masks)
+
+
+def env_masks(env: gym.Env) -> np.ndarray:
+    """The current ``action_masks()`` of ``env`` (its own method, else its base env's)."""
+    fn = getattr(env, "action_masks", None)
+    if not callable(fn):
+        fn = env.unwrapped.action_masks  # type: ignore[attr-defined]
+    return np.asarray(fn(), dtype=bool)
+
+
+def env_has_masks(env: gym.Env) -> bool:
+    """Whether ``env`` offers grammar masks: an ``action_masks()`` method on the env or its base env
+    (the protocol sb3-contrib's MaskablePPO reads)."""
+    return callable(getattr(env, "action_masks", None)) or callable(
+        getattr(env.unwrapped, "action_masks", None)
+    )

@@ -37,6 +37,12 @@ class OneLineFormat(KVWriter):
                 value = key_values[key]
                 text = f"{int(value)}" if short in ("iter", "steps", "fps") else f"{value:.3f}"
                 parts.append(f"{short} {text}")
+        for split in ("train", "test"):  # evaluations (GRPO eval_freq): greedy / sampled / pass@k
+            greedy = key_values.get(f"eval/{split}_greedy")
+            if greedy is not None:
+                sampled = key_values[f"eval/{split}_sampled"]
+                pass_k = next(v for k, v in key_values.items() if k.startswith(f"eval/{split}_pass@"))
+                parts.append(f"{split} greedy/sampled/pass@k {greedy:.2f}/{sampled:.2f}/{pass_k:.2f}")
         self.stream.write(" | ".join(parts) + "\n")
         self.stream.flush()
 

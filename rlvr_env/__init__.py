@@ -51,3 +51,6 @@ _register(
     "rlvr_env.countdown_env:CountdownEnv",
     vector_entry_point="rlvr_env.vector:CountdownVectorEnv",
 )
+# Text-mode (language-model) variants: observation = prompt text, action = completion string.
+_register("rlvr/CountdownText-v0", "rlvr_env.text_env:CountdownTextEnv")
+_register("rlvr/ArithmeticText-v0", "rlvr_env.text_env:ArithmeticTextEnv")

@@ -5,9 +5,11 @@
 ``task.decode(row)`` (same ``correct``, ``well_formed``, value and reward parts; tests check this on
 random and exhaustive inputs). It reads the *text* semantics, token by token:
 
-* adjacent number tokens concatenate into one literal (``"2" "3"`` is 23, as the text ``"23"`` is);
-  a literal longer than :data:`~rlvr_env.verifier.MAX_NUMBER_DIGITS` digits, a leading zero, or more
-  than :data:`~rlvr_env.verifier.MAX_TEXT_CHARS` characters is a lexing error;
+* a number token is one number: two adjacent number tokens are two numbers side by side, which the
+  grammar rejects (``task.decode`` writes them with a space between, ``"2 3"``, so the text verifier
+  rejects them too; they never merge into the literal 23). A number of more than
+  :data:`~rlvr_env.verifier.MAX_NUMBER_DIGITS` digits, or more than
+  :data:`~rlvr_env.verifier.MAX_TEXT_CHARS` characters of text, is a lexing error;
 * the grammar is checked by a two-state recogniser (expecting an operand or an operator) plus a
   parenthesis depth, which accepts exactly the language of the recursive-descent parser;
 * values are exact rationals held as reduced int64 numerator / denominator arrays. Instead of a value
@@ -37,7 +39,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, RewardWeights, verify
+from rlvr_env.verifier import (
+    MAX_NUMBER_DIGITS,
+    MAX_TEXT_CHARS,
+    Grammar,
+    RewardWeights,
+    join_tokens,
+    verify,
+)
 
 __all__ = ["TokenTable", "BatchVerdict", "StackMachine", "batch_verify"]
 
@@ -45,8 +54,10 @@ __all__ = ["TokenTable", "BatchVerdict", "StackMachine", "batch_verify"]
 NUM, ADD, SUB, MUL, DIV, LPAREN, RPAREN, EOS, OTHER = range(9)
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV, "(": LPAREN, ")": RPAREN}
 _OP_CHAR = {v: k for k, v in _OP_KIND.items()}
-_SLOT = re.compile(r"n(\d+)\Z")
+_SLOT = re.compile(r"n([0-9]+)\Z")
 _CANONICAL_NUMBER = re.compile(r"(0|[1-9][0-9]*)\Z")
+#: Characters the text verifier reads (anything else makes text not well-formed wherever it appears).
+_VERIFIER_CHARS = frozenset("0123456789+-*/() ")
 #: Operands below this bound multiply without int64 overflow (2**31 * 2**31 = 2**62, sums < 2**63).
 _LIMIT = 1 << 31
 _POW10 = 10 ** np.arange(19, dtype=np.int64)  # (19,)
@@ -58,10 +69,15 @@ _CHUNK = 4096
 class TokenTable:
     """What each token id means to the batch verifier.
 
-    Built from a task's vocabulary by :meth:`from_vocab`: a string of ASCII digits is a number with
-    that constant value; ``"n<k>"`` is the prompt's number in slot ``k``; ``+ - * / ( )`` are operators
-    and parentheses; the EOS id ends the answer. Any other string is kind ``OTHER`` and makes an answer
-    not well-formed (the text verifier rejects its characters too).
+    Built from a task's vocabulary by :meth:`from_vocab`: a canonical decimal literal of at most
+    :data:`~rlvr_env.verifier.MAX_NUMBER_DIGITS` digits (``"0"``, ``"17"``) is a number with that
+    constant value; ``"n<k>"`` is the prompt's number in slot ``k``; ``+ - * / ( )`` are operators and
+    parentheses; the EOS id ends the answer (it and every token after it are not read). A string with a
+    character the text verifier rejects (a letter, ``"<pad>"``) is kind ``OTHER`` and makes an answer not
+    well-formed, as the text verifier's lexer does. Every other string, made only of characters the
+    verifier reads but not exactly one unit (``""``, ``" "``, ``"2+3"``, ``" 2"``, ``"05"``, ``"**"``),
+    is refused with a ``ValueError``: read token by token and read as text it would mean different
+    things, and the batch verifier must agree with ``verify(task.decode(row))``.
 
     Attributes:
         kinds: (V,) int8 token kinds.
@@ -77,8 +93,18 @@ class TokenTable:
 
     @classmethod
     def from_vocab(cls, vocab: Sequence[str], eos_id: int | None) -> TokenTable:
+        """The table of ``vocab`` (token strings, id = index); raises ``ValueError`` for a token that
+        the token-by-token reading and the text reading would read differently (see the class)."""
+        if isinstance(vocab, str) or not isinstance(vocab, Sequence) or not vocab:
+            raise ValueError(f"vocab={vocab!r:.80} must be a non-empty sequence of token strings")
+        if eos_id is not None and (
+            isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)) or not 0 <= eos_id < len(vocab)
+        ):
+            raise ValueError(f"eos_id={eos_id!r} must be None or a token id in [0, {len(vocab)})")
         kinds, constants, slots, chars = [], [], [], []
         for i, tok in enumerate(vocab):
+            if not isinstance(tok, str):
+                raise ValueError(f"vocabulary token {i} {tok!r} of type {type(tok).__name__} is not a str")
             kind, const, slot = OTHER, 0, -1
             if i == eos_id:
                 kind = EOS
@@ -88,6 +114,13 @@ class TokenTable:
                 kind, slot = NUM, int(m.group(1))
             elif _CANONICAL_NUMBER.match(tok) and len(tok) <= MAX_NUMBER_DIGITS:
                 kind, const = NUM, int(tok)
+            elif set(tok) <= _VERIFIER_CHARS:
+                raise ValueError(
+                    f"vocabulary token {i} {tok!r} is not one number (a canonical literal of at most "
+                    f"{MAX_NUMBER_DIGITS} digits), operator, parenthesis or slot token 'n<k>', yet it is "
+                    "made of characters the verifier reads, so token by token and as text it would mean "
+                    "different things; give every token exactly one unit"
+                )
             kinds.append(kind)
             constants.append(const)
             slots.append(slot)
@@ -118,14 +151,15 @@ class TokenTable:
         return out
 
     def text(self, token_ids: Sequence[int], values: np.ndarray) -> str:
-        """The decoded text of one row (EOS and everything after it dropped); ``values`` is (V,)."""
+        """The decoded text of one row (EOS and everything after it dropped); ``values`` is (V,).
+        Adjacent number tokens are joined with a space (:func:`rlvr_env.verifier.join_tokens`)."""
         parts = []
         for t in token_ids:
             kind = int(self.kinds[t])
             if kind == EOS:
                 break
             parts.append(str(int(values[t])) if kind == NUM else _OP_CHAR.get(kind, "?"))
-        return "".join(parts)
+        return join_tokens(parts)
 
 
 @dataclass
@@ -133,7 +167,8 @@ class BatchVerdict:
     """Array form of :class:`rlvr_env.Verdict` for a batch of B answers.
 
     ``value_num / value_den`` is the exact reduced value where ``has_value`` (den > 0), and 0 / 0
-    where the answer has no value (the text verifier's ``value is None``).
+    where the answer has no value (the text verifier's ``value is None``) or where the value does not
+    fit in int64; such values are exact in ``big_values`` (and in :meth:`values`).
     """
 
     reward: np.ndarray  # (B,) float64
@@ -158,7 +193,7 @@ class BatchVerdict:
 class StackMachine:
     """Incremental batch verifier over B rows: feed one token per row per call, then finish rows.
 
-    State per row: position, lexer state (pending literal and its digits), the recogniser state
+    State per row: position, the pending operand, the recogniser state
     (expecting an operand? parenthesis depth), per-level accumulators ``S`` (sum, with the sign of
     the next term) and ``T`` (product, with its pending operator), and the literals used so far.
 
@@ -204,13 +239,13 @@ class StackMachine:
         self._is_md = (kinds == MUL) | (kinds == DIV)
         self._closes = self._is_op | (kinds == RPAREN)  # tokens that end the pending operand
         self._adds = self._is_pm | (kinds == RPAREN)  # tokens that end a sum
-        # _bad[kind, expect, literal, depth > 0]: the token is a lexing or grammar error in that state.
-        bad = np.zeros((OTHER + 1, 2, 2, 2), dtype=bool)
+        # _bad[kind, expect, depth > 0]: the token is a lexing or grammar error in that state.
+        bad = np.zeros((OTHER + 1, 2, 2), dtype=bool)
         for k in range(OTHER + 1):
-            for e, lit, deep in np.ndindex(2, 2, 2):
-                bad[k, e, lit, deep] = (
+            for e, deep in np.ndindex(2, 2):
+                bad[k, e, deep] = (
                     not allowed[k]
-                    or (k == NUM and not e and not lit)  # a number right after ")"
+                    or (k == NUM and not e)  # a number right after a number or ")"
                     or (self._is_op[k] and e)  # operator where an operand is expected (unary, "**")
                     or (k == LPAREN and not e)
                     or (k == RPAREN and (e or not deep))
@@ -234,10 +269,8 @@ class StackMachine:
         self.err = np.zeros(b, dtype=bool)
         self.over = np.zeros(b, dtype=bool)
         self.expect = np.ones(b, dtype=bool)
-        self.literal = np.zeros(b, dtype=bool)
         self.p_num = np.zeros(b, dtype=np.int64)
         self.p_den = np.ones(b, dtype=np.int64)
-        self.p_dig = np.zeros(b, dtype=np.int64)
         self.chars = np.zeros(b, dtype=np.int64)
         self.depth = np.zeros(b, dtype=np.int64)
         self._lvl_base = self._rows * levels
@@ -274,7 +307,7 @@ class StackMachine:
         self.digits[rows] = np.maximum(np.searchsorted(_POW10, vals, side="right"), 1)
         for arr, value in ((self.pos, 0), (self.chars, 0), (self.depth, 0), (self.n_used, 0)):
             arr[rows] = value
-        for flag, on in ((self.err, False), (self.over, False), (self.expect, True), (self.literal, False)):
+        for flag, on in ((self.err, False), (self.over, False), (self.expect, True)):
             flag[rows] = on
         levels = (self._lvl_base[rows, None] + np.arange(self._levels)).ravel()  # (k * D,)
         for arr, value in ((self.s_num, 0), (self.s_den, 1), (self.sign, 1), (self.mulop, 0)):
@@ -290,8 +323,8 @@ class StackMachine:
         live = active & ~(self.err | self.over) & (kind != EOS)
         if not live.any():
             return
-        expect, literal, depth = self.expect, self.literal, self.depth
-        state = ((kind.astype(np.int64) * 2 + expect) * 2 + literal) * 2 + (depth > 0)
+        expect, depth = self.expect, self.depth
+        state = (kind.astype(np.int64) * 2 + expect) * 2 + (depth > 0)
         bad = self._bad[state]
         is_num = kind == NUM
         flat = self._val_base + tokens
@@ -302,23 +335,10 @@ class StackMachine:
             self.chars += np.where(live, np.where(is_num, dig, self._token_chars[tokens]), 0)
             bad |= self.chars > MAX_TEXT_CHARS
 
-        # Lexing: a number right after a number extends the literal, as in the text.
-        cat = live & is_num & ~expect
-        if cat.any():
-            new_dig = self.p_dig + dig
-            bad |= cat & ((new_dig > MAX_NUMBER_DIGITS) | (self.p_num == 0))  # too long, leading zero
-            ok = cat & ~bad
-            shift = _POW10[np.minimum(dig, 18)]
-            self.p_num = np.where(ok, self.p_num * shift + val, self.p_num)
-            self.p_dig = np.where(ok, new_dig, self.p_dig)
-            last = np.where(ok, np.maximum(self.n_used - 1, 0), self._used_idle)
-            self._used.ravel()[self._used_base + last] = self.p_num
-        new = live & is_num & expect & ~bad
+        new = live & is_num & ~bad  # a number where an operand is expected (else it is bad)
         if new.any():
             self.p_num = np.where(new, val, self.p_num)
             self.p_den = np.where(new, 1, self.p_den)
-            self.p_dig = np.where(new, dig, self.p_dig)
-            self.literal = literal = literal | new
             self.expect = expect = expect & ~new
             slot = np.where(new, self.n_used, self._used_idle)
             self._used.ravel()[self._used_base + slot] = val
@@ -348,7 +368,6 @@ class StackMachine:
             md = ok2 & self._is_md[kind]
             self.mulop[li] = np.where(md, kind, np.where(ok2 & self._adds[kind], 0, op))
             self.expect = expect | (closing & self._is_op[kind])
-            self.literal = literal & ~closing
         opening = ok & (kind == LPAREN)
         if opening.any():
             self.depth = self.depth + opening

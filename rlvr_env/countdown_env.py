@@ -60,7 +60,9 @@ class CountdownEnv(TokenEnv):
     grammar ``Grammar(operators, parentheses, number_use, integer_division)``. No ``eval``; division by
     zero, or an inexact quotient under ``integer_division=True``, makes the answer not well-formed.
     Using a slot twice uses its number twice, which breaks the number-use rule (unless the prompt holds
-    that number twice); two adjacent slot tokens read as one multi-digit literal, as the text does.
+    that number twice). A slot token is one number: two adjacent slot tokens are not well-formed (the
+    expression shows them apart, ``"1 2"``), so ``n0 n1`` with numbers (1, 2, 12) never reads as the
+    prompt's 12, unmasked or not.
 
     ``number_use="at_most_once"`` is the default because it is the game's rule, and because it makes
     answer length a real choice (a two-number answer can be correct), which is what the Kimi k1.5 length
@@ -114,6 +116,8 @@ class CountdownEnv(TokenEnv):
     | `integer_division` | bool        | `False`          | every ``/`` must divide exactly (integers)    |
     | `max_length`       | int or None | `None`           | tokens incl. EOS; None means ``4 N - 4``      |
     | `solution_stats`   | bool        | `False`          | add solution count / shortest length (N <= 4) |
+    | `observation`      | str         | `"bits"`         | `"relations"` appends one-hot numbers/target  |
+    |                    |             |                  | and pair residuals (``CountdownTask._relations``) |
     | `split`            | str         | `"train"`        | `"train"` or `"test"` (held-out multisets)    |
     | `accuracy_weight`  | float       | `1.0`            | reward for a correct answer                   |
     | `format_weight`    | float       | `0.1`            | reward for a well-formed answer               |
@@ -138,6 +142,7 @@ class CountdownEnv(TokenEnv):
         integer_division: bool = False,
         max_length: int | None = None,
         solution_stats: bool = False,
+        observation: str = "bits",
         split: str = "train",
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
@@ -153,6 +158,7 @@ class CountdownEnv(TokenEnv):
                 number_use=number_use,
                 integer_division=integer_division,
                 max_length=max_length,
+                observation=observation,
                 solution_stats=solution_stats,
             ),
             split=split,

@@ -6,14 +6,15 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
+from gymnasium import logger, spaces
 from gymnasium.error import ResetNeeded
 
+from rlvr_env.batch_verify import TokenTable
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.verifier import RewardWeights, Verdict
 
-__all__ = ["TokenEnv", "ArithmeticEnv", "check_action"]
+__all__ = ["TokenEnv", "ArithmeticEnv", "check_action", "warn_no_render_mode"]
 
 
 def check_action(action: object, n: int) -> int:
@@ -40,6 +41,16 @@ def check_action(action: object, n: int) -> int:
     if not 0 <= a < n:
         raise ValueError(f"action {a} is outside the action space Discrete({n}): valid ids are 0..{n - 1}")
     return a
+
+
+def warn_no_render_mode(env: object) -> None:
+    """Warn that ``render()`` was called on an env built without a render mode (nothing is drawn)."""
+    spec = getattr(env, "spec", None)
+    name = spec.id if spec is not None else type(env).__name__
+    logger.warn(
+        f"render() was called on {name} without a render mode, so nothing is rendered; build the env "
+        f"with render_mode='ansi' (e.g. gym.make({name!r}, render_mode='ansi')) to get text"
+    )
 
 
 class TokenEnv(gym.Env[np.ndarray, np.int64]):
@@ -70,6 +81,9 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
                 f"render_mode={render_mode!r} is not supported; choose one of "
                 f"{self.metadata['render_modes']} or None"
             )
+        # The batch verifier's reading of the vocabulary; refuses tokens that would read differently
+        # token by token and as text (e.g. "", " ", "2+3"), so that every env reads answers one way.
+        TokenTable.from_vocab(task.vocab, task.eos_id)
         self.task = task
         self.split = split
         self.reward_weights = RewardWeights(accuracy=accuracy_weight, format=format_weight)
@@ -144,7 +158,10 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         return self._obs.copy(), float(verdict.reward), terminated, truncated, self._final_info(verdict)
 
     def render(self) -> str | None:
+        """With ``render_mode="ansi"``: the prompt and the answer so far. Without a render mode it warns
+        (through ``gymnasium.logger``, as Gymnasium's own environments do) and returns None."""
         if self.render_mode != "ansi":
+            warn_no_render_mode(self)
             return None
         if self._prompt is None:
             return "(no episode: call reset())"
@@ -213,9 +230,11 @@ class ArithmeticEnv(TokenEnv):
 
     ## Verifier
 
-    :func:`rlvr_env.verify` parses (never ``eval``) the text ``"".join(tokens)``: numbers, ``+`` and
-    ``*`` only, each of 2, 3, 5 exactly once, no parentheses. Two adjacent number tokens read as one
-    number (``"23"``), which is not in the prompt, so the answer is not well-formed.
+    :func:`rlvr_env.verify` parses (never ``eval``) the decoded text: numbers, ``+`` and ``*`` only,
+    each of 2, 3, 5 exactly once, no parentheses. A number token is one number: two adjacent number
+    tokens are two numbers side by side (the expression shows them apart, ``"2 3+5*"``), which the
+    grammar rejects; they never join into a literal such as 23. The same rule holds in every task and
+    in the vector env and batch verifier.
 
     ## Starting State
 

@@ -25,6 +25,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
+from rlvr_env.envs import warn_no_render_mode
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
@@ -61,8 +62,11 @@ class TokenVectorEnv(VectorEnv):
       ``ResetNeeded``.)
     * **Final info** is arrays over all rows with ``_key`` masks: ``reward_parts`` (a dict of
       arrays), ``correct``, ``well_formed``, ``length``, ``value_num`` / ``value_den`` (the exact value
-      as a reduced fraction; ``0 / 0`` where the single env's ``value`` is None) and the episode's
-      ``prompt_numbers`` / ``prompt_target``. Text (``expression``, ``reason``) is not built in
+      as a reduced fraction, ``Fraction(value_num[i], value_den[i])`` is the single env's ``value``;
+      ``0 / 0`` exactly where that ``value`` is None) and the episode's ``prompt_numbers`` /
+      ``prompt_target``. ``value_num`` / ``value_den`` are int64 arrays, except in a step where some
+      value does not fit in int64 (large numbers multiplied): then both are object arrays of exact
+      Python ints, so no value is ever lost or wrapped. Text (``expression``, ``reason``) is not built in
       ``step``; :meth:`expression` decodes a row on demand.
     * **Prompts** a ``step`` draws for new episodes appear as ``info["prompt_numbers"]`` and
       ``info["prompt_target"]`` (masked); ``reset`` also returns ``info["prompt"]``, an object array of
@@ -370,8 +374,13 @@ class TokenVectorEnv(VectorEnv):
         _mask_info(info, "correct", full(verdict.correct, bool), done)
         _mask_info(info, "well_formed", full(verdict.well_formed, bool), done)
         _mask_info(info, "length", full(self.machine.pos[ended], np.int64), done)
-        _mask_info(info, "value_num", full(verdict.value_num, np.int64), done)
-        _mask_info(info, "value_den", full(verdict.value_den, np.int64), done)
+        value_num, value_den = full(verdict.value_num, np.int64), full(verdict.value_den, np.int64)
+        if verdict.big_values:  # values beyond int64 (rare): exact Python ints in object arrays
+            value_num, value_den = value_num.astype(object), value_den.astype(object)
+            for j, value in verdict.big_values.items():
+                value_num[ended[j]], value_den[ended[j]] = value.numerator, value.denominator
+        _mask_info(info, "value_num", value_num, done)
+        _mask_info(info, "value_den", value_den, done)
         self._prompt_info(info, done)
         return info
 
@@ -408,8 +417,10 @@ class TokenVectorEnv(VectorEnv):
         return self.task.decode(self.tokens(index), self.prompt(index))
 
     def render(self) -> tuple[str, ...] | None:  # type: ignore[override]
-        """With ``render_mode="ansi"``, one line per env: its prompt and its answer so far."""
+        """With ``render_mode="ansi"``, one line per env: its prompt and its answer so far. Without a
+        render mode it warns (as :meth:`TokenEnv.render` does) and returns None."""
         if self.render_mode != "ansi":
+            warn_no_render_mode(self)
             return None
         if not self._started:
             return tuple("(no episode: call reset())" for _ in range(self.num_envs))
@@ -484,6 +495,7 @@ class CountdownVectorEnv(TokenVectorEnv):
         integer_division: bool = False,
         max_length: int | None = None,
         solution_stats: bool = False,
+        observation: str = "bits",
         split: str = "train",
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
@@ -503,6 +515,7 @@ class CountdownVectorEnv(TokenVectorEnv):
                 number_use=number_use,
                 integer_division=integer_division,
                 max_length=max_length,
+                observation=observation,
             ),
             num_envs,
             split=split,

@@ -29,7 +29,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from numbers import Integral
 from typing import Any, Literal
+
+import numpy as np
 
 __all__ = [
     "MAX_TEXT_CHARS",
@@ -38,6 +41,7 @@ __all__ = [
     "RewardWeights",
     "Verdict",
     "VerifierError",
+    "join_tokens",
     "tokenize",
     "parse_and_evaluate",
     "verify",
@@ -60,6 +64,10 @@ NumberUse = Literal["exactly_once", "at_most_once"]
 
 class VerifierError(ValueError):
     """Raised internally when an expression is rejected; the message is the reason."""
+
+
+class _ArgumentTypeError(TypeError):
+    """A caller's argument of the wrong type (raised to the caller, unlike a malformed answer)."""
 
 
 @dataclass(frozen=True)
@@ -300,22 +308,92 @@ def check_number_use(used: Sequence[int], numbers: Sequence[int], rule: NumberUs
             raise VerifierError(f"numbers {missing} of the prompt are not used; each must be used once")
 
 
-def _as_text(expression: str | Sequence[str | int]) -> str:
-    """Normalise text or a token sequence to the text the lexer reads."""
+def join_tokens(parts: Sequence[str]) -> str:
+    """Join token strings into the text the lexer reads, keeping every token a unit.
+
+    Where one token ends with a digit and the next begins with one, a space goes between them, so two
+    adjacent number tokens stay two numbers (which the grammar then rejects: an operator must come
+    between them) instead of merging into one multi-digit literal. Nothing else is inserted, so a
+    well-formed answer decodes to the usual compact text (``"2+3*5"``).
+
+    >>> join_tokens(["12", "+", "3"]), join_tokens(["1", "2"])
+    ('12+3', '1 2')
+    """
+    out: list[str] = []
+    last = ""  # the last character written so far
+    for part in parts:
+        if part:
+            if last in _DIGITS and part[0] in _DIGITS:
+                out.append(" ")
+            out.append(part)
+            last = part[-1]
+    return "".join(out)
+
+
+def _is_unit(part: str) -> bool:
+    """Whether ``part`` (a token of a token sequence) is exactly one number, operator or parenthesis."""
+    core = part.strip(" ")
+    return (len(core) == 1 and core in _OPERATORS | _PARENS) or (core.isascii() and core.isdigit())
+
+
+def _check_expression(expression: object) -> Sequence[Any] | None:
+    """None for text; the token sequence otherwise. Raise TypeError for anything that is neither."""
     if isinstance(expression, str):
-        return expression
-    if isinstance(expression, (bytes, bytearray)):
-        raise VerifierError("expected text or a sequence of tokens, got bytes")
+        return None
+    if isinstance(expression, np.ndarray) and expression.ndim == 1:
+        return expression.tolist()  # type: ignore[no-any-return]
+    if isinstance(expression, (bytes, bytearray)) or not isinstance(expression, Sequence):
+        raise TypeError(
+            f"expression={expression!r:.80} of type {type(expression).__name__} is neither text (str) "
+            "nor a sequence of tokens (a list or tuple of str or int)"
+        )
+    return expression
+
+
+def _sequence_parts(expression: Sequence[Any]) -> list[str]:
+    """The strings of a token sequence; raise TypeError for a token that is not a str or an int."""
     if len(expression) > MAX_TEXT_CHARS:
         raise VerifierError(f"{len(expression)} tokens; at most {MAX_TEXT_CHARS} are read")
     parts: list[str] = []
     for i, tok in enumerate(expression):
-        if isinstance(tok, bool) or not isinstance(tok, (str, int)):
-            raise VerifierError(f"token {i} is a {type(tok).__name__}; tokens are str or int")
-        parts.append(str(tok))
-    # The joined text is re-lexed so that token sequences obey exactly the rules text does, and so that
-    # ("2", "3") is read as the number 23 just as the text "23" is: one set of rules, one code path.
-    return "".join(parts)
+        if isinstance(tok, str):
+            parts.append(str.__str__(tok))
+        elif isinstance(tok, Integral) and not isinstance(tok, (bool, np.bool_)):
+            parts.append(str(tok))
+        else:
+            raise _ArgumentTypeError(
+                f"expression[{i}]={tok!r:.40} of type {type(tok).__name__} is not a token; "
+                "tokens are str or int"
+            )
+    return parts
+
+
+def _check_numbers(numbers: object) -> Sequence[int]:
+    if type(numbers) is tuple and all(type(n) is int for n in numbers):
+        return numbers  # the hot path: a Prompt's numbers
+    if isinstance(numbers, np.ndarray) and numbers.ndim == 1:
+        numbers = numbers.tolist()
+    if isinstance(numbers, (str, bytes, bytearray)) or not isinstance(numbers, Sequence):
+        raise TypeError(
+            f"numbers={numbers!r:.80} of type {type(numbers).__name__} must be a sequence of integers"
+        )
+    for i, n in enumerate(numbers):
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral):
+            raise TypeError(
+                f"numbers[{i}]={n!r:.40} of type {type(n).__name__} must be an integer"
+            )
+    return tuple(int(n) for n in numbers)
+
+
+def _check_target(target: object) -> None:
+    if type(target) is int:
+        return
+    if isinstance(target, (bool, np.bool_)) or not isinstance(target, (Integral, Fraction)):
+        hint = " (use fractions.Fraction for a non-integer target)" if isinstance(target, float) else ""
+        raise TypeError(
+            f"target={target!r:.40} of type {type(target).__name__} must be an integer or a "
+            f"fractions.Fraction{hint}"
+        )
 
 
 def verify(
@@ -326,39 +404,73 @@ def verify(
     grammar: Grammar | None = None,
     weights: RewardWeights | None = None,
 ) -> Verdict:
-    """Score one response against a prompt. Never raises on any ``expression``; never evaluates code.
+    """Score one response against a prompt. Every answer gets a verdict; no code is ever evaluated.
 
     Args:
         expression: the answer as text (``"2+3*5"``) or as a sequence of tokens (``["2", "+", 3, ...]``).
-        numbers: the prompt's numbers.
-        target: the value the expression must take.
+            A token is one unit, a number, an operator or a parenthesis: two adjacent number tokens are
+            two numbers side by side (not well-formed), never one multi-digit literal, and a token that
+            holds several units (``"2+3"``) or none (``""``) makes the answer not well-formed. In text,
+            digits written together are one number, as usual (``"23"`` is 23).
+        numbers: the prompt's numbers (a sequence of integers).
+        target: the value the expression must take (an integer or a ``Fraction``).
         grammar: what answers are admissible; defaults to the lesson's (``+`` and ``*``, no parentheses,
             each number exactly once).
         weights: reward weights; defaults to :class:`RewardWeights()`.
+
+    Raises:
+        TypeError: when an argument has the wrong type: ``expression`` neither text nor a sequence of
+            str / int tokens, ``numbers`` not a sequence of integers, ``target`` not an integer or
+            ``Fraction``, ``grammar`` / ``weights`` not a :class:`Grammar` / :class:`RewardWeights`.
+            Whatever the *content* of an answer of the right type, it gets a verdict, not an exception.
 
     >>> v = verify("2+3*5", numbers=(2, 3, 5), target=17)
     >>> v.reward, v.correct, v.well_formed, v.value, v.reason
     (1.1, True, True, Fraction(17, 1), None)
     >>> verify("2**3+5", numbers=(2, 3, 5), target=13).reason
     "power operator '**' at position 1 is not allowed"
+    >>> verify(["1", "2"], numbers=(1, 2, 12), target=12).reason  # two tokens, not the number 12
+    "unexpected '2' at token 1: an operator was expected"
     """
-    grammar = grammar if grammar is not None else _DEFAULT_GRAMMAR
-    weights = weights if weights is not None else _DEFAULT_WEIGHTS
-    display = expression if isinstance(expression, str) else ""
+    if grammar is None:
+        grammar = _DEFAULT_GRAMMAR
+    elif not isinstance(grammar, Grammar):
+        raise TypeError(f"grammar={grammar!r:.80} must be a rlvr_env.Grammar or None")
+    if weights is None:
+        weights = _DEFAULT_WEIGHTS
+    elif not isinstance(weights, RewardWeights):
+        raise TypeError(f"weights={weights!r:.80} must be a rlvr_env.RewardWeights or None")
+    numbers = _check_numbers(numbers)
+    _check_target(target)
+    sequence = _check_expression(expression)
+    display = expression if sequence is None else ""
     value: Fraction | None = None
     try:
-        # Joined before lexing, so a rejected token sequence still reports the text it spelled.
-        display = _as_text(expression)
-        tokens = tokenize(display)
+        parts: list[str] | None = None
+        if sequence is not None:
+            parts = _sequence_parts(sequence)
+            # Joined before lexing, so a rejected token sequence still reports the text it spelled.
+            display = join_tokens(parts)
+        tokens = tokenize(display)  # type: ignore[arg-type]
+        if parts is not None:
+            for i, part in enumerate(parts):
+                if not _is_unit(part):
+                    raise VerifierError(
+                        f"token {i} {part!r} is not one number, operator or parenthesis"
+                    )
         value, used = parse_and_evaluate(tokens, grammar)
         check_number_use(used, numbers, grammar.number_use)
     except VerifierError as err:
-        return _verdict(weights, False, False, value, str(err), display)
+        return _verdict(weights, False, False, value, str(err), display)  # type: ignore[arg-type]
+    except _ArgumentTypeError as err:
+        raise TypeError(str(err)) from None
     except Exception as err:  # hostile objects: their __len__, __iter__ or __str__ may raise anything
         return _verdict(weights, False, False, None, f"unreadable input: {err}", str(display)[:64])
     if value == target:
-        return _verdict(weights, True, True, value, None, display)
-    return _verdict(weights, False, True, value, f"value {value} is not the target {target}", display)
+        return _verdict(weights, True, True, value, None, display)  # type: ignore[arg-type]
+    return _verdict(
+        weights, False, True, value, f"value {value} is not the target {target}", display  # type: ignore[arg-type]
+    )
 
 
 def _verdict(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -50,8 +51,8 @@ def test_doc_example_and_text_of_rows() -> None:
 @pytest.mark.parametrize("grammar", GRAMMARS, ids=lambda g: f"{''.join(sorted(g.operators))}-{g.number_use}")
 def test_exhaustive_two_slots(grammar: Grammar) -> None:
     # Every sequence of up to 5 tokens over 2 slots, 4 operators, parentheses and EOS (9**5 = 59,049)
-    # for prompts with a zero (division by zero, the literal "0" followed by a digit), a duplicate, and
-    # numbers whose digits concatenate into a prompt number.
+    # for prompts with a zero (division by zero, a "0" next to another number), a duplicate, and numbers
+    # whose digits written together would spell a prompt number (adjacent tokens must not join).
     vocab = ("n0", "n1", "+", "-", "*", "/", "(", ")", "<eos>")
     table = TokenTable.from_vocab(vocab, eos_id=8)
     tokens = np.array(list(itertools.product(range(9), repeat=5)))  # (59049, 5)
@@ -72,7 +73,7 @@ def test_exhaustive_short_sequences_all_rows() -> None:
 
 
 def test_exhaustive_arithmetic_vocabulary() -> None:
-    # The lesson's vocabulary: constant number tokens that concatenate ("2" "3" is 23), all 5**5 answers.
+    # The lesson's vocabulary: constant number tokens ("2" "3" is two numbers, never 23), all 5**5 answers.
     task = ArithmeticTask()
     table = TokenTable.from_vocab(task.vocab, task.eos_id)
     tokens = np.array(list(itertools.product(range(5), repeat=5)))
@@ -91,7 +92,7 @@ def test_random_sequences_agree(grammar: Grammar) -> None:
     tokens[: b // 2, 0::2] = rng.integers(0, 3, size=(b // 2, 6))
     tokens[: b // 2, 1::2] = rng.integers(3, 7, size=(b // 2, 5))
     numbers = rng.integers(0, 13, size=(b, 3))
-    numbers[:50] = (12, 3, 123)  # "n0 n1" reads as 123, which is in the prompt
+    numbers[:50] = (12, 3, 123)  # "n0 n1" written together would spell 123, which is in the prompt
     targets = rng.integers(-5, 40, size=b)
     assert_agrees(tokens, numbers, targets, table, grammar, RewardWeights(accuracy=2.0, format=0.5))
 
@@ -195,3 +196,42 @@ def test_lexing_limits_long_numbers_and_long_text() -> None:
     assert_agrees(tokens, numbers, targets, table, WIDE)
     got = batch_verify(tokens, numbers, targets, table=table, grammar=WIDE)
     assert got.has_value.tolist() == [False, False, True]
+
+
+# -- one reading for the batch verifier and verify(task.decode(row)) (issue 8, section 4) -----------------
+def test_tokens_after_eos_are_not_read_by_either_path() -> None:
+    task = CountdownTask(n_numbers=3)
+    table = TokenTable.from_vocab(task.vocab, task.eos_id)
+    plus, eos = task.vocab.index("+"), task.eos_id
+    rows = np.array([[0, eos, plus, 1, eos], [0, plus, 1, eos, 2], [eos, 0, plus, 1, eos]])
+    numbers = np.tile((4, 5, 6), (3, 1))
+    targets = np.array([9, 9, 9])
+    got = batch_verify(rows, numbers, targets, table=table, grammar=task.grammar)
+    prompt = task.validate_prompt(((4, 5, 6), 9))
+    for i, row in enumerate(rows.tolist()):
+        text = task.decode(row, prompt)
+        want = verify(text, (4, 5, 6), 9, grammar=task.grammar)
+        assert (bool(got.correct[i]), bool(got.well_formed[i]), float(got.reward[i])) == (
+            want.correct, want.well_formed, want.reward), (row, text)
+    assert got.reward.tolist() == pytest.approx([0.1, 1.1, 0.0])  # "4", "4+5", ""
+    assert [task.decode(r, prompt) for r in rows.tolist()] == ["4", "4+5", ""]
+
+
+@pytest.mark.parametrize("token", [" ", "", "2+3", " 2", "2 ", "05", "1234567", "**", "((", "+ "])
+def test_vocabularies_read_two_ways_are_refused(token: str) -> None:
+    # Read token by token and read as text, such a token would mean different things: refused up front,
+    # by the batch verifier's table, the single env and the vector env alike.
+    vocab = ("n0", "n1", "+", token, "<eos>")
+    with pytest.raises(ValueError, match=re.escape(f"vocabulary token 3 {token!r}")):
+        TokenTable.from_vocab(vocab, eos_id=4)
+
+
+def test_tokens_the_verifier_rejects_stay_allowed_and_agree() -> None:
+    # A token with a character no answer may contain (a padding token, a letter) is not ambiguous: both
+    # readings reject any answer that uses it.
+    vocab = ("n0", "n1", "+", "<pad>", "x", "<eos>")
+    table = TokenTable.from_vocab(vocab, eos_id=5)
+    tokens = np.array([[0, 2, 1, 5], [0, 3, 1, 5], [4, 2, 1, 5]])
+    assert_agrees(tokens, np.tile((2, 3), (3, 1)), np.full(3, 5), table, WIDE)
+    assert batch_verify(tokens, np.tile((2, 3), (3, 1)), np.full(3, 5), table=table,
+                        grammar=WIDE).reward.tolist() == pytest.approx([1.1, 0.0, 0.0])

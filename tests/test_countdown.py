@@ -122,8 +122,10 @@ def make(prompt: tuple[tuple[int, ...], int], **kwargs: Any) -> gym.Env:
         (((8, 3, 2), 8), "<eos>", {}, False, False, None),  # empty answer
         (((8, 3, 2), 8), "n0 + <eos>", {}, False, False, None),  # trailing operator
         (((8, 3, 2), 8), "( n0 <eos>", {}, False, False, None),  # missing ')'
-        (((1, 2, 12), 12), "n0 n1 <eos>", {"number_range": (1, 20)}, True, True, 12),  # "1" "2" is 12
-        (((1, 2, 12), 3), "n0 n1 - n1 - n2 <eos>", {"number_range": (1, 20)}, False, False, -2),  # 12 twice
+        # A slot token is one number: "n0 n1" is two numbers side by side, never the literal 12.
+        (((1, 2, 12), 12), "n0 n1 <eos>", {"number_range": (1, 20)}, False, False, None),
+        (((1, 11), 12), "n0 n0 + n0 <eos>", {"number_range": (1, 20), "max_length": 6}, False, False, None),
+        (((1, 2, 12), 3), "n0 n1 - n1 - n2 <eos>", {"number_range": (1, 20)}, False, False, None),
     ],
 )
 def test_verifier_semantics(

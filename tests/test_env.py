@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -205,16 +206,19 @@ def test_types_and_episode_protocol(env: gym.Env) -> None:
 
 
 @pytest.mark.parametrize(
-    "answer, reward, well_formed, value, reason",
+    "answer, reward, well_formed, value, reason, expression",
     [
-        ("2*3+5", 0.1, True, 11, "not the target"),
-        ("23+5*", 0.0, False, None, "trailing operator"),
-        ("2+2*5", 0.0, False, 12, "used 2 times"),
-        ("+2*35", 0.0, False, None, "unary"),
+        ("2*3+5", 0.1, True, 11, "not the target", "2*3+5"),
+        # Adjacent number tokens are two numbers, written apart in the expression, never one literal.
+        ("23+5*", 0.0, False, None, "unexpected '3' at token 1: an operator was expected", "2 3+5*"),
+        ("2+2*5", 0.0, False, 12, "used 2 times", "2+2*5"),
+        ("+2*35", 0.0, False, None, "unary", "+2*3 5"),
+        ("5*32+", 0.0, False, None, "an operator was expected", "5*3 2+"),
     ],
 )
 def test_final_info_for_wrong_answers(
-    env: gym.Env, answer: str, reward: float, well_formed: bool, value: int | None, reason: str
+    env: gym.Env, answer: str, reward: float, well_formed: bool, value: int | None, reason: str,
+    expression: str,
 ) -> None:
     env.reset(options={"prompt": ((2, 3, 5), 17)})
     *_, (_, r, terminated, _, info) = run_episode(env, ids(answer))
@@ -222,7 +226,7 @@ def test_final_info_for_wrong_answers(
     assert sum(info["reward_parts"].values()) == pytest.approx(r)
     assert info["well_formed"] is well_formed and info["correct"] is False
     assert info["value"] == value and reason in info["reason"]
-    assert info["expression"] == answer and info["length"] == 5
+    assert info["expression"] == expression and info["length"] == 5
 
 
 def test_observation_encodes_prompt_and_prefix(env: gym.Env) -> None:
@@ -250,7 +254,22 @@ def test_render_ansi() -> None:
     assert env.render() == "numbers: 2 3 5 | target: 17 | answer: 2 + 3 * 5 [done]"
     quiet = gym.make(ENV_ID)
     quiet.reset(seed=0)
-    assert quiet.render() is None  # no render_mode: nothing to render
+    with pytest.warns(UserWarning, match=r"without a render mode.*render_mode='ansi'"):
+        assert quiet.render() is None  # no render_mode: nothing to render, and a warning says so
+
+
+@pytest.mark.parametrize("env_id", [ENV_ID, "rlvr/Countdown-v0"])
+def test_render_without_a_render_mode_warns_as_gymnasium_does(env_id: str) -> None:
+    # Gymnasium's own environments warn through gymnasium.logger when render() has nothing to draw.
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    with pytest.warns(UserWarning, match=re.escape(f"render() was called on {env_id} without a render mode")):
+        assert env.render() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loud = gym.make(env_id, render_mode="ansi")
+        loud.reset(seed=0)
+        assert isinstance(loud.render(), str)  # with a mode: text, no warning
 
 
 def test_exhaustive_answers_on_every_target() -> None:

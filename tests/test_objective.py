@@ -7,16 +7,29 @@ import pytest
 
 from agents.objective import (
     ADVANTAGE_ESTIMATORS,
+    K3_CLAMP,
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
+    POLICY_LOSSES,
+    SurrogateSettings,
+    cispo_surrogate,
+    clip_cov_surrogate,
     clip_ratio,
     clipped_surrogate,
     dr_grpo_advantages,
+    entropy_bonus,
     grpo_advantages,
+    grpo_batch_std_advantages,
     grpo_token_loss,
+    gspo_surrogate,
+    informative_groups,
+    kl_cov_surrogate,
     kl_k3,
+    mask_truncated,
+    reinforce_pp_baseline_advantages,
     rloo_advantages,
 )
+from agents.policies import log_softmax
 
 
 def test_grpo_advantages_hand_computed() -> None:
@@ -99,10 +112,8 @@ def test_k3_is_unbiased_for_kl() -> None:
     assert abs(est.mean() - exact) < 0.01
 
 
-@pytest.mark.parametrize("kl", sorted(KL_ESTIMATORS))
-@pytest.mark.parametrize("agg", sorted(LOSS_AGGREGATIONS))
-def test_loss_gradient_matches_finite_differences(kl: str, agg: str) -> None:
-    rng = np.random.default_rng(3)
+def _fd_case(seed: int = 3):
+    rng = np.random.default_rng(seed)
     n, length = 6, 4
     mask = np.ones((n, length))
     mask[0, 2:] = 0
@@ -110,24 +121,264 @@ def test_loss_gradient_matches_finite_differences(kl: str, agg: str) -> None:
     logp_old = np.log(rng.uniform(0.1, 0.9, (n, length))) * mask
     logp_ref = np.log(rng.uniform(0.1, 0.9, (n, length))) * mask
     # stay away from the clip kinks, where the loss is not differentiable
-    logp = logp_old + rng.choice([-0.05, 0.05, 0.5, -0.6], size=(n, length)) * mask
+    logp = logp_old + rng.choice([-0.05, 0.05, 0.5, -0.6, 1.6], size=(n, length)) * mask
     adv = np.repeat(rng.normal(size=(n, 1)), length, axis=1)
+    return logp, logp_old, logp_ref, adv, mask
 
-    def loss(x: np.ndarray) -> float:
-        return grpo_token_loss(x, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04,
-                               kl_estimator=kl, aggregation=agg).loss
 
-    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04,
-                            kl_estimator=kl, aggregation=agg)
-    h = 1e-6
+def _numeric_grad(loss, logp: np.ndarray, h: float = 1e-6) -> np.ndarray:
     numeric = np.zeros_like(logp)
     for idx in np.ndindex(*logp.shape):
         up, down = logp.copy(), logp.copy()
         up[idx] += h
         down[idx] -= h
         numeric[idx] = (loss(up) - loss(down)) / (2 * h)
-    np.testing.assert_allclose(terms.grad_logp, numeric, atol=1e-7)
+    return numeric
+
+
+#: (policy_loss, extra settings) whose value is differentiable in logp (cispo's stop-gradient weight is
+#: tested separately). Dual clip c = 1.5 is crossed by the test's ratios exp(0.5), exp(1.6).
+SURROGATE_CASES = [
+    ("vanilla", {}),
+    ("vanilla", {"clip_eps_high": 0.28}),
+    ("vanilla", {"clip_eps_high": 0.28, "dual_clip_c": 1.5}),
+    ("gspo", {"clip_eps_high": 0.28}),
+    ("kl_cov", {"kl_cov_ratio": 0.2, "kl_cov_coef": 0.7}),
+]
+
+
+@pytest.mark.parametrize("kl", sorted(KL_ESTIMATORS))
+@pytest.mark.parametrize("agg", sorted(LOSS_AGGREGATIONS))
+@pytest.mark.parametrize(("policy_loss", "extra"), SURROGATE_CASES)
+def test_loss_gradient_matches_finite_differences(kl: str, agg: str, policy_loss: str, extra: dict) -> None:
+    if policy_loss == "gspo" and agg != "seq_mean_token_mean":
+        pytest.skip("GSPO is defined with each answer weighted once (the config enforces it)")
+    logp, logp_old, logp_ref, adv, mask = _fd_case()
+    kwargs = dict(clip_eps=0.2, beta=0.04, kl_estimator=kl, aggregation=agg, policy_loss=policy_loss,
+                  max_length=6, **extra)
+
+    def loss(x: np.ndarray) -> float:
+        return grpo_token_loss(x, logp_old, logp_ref, adv, mask, **kwargs).loss
+
+    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, **kwargs)
+    np.testing.assert_allclose(terms.grad_logp, _numeric_grad(loss, logp), atol=1e-7)
     assert np.all(terms.grad_logp[mask == 0] == 0)
+
+
+def test_cispo_gradient_is_the_stop_gradient_weight_times_the_advantage() -> None:
+    # With the ratio held at its current value (the stop-gradient), the loss is linear in logp with
+    # slope -w * clip(rho) * A: finite differences of that frozen-ratio loss match the gradient.
+    logp, logp_old, logp_ref, adv, mask = _fd_case(4)
+    kwargs = dict(clip_eps=0.2, beta=0.04, policy_loss="cispo", clip_eps_high=0.28)
+    shift = logp - logp_old
+
+    def frozen_ratio_loss(x: np.ndarray) -> float:
+        return grpo_token_loss(x, x - shift, logp_ref, adv, mask, **kwargs).loss
+
+    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, **kwargs)
+    np.testing.assert_allclose(terms.grad_logp, _numeric_grad(frozen_ratio_loss, logp), atol=1e-7)
+
+
+def test_clip_higher_hand_computed() -> None:
+    logp_old = np.zeros(3)
+    logp = np.log(np.array([1.25, 1.25, 0.7]))
+    adv = np.array([1.0, -1.0, -1.0])
+    # symmetric 0.2: rho=1.25, A=+1 is clipped to 1.2; with eps_high = 0.28 it is inside the band
+    obj, grad, clipped = clipped_surrogate(logp, logp_old, adv, 0.2)
+    np.testing.assert_allclose(obj, [1.2, -1.25, -0.8])
+    np.testing.assert_allclose(grad, [0.0, -1.25, 0.0])
+    obj, grad, clipped = clipped_surrogate(logp, logp_old, adv, 0.2, clip_eps_high=0.28)
+    np.testing.assert_allclose(obj, [1.25, -1.25, -0.8])
+    np.testing.assert_allclose(grad, [1.25, -1.25, 0.0])
+    assert clipped.tolist() == [False, False, True]
+    np.testing.assert_allclose(clip_ratio(np.array([0.0, 5.0]), 0.2, 0.28), [0.8, 1.28])
+
+
+def test_dual_clip_hand_computed_and_equal_to_trl_delta() -> None:
+    logp_old = np.zeros(4)
+    logp = np.log(np.array([4.0, 2.0, 4.0, 0.5]))
+    adv = np.array([-1.0, -1.0, 1.0, -1.0])
+    obj, grad, clipped = clipped_surrogate(logp, logp_old, adv, 0.2, dual_clip_c=3.0)
+    # rho=4, A=-1: PPO gives min(-4, -1.2) = -4; the dual clip bounds it at c*A = -3 (no gradient)
+    # rho=2, A=-1: -2 (above -3: PPO's value and gradient); rho=4, A=+1: PPO's 1.2; rho=.5: -0.8
+    np.testing.assert_allclose(obj, [-3.0, -2.0, 1.2, -0.8])
+    np.testing.assert_allclose(grad, [0.0, -2.0, 0.0, 0.0])
+    assert clipped.tolist() == [True, False, True, True]
+    # TRL's two-sided clip (delta, INTELLECT-2): min(min(rho, delta) A, clip(rho) A) is the same bound.
+    rng = np.random.default_rng(0)
+    lr = rng.normal(scale=1.5, size=500)
+    a = rng.normal(size=500)
+    delta, eps = 3.0, 0.2
+    ratio = np.exp(lr)
+    trl = np.minimum(np.minimum(ratio, delta) * a, np.clip(ratio, 1 - eps, 1 + eps) * a)
+    ours, _, _ = clipped_surrogate(lr, np.zeros(500), a, eps, dual_clip_c=delta)
+    np.testing.assert_allclose(ours, trl)
+
+
+def test_log_ratio_is_clamped_so_extreme_ratios_stay_finite() -> None:
+    # issue 8 section 7: exp(800) overflows to inf, and inf * 0 is NaN; verl clamps log rho to +-20.
+    logp = np.array([0.0, 0.0, 0.0, -900.0])
+    logp_old = np.array([-800.0, -800.0, -800.0, 0.0])
+    adv = np.array([0.0, -1.0, 1.0, -1.0])
+    with np.errstate(all="raise"):
+        obj, grad, _ = clipped_surrogate(logp, logp_old, adv, 0.2)
+    assert np.all(np.isfinite(obj)) and np.all(np.isfinite(grad))
+    np.testing.assert_allclose(obj, [0.0, -np.exp(20.0), 1.2, -0.8])
+    np.testing.assert_allclose(grad, 0.0)  # clamped (or clipped): constant in logp
+    for name in POLICY_LOSSES:
+        mask = np.ones((1, 4))
+        settings = SurrogateSettings(rng=np.random.default_rng(0))
+        o, g, _ = POLICY_LOSSES[name](logp[None], logp_old[None], adv[None], mask, settings)
+        assert np.all(np.isfinite(o)) and np.all(np.isfinite(g)), name
+
+
+def test_gspo_hand_computed() -> None:
+    # two answers: log-ratios (0.2, -0.1) -> s = exp(0.05), inside the band; (0.5, pad) -> s = e^0.5,
+    # clipped at 1.2 for A > 0.
+    logp_old = np.zeros((2, 2))
+    logp = np.array([[0.2, -0.1], [0.5, 0.0]])
+    mask = np.array([[1.0, 1.0], [1.0, 0.0]])
+    adv = np.array([[1.0, 1.0], [2.0, 2.0]])
+    obj, grad, clipped = gspo_surrogate(logp, logp_old, adv, mask, SurrogateSettings(clip_eps=0.2))
+    s = np.exp(0.05)
+    np.testing.assert_allclose(obj[0], [s, s])
+    np.testing.assert_allclose(obj[1, 0], 1.2 * 2.0)
+    np.testing.assert_allclose(grad, [[s, s], [0.0, 0.0]])
+    assert clipped[:, 0].tolist() == [False, True]
+    # the loss is GSPO's: each answer's clipped sequence objective once, averaged over answers
+    terms = grpo_token_loss(logp, logp_old, logp, adv, mask, clip_eps=0.2, beta=0.0, policy_loss="gspo")
+    np.testing.assert_allclose(terms.policy_loss, -(s + 2.4) / 2)
+
+
+def test_cispo_hand_computed() -> None:
+    logp_old = np.log(np.array([0.2, 0.5, 0.5]))
+    logp = np.log(np.array([0.3, 0.2, 0.55]))  # ratios 1.5, 0.4, 1.1
+    adv = np.array([2.0, -1.0, 1.0])
+    obj, grad, clipped = cispo_surrogate(logp, logp_old, adv, np.ones(3),
+                                         SurrogateSettings(clip_eps=0.2, clip_eps_high=0.28))
+    # weights clip(rho, 0.8, 1.28) = 1.28, 0.8, 1.1; every token keeps a gradient (weight * A)
+    np.testing.assert_allclose(grad, [1.28 * 2.0, -0.8, 1.1])
+    np.testing.assert_allclose(obj, [1.28 * 2.0 * np.log(0.3), -0.8 * np.log(0.2), 1.1 * np.log(0.55)])
+    assert clipped.tolist() == [True, True, False]
+
+
+def test_kl_cov_hand_computed() -> None:
+    # 4 real tokens; covariance (A - mean A) * (logp - mean logp) is largest for token 2
+    adv = np.array([[1.0, -1.0, 2.0, 0.0]])
+    logp = np.log(np.array([[0.5, 0.5, 0.9, 0.1]]))
+    logp_old = logp - np.array([[0.1, 0.1, 0.3, 0.1]])
+    mask = np.ones((1, 4))
+    cov = (adv - adv.mean()) * (logp - logp.mean())
+    assert int(np.argmax(cov)) == 2
+    obj, grad, selected = kl_cov_surrogate(logp, logp_old, adv, mask,
+                                           SurrogateSettings(kl_cov_ratio=0.25, kl_cov_coef=0.5))
+    ratio = np.exp([0.1, 0.1, 0.3, 0.1])
+    np.testing.assert_allclose(obj[0], ratio * adv[0] - np.array([0, 0, 0.5 * 0.3, 0]))
+    np.testing.assert_allclose(grad[0], ratio * adv[0] - np.array([0, 0, 0.5, 0]))
+    assert selected.tolist() == [[False, False, True, False]]
+    # the ratio is not clipped: a ratio of e^1.6 with A > 0 keeps its gradient
+    _, g, _ = kl_cov_surrogate(np.array([[1.6]]), np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1)),
+                               SurrogateSettings(kl_cov_ratio=1.0, kl_cov_coef=0.0))
+    np.testing.assert_allclose(g, [[np.exp(1.6)]])
+
+
+def test_clip_cov_hand_computed_and_gradient() -> None:
+    # covariances (A - mean A)(logp - mean logp) of 4 real tokens: 1.5 and 3 lie inside (1, 5)
+    adv = np.array([[2.0, -2.0, 0.0, 0.0]])
+    logp = np.array([[-0.25, -1.75, -1.0, -1.0]])  # mean -1: centred (0.75, -0.75, 0, 0)
+    logp_old = logp.copy()  # ratio 1: no PPO clip
+    mask = np.ones((1, 4))
+    cov = (adv - adv.mean()) * (logp - logp.mean())
+    np.testing.assert_allclose(cov, [[1.5, 1.5, 0.0, 0.0]])
+    s = SurrogateSettings(clip_cov_ratio=0.25, clip_cov_bounds=(1.0, 5.0), rng=np.random.default_rng(0))
+    obj, grad, removed = clip_cov_surrogate(logp, logp_old, adv, mask, s)
+    # one token (int(0.25 * 4) = 1) of the two candidates is removed: its value and gradient are 0
+    assert removed.sum() == 1 and removed[0, :2].sum() == 1
+    kept = ~removed[0]
+    np.testing.assert_allclose(obj[0][kept], adv[0][kept])
+    np.testing.assert_allclose(grad[0][kept], adv[0][kept])
+    assert obj[0][~kept] == 0.0 and grad[0][~kept] == 0.0
+    # the same seed draws the same token; a window that holds no token removes nothing
+    again = clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings(
+        clip_cov_ratio=0.25, rng=np.random.default_rng(0)))[2]
+    np.testing.assert_array_equal(again, removed)
+    none = clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings(
+        clip_cov_bounds=(2.0, 5.0), rng=np.random.default_rng(0)))[2]
+    assert not none.any()
+    with pytest.raises(ValueError, match="clip_cov needs a random generator"):
+        clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings())
+
+
+@pytest.mark.parametrize("agg", sorted(LOSS_AGGREGATIONS))
+def test_clip_cov_gradient_matches_finite_differences(agg: str) -> None:
+    # the token draw is fixed by reseeding, so the loss is a smooth function of logp near the point
+    logp, logp_old, logp_ref, adv, mask = _fd_case(6)
+    adv = adv * 4.0  # covariances reach the (1, 5) window
+
+    def terms_at(x: np.ndarray):
+        return grpo_token_loss(x, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04,
+                               aggregation=agg, policy_loss="clip_cov", clip_cov_ratio=0.1,
+                               rng=np.random.default_rng(1), max_length=6)
+
+    terms = terms_at(logp)
+    assert terms.clip_frac > 0
+    np.testing.assert_allclose(terms.grad_logp, _numeric_grad(lambda x: terms_at(x).loss, logp), atol=1e-7)
+
+
+def test_k3_clamp_hand_computed() -> None:
+    # issue 8 section 8: r = pi_ref / pi = e^5 gives k3 = e^5 - 5 - 1 = 142.4 > K3_CLAMP: clamped to
+    # 10 with no gradient (the unclamped gradient 1 - e^5 = -147 would dominate the update).
+    logp = np.log(np.array([0.001, 0.5]))
+    value, grad = kl_k3(logp, logp + np.array([5.0, 1.0]))
+    assert value[0] == K3_CLAMP and grad[0] == 0.0
+    np.testing.assert_allclose(value[1], np.e - 1 - 1)
+    np.testing.assert_allclose(grad[1], 1 - np.e)
+
+
+def test_entropy_bonus_hand_computed_and_gradient() -> None:
+    logits = np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -np.inf, -np.inf]])  # row 2: two masked tokens
+    logp_all = log_softmax(np.where(np.isinf(logits), -1e300, logits))
+    logp_all[1, 2:] = -np.inf
+    value, grad = entropy_bonus(logp_all, np.array([0.5, 0.5]))
+    np.testing.assert_allclose(value, 0.5 * np.log(4) + 0.5 * np.log(2))
+    np.testing.assert_allclose(grad, 0.0, atol=1e-15)  # uniform rows maximise entropy
+    assert np.all(np.isfinite(grad))
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(3, 5))
+    w = np.array([0.2, 0.3, 0.5])
+
+    def bonus(x: np.ndarray) -> float:
+        return entropy_bonus(log_softmax(x), w)[0]
+
+    _, analytic = entropy_bonus(log_softmax(z), w)
+    np.testing.assert_allclose(analytic, _numeric_grad(bonus, z), atol=1e-8)
+
+
+def test_batch_level_advantages_hand_computed() -> None:
+    r = np.array([[1.0, 0.0], [1.0, 1.0], [3.0, 1.0]])
+    # TRL scale_rewards="batch": group mean subtracted, divided by the std of all six rewards
+    batch_std = np.std(r, ddof=1)
+    np.testing.assert_allclose(grpo_batch_std_advantages(r),
+                               [[0.5 / (batch_std + 1e-4), -0.5 / (batch_std + 1e-4)], [0, 0],
+                                [1.0 / (batch_std + 1e-4), -1.0 / (batch_std + 1e-4)]])
+    # REINFORCE++-baseline: centred rewards (0.5, -0.5, 0, 0, 1, -1), mean 0, std over the batch
+    centred = np.array([0.5, -0.5, 0.0, 0.0, 1.0, -1.0])
+    std = centred.std(ddof=1)
+    np.testing.assert_allclose(reinforce_pp_baseline_advantages(r).reshape(-1), centred / (std + 1e-4))
+    # group-level std would weight the first group up (its std is smaller): batch scaling does not
+    adv = grpo_batch_std_advantages(r)
+    assert adv[2, 0] == pytest.approx(2 * adv[0, 0])
+
+
+def test_mask_truncated_and_informative_groups_hand_computed() -> None:
+    mask = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(mask_truncated(mask, np.array([False, True, False])),
+                                  [[1, 1, 0], [0, 0, 0], [1, 0, 0]])
+    with pytest.raises(ValueError, match="truncated has shape"):
+        mask_truncated(mask, np.array([True]))
+    r = np.array([[0.1, 0.1, 0.1], [0.0, 1.1, 0.1], [1.1, 1.1, 1.1]])
+    assert informative_groups(r).tolist() == [False, True, False]
 
 
 def test_aggregations_weight_tokens_as_documented() -> None:
@@ -136,3 +387,41 @@ def test_aggregations_weight_tokens_as_documented() -> None:
                                [[0.25, 0.25, 0, 0], [0.125] * 4])
     np.testing.assert_allclose(LOSS_AGGREGATIONS["token_mean"](mask), mask / 6)
     np.testing.assert_allclose(LOSS_AGGREGATIONS["seq_mean_token_sum"](mask), mask / 8)
+    np.testing.assert_allclose(LOSS_AGGREGATIONS["seq_mean_token_sum"](mask, 5), mask / 10)
+
+
+def test_seq_mean_token_sum_weight_does_not_depend_on_the_longest_answer_in_the_batch() -> None:
+    # issue 8 section 7: the same 2-token answer, batched once with a 2-token and once with a 4-token
+    # answer, must get the same weight (Dr. GRPO / TRL divide by a fixed max length).
+    short = np.array([[1.0, 1.0], [1.0, 1.0]])
+    long_ = np.array([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    agg = LOSS_AGGREGATIONS["seq_mean_token_sum"]
+    assert agg(short, 6)[0, 0] == agg(long_, 6)[0, 0] == 1 / 12
+    with pytest.raises(ValueError, match="max_length=3 is shorter than the batch's padded length 4"):
+        agg(long_, 3)
+
+
+def test_readme_maps_every_variant_to_verl_and_trl() -> None:
+    # issue 11: "the option-name map complete for both verl and TRL". Every name a user can select and
+    # every GRPOConfig field of the objective appears in the README's table, with a verl and a TRL column.
+    import dataclasses
+    from pathlib import Path
+
+    from agents.config import GRPOConfig
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### GRPO variants (verl / TRL names)")
+    table = readme[start : readme.index("\n## ", start)]
+    assert "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |" in table
+    names = [*ADVANTAGE_ESTIMATORS, *KL_ESTIMATORS, *LOSS_AGGREGATIONS, *POLICY_LOSSES]
+    missing = [n for n in names if f'"{n}"' not in table]
+    not_objective = {"group_size", "prompts_per_iter", "minibatches", "learning_rate", "tabular_optimizer",
+                     "max_grad_norm"}  # rollout and optimiser settings, not objective variants
+    fields = [f.name for f in dataclasses.fields(GRPOConfig) if f.name not in not_objective]
+    missing += [f for f in fields if f"`{f}" not in table]
+    assert not missing, f"README variants table lacks {missing}"
+    for row in table.splitlines()[table.splitlines().index(
+            "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |") + 2:]:
+        if not row.startswith("|"):
+            break
+        assert row.count("|") >= 5 and all(c.strip() for c in row.strip("|").split("|")), row

@@ -90,3 +90,30 @@ def test_accepts_numpy_arrays_and_empty_groups() -> None:
 def test_bad_shapes_and_values_raise(lengths: object, correct: object) -> None:
     with pytest.raises(ValueError, match="lengths"):
         length_reward(lengths, correct)  # type: ignore[arg-type]
+
+
+def test_the_agent_adds_the_length_term_with_its_sign_where_lengths_vary() -> None:
+    # Issue 8, section 8: on Arithmetic every answer has 5 tokens, so the term is always zero there and a
+    # wrong sign where the agent adds it went unnoticed. Here lengths vary within a group (as Countdown's
+    # do): the shaped reward must be the verifier's reward PLUS length_weight * length_reward.
+    from agents import GRPO, GRPOConfig
+    from agents.rollout import GroupBatch
+
+    w = 0.2
+    agent = GRPO("rlvr/Arithmetic-v0", GRPOConfig(length_weight=w), policy="tabular", seed=0)
+    lengths = np.array([3, 5, 7, 9, 4, 4, 4, 4])  # group 0 varies, group 1 does not
+    correct = np.array([1, 1, 0, 0, 1, 0, 1, 0], dtype=np.float64)
+    returns = np.where(correct > 0, 1.1, 0.1)
+    n, length = len(lengths), int(lengths.max())
+    batch = GroupBatch(
+        obs=np.zeros((n, length, 1), dtype=np.float32), actions=np.zeros((n, length), dtype=np.int64),
+        logp_old=np.zeros((n, length)), mask=(np.arange(length) < lengths[:, None]).astype(np.float64),
+        returns=returns, lengths=lengths, correct=correct, well_formed=np.ones(n), group_size=4,
+    )
+    shaped = agent._group_rewards(batch)  # (B, G)
+    # lambda = 0.5 - (len - 3) / 6: +0.5 and +1/6 for the correct answers; -1/6 and -1/2 for the wrong ones
+    want0 = returns[:4] + w * np.array([0.5, 1 / 6, -1 / 6, -0.5])
+    np.testing.assert_allclose(shaped[0], want0)
+    np.testing.assert_allclose(shaped[1], returns[4:])  # equal lengths: no term
+    assert shaped[0, 0] > shaped[0, 1] > returns[1]  # the shorter correct answer is paid more
+    assert shaped[0, 3] < shaped[0, 2] < returns[2]  # the longer wrong answer is punished harder

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -283,6 +284,10 @@ def test_render_ansi_and_expression() -> None:
         "numbers: 7 9 1 | target: 70 | answer: n1 +",
     )
     assert envs.expression(0) == "7*"
+    quiet = make_vec(COUNTDOWN, 2, n_numbers=3)
+    quiet.reset(seed=0)
+    with pytest.warns(UserWarning, match="without a render mode"):
+        assert quiet.render() is None
 
 
 def test_exported() -> None:
@@ -348,3 +353,126 @@ def test_long_lockstep(env_id: str, kwargs: dict[str, Any]) -> None:
                 new = (tuple(info["prompt_numbers"][i].tolist()), int(info["prompt_target"][i]))
                 o, _ = env.reset(options={"prompt": new})
             assert np.array_equal(o, obs[i])
+
+
+# -- issue 8, section 3: adjacent number tokens never join into one number, through any path -----------
+HACKS = [
+    # (env id, kwargs, prompt, answer tokens): each joined reading would pay 1.1
+    (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 20)}, ((1, 2, 12), 12), ["n0", "n1", "<eos>"]),
+    (COUNTDOWN, {"n_numbers": 2, "number_range": (1, 20), "max_length": 6}, ((1, 11), 12),
+     ["n0", "n0", "+", "n0", "<eos>"]),
+    (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 40), "operators": "+*", "parentheses": False},
+     ((3, 4, 34), 38), ["n0", "n1", "+", "n1", "<eos>"]),  # "34+4"
+]
+
+
+@pytest.mark.parametrize("env_id, kwargs, prompt, answer", HACKS, ids=[" ".join(h[3]) for h in HACKS])
+def test_adjacent_slot_tokens_pay_nothing_through_any_path(
+    env_id: str, kwargs: dict[str, Any], prompt: tuple[tuple[int, ...], int], answer: list[str]
+) -> None:
+    from rlvr_env import verify
+    from rlvr_env.batch_verify import TokenTable, batch_verify
+
+    single = gym.make(env_id, **kwargs)
+    task = single.unwrapped.task  # type: ignore[attr-defined]
+    ids = [task.vocab.index(t) for t in answer]
+    p = task.validate_prompt(prompt)
+    numbers, target = p.numbers, p.target
+    # 1. verify() of the token strings, and of the decoded text.
+    by_tokens = verify(task.token_strings(ids, p), numbers, target, grammar=task.grammar)
+    by_text = verify(task.decode(ids, p), numbers, target, grammar=task.grammar)
+    assert by_tokens == by_text
+    assert not by_tokens.well_formed and by_tokens.reward == 0.0
+    # 2. the single env (no mask in the way).
+    single.reset(options={"prompt": prompt})
+    for t in ids:
+        _, reward, terminated, truncated, info = single.step(t)
+    assert terminated and reward == 0.0 and not info["well_formed"] and not info["correct"]
+    # 3. the native vector env.
+    envs = make_vec(env_id, 2, **kwargs)
+    envs.reset(options={"prompt": prompt})
+    for t in ids:
+        _, rewards, terminated_v, _, vinfo = envs.step(np.array([t, t]))
+    assert terminated_v.all() and rewards.tolist() == [0.0, 0.0]
+    assert not vinfo["final_info"]["well_formed"].any()
+    # 4. the batch verifier.
+    table = TokenTable.from_vocab(task.vocab, task.eos_id)
+    got = batch_verify(np.array([ids]), np.array([numbers]), np.array([target]), table=table,
+                       grammar=task.grammar)
+    assert got.reward.tolist() == [0.0] and not got.well_formed[0]
+    # The masks forbid these answers too; the rule above is what protects unmasked agents.
+    assert not task.action_mask(p, ids[:1])[ids[1]]
+
+
+
+@pytest.mark.parametrize("token", [" ", "", "2+3"])
+def test_envs_refuse_a_vocabulary_read_two_ways(token: str) -> None:
+    from rlvr_env import ArithmeticTask, TokenEnv
+
+    class Odd(ArithmeticTask):
+        vocab = ("2", "3", "5", "+", token)
+
+    with pytest.raises(ValueError, match=re.escape(f"vocabulary token 4 {token!r}")):
+        TokenEnv(Odd())
+    with pytest.raises(ValueError, match=re.escape(f"vocabulary token 4 {token!r}")):
+        TokenVectorEnv(Odd(), 2)
+
+
+# -- issue 8, section 4: make and make_vec accept the same kwargs; values beyond int64 -------------------
+LARGE = [
+    {"n_numbers": 8, "number_range": (1, 999999), "target_range": (1, 999999)},
+    {"n_numbers": 8, "number_range": (100000, 999999), "target_range": (1, 999999), "integer_division": True},
+]
+
+
+@pytest.mark.parametrize("kwargs", LARGE, ids=["1-999999", "100000-999999-intdiv"])
+def test_make_vec_resets_where_make_resets(kwargs: dict[str, Any]) -> None:
+    # Few random expressions over large numbers land in the target range (about 1 in 500 here): the
+    # single env draws one prompt per reset, the vector env a buffer of 1024, and both must succeed.
+    single = gym.make(COUNTDOWN, **kwargs)
+    _, info = single.reset(seed=0)
+    assert info["split"] == "train"
+    envs = make_vec(COUNTDOWN, 2, **kwargs)
+    _, vinfo = envs.reset(seed=0)
+    for p in vinfo["prompt"]:
+        lo, hi = kwargs["number_range"]
+        assert len(p.numbers) == 8 and all(lo <= x <= hi for x in p.numbers)
+        assert envs.task.split_of(p) == "train"
+
+
+def test_values_beyond_int64_reach_the_final_info_exactly() -> None:
+    kwargs = LARGE[0]
+    prompt = ((999999, 999998, 999997, 999996, 2, 3, 5, 7), 999999)
+    single = gym.make(COUNTDOWN, **kwargs)
+    single.reset(options={"prompt": prompt})
+    task = single.unwrapped.task  # type: ignore[attr-defined]
+    star, plus, eos = task.vocab.index("*"), task.vocab.index("+"), task.eos_id
+    answers = [
+        [0, star, 1, star, 2, star, 3, eos],  # ~1e24: beyond int64
+        [0, plus, 1, eos],  # an ordinary value in the same step
+        [0, star, 1, star, 2, star, 3, star, 2, eos],  # beyond int64, but slot 2 used twice
+        [0, eos],
+    ]
+    envs = make_vec(COUNTDOWN, len(answers), **kwargs)
+    envs.reset(options={"prompt": prompt})
+    singles = []
+    for answer in answers:
+        env = gym.make(COUNTDOWN, **kwargs)
+        env.reset(options={"prompt": prompt})
+        for t in answer:
+            *_, info = env.step(t)
+        singles.append(info)
+    width = max(map(len, answers))
+    cols = np.array([a + [eos] * (width - len(a)) for a in answers])
+    finals: dict[int, tuple[Any, Any, dict[str, Any]]] = {}
+    for col in cols.T:
+        _, _, terminated, _, info = envs.step(col)
+        for i in np.flatnonzero(terminated):
+            finals.setdefault(int(i), (info["final_info"]["value_num"][i], info["final_info"]["value_den"][i],
+                                       info["final_info"]))
+    assert singles[0]["value"] == Fraction(999999 * 999998 * 999997 * 999996)
+    for i, single_info in enumerate(singles):
+        num, den, final = finals[i]
+        assert single_info["value"] == fraction(num, den), i
+        assert_final_info_matches(single_info, final, i)
+    assert singles[2]["value"] is not None and not singles[2]["well_formed"]  # the value is kept

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rlvr_env
 from rlvr_env import Grammar, RewardWeights, verify
-from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS
+from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, join_tokens
 
 NUMBERS = (2, 3, 5)
 WIDE = Grammar(operators=frozenset("+-*/"), parentheses=True)
@@ -151,26 +151,72 @@ def test_division_rules(text: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "expression",
+    "expression, named",
     [
-        None,
-        b"2+3*5",
-        bytearray(b"2+3*5"),
-        17,
-        1.5,
-        object(),
-        [object(), None, 1.5],
-        ["2", None, "3"],
-        [True, "+", 3],
-        [b"2"],
-        {"2": 1},
-        ("2", ("+",), "3"),
-        iter(["2", "+", "3"]),
-        ["2"] * (MAX_TEXT_CHARS + 1),
+        (None, "expression=None"),
+        (b"2+3*5", "expression=b"),
+        (bytearray(b"2+3*5"), "expression=bytearray"),
+        (17, "expression=17"),
+        (1.5, "expression=1.5"),
+        (object(), "expression=<object"),
+        ([object(), None, 1.5], "expression[0]"),
+        (["2", None, "3"], "expression[1]=None"),
+        ([True, "+", 3], "expression[0]=True"),
+        ([b"2"], "expression[0]=b'2'"),
+        ({"2": 1}, "expression={'2': 1}"),  # a dict is not a token sequence (its keys were read as one)
+        ({"2", "+"}, "expression="),
+        (("2", ("+",), "3"), "expression[1]"),
+        (iter(["2", "+", "3"]), "expression=<list_iterator"),
     ],
     ids=repr,
 )
-def test_non_text_inputs_are_rejected_without_raising(expression: object) -> None:
+def test_wrong_expression_types_raise_naming_the_argument(expression: object, named: str) -> None:
+    # A caller's wrong argument type is an error; a malformed answer of the right type gets a verdict.
+    with pytest.raises(TypeError, match=re.escape(named)):
+        verify(expression, NUMBERS, 17)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "numbers, target, grammar, weights, named",
+    [
+        (None, 17, None, None, "numbers=None"),
+        ("235", 17, None, None, "numbers='235'"),
+        ({2: 1, 3: 1, 5: 1}, 17, None, None, "numbers={2: 1"),
+        ((2, 3, "5"), 17, None, None, "numbers[2]='5'"),
+        ((2, 3, 5.0), 17, None, None, "numbers[2]=5.0"),
+        ((2, True, 5), 17, None, None, "numbers[1]=True"),
+        (NUMBERS, "17", None, None, "target='17'"),
+        (NUMBERS, 17.0, None, None, "target=17.0"),
+        (NUMBERS, None, None, None, "target=None"),
+        (NUMBERS, True, None, None, "target=True"),
+        (NUMBERS, 17, "default", None, "grammar='default'"),
+        (NUMBERS, 17, None, (1.0, 0.1), "weights=(1.0, 0.1)"),
+    ],
+)
+def test_wrong_argument_types_raise_naming_the_argument(
+    numbers: object, target: object, grammar: object, weights: object, named: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(named)):
+        verify("2+3*5", numbers, target, grammar=grammar, weights=weights)  # type: ignore[arg-type]
+
+
+def test_integer_like_arguments_are_accepted() -> None:
+    import numpy as np
+
+    want = verify("2+3*5", NUMBERS, 17)
+    assert verify("2+3*5", [2, 3, 5], 17) == want
+    assert verify("2+3*5", np.array([2, 3, 5]), np.int64(17)) == want
+    assert verify("2+3*5", NUMBERS, Fraction(17)) == want
+    assert verify(np.array(["2", "+", "3", "*", "5"]), NUMBERS, 17) == want
+    assert verify([np.int64(2), "+", 3, "*", 5], NUMBERS, 17) == want
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [["2"] * (MAX_TEXT_CHARS + 1), [], ["2", "+", "", "3"], ["2+3", "*", "5"], [" ", "2"], ["2", -3]],
+    ids=repr,
+)
+def test_malformed_token_sequences_get_a_verdict(expression: list[object]) -> None:
     v = verify(expression, NUMBERS, 17)  # type: ignore[arg-type]
     assert not v.well_formed and not v.correct and v.reward == 0.0
     assert v.reason
@@ -186,7 +232,9 @@ def test_token_sequences(tokens: list[str | int]) -> None:
 
 
 def test_token_sequence_follows_the_text_rules() -> None:
-    assert verify(["2", "3", "+", "5"], NUMBERS, 28).reason == verify("23+5", NUMBERS, 28).reason
+    # Adjacent number tokens are two numbers side by side, as the text "2 3+5" is, never the literal 23.
+    assert verify(["2", "3", "+", "5"], NUMBERS, 28).reason == verify("2 3+5", NUMBERS, 28).reason
+    assert verify(["2", "3", "+", "5"], NUMBERS, 28).expression == "2 3+5"
     assert not verify(["2", "*", "*", "3", "+", "5"], NUMBERS, 13).well_formed
     assert not verify([2, "+", -3, "*", 5], NUMBERS, -13).well_formed
     assert not verify([], NUMBERS, 0).well_formed
@@ -276,12 +324,12 @@ def reference_verdict(
 
 
 def _assert_agrees(tokens: list[str], target: int, grammar: Grammar) -> None:
-    text = "".join(tokens)
+    text = join_tokens(tokens)  # adjacent number tokens stay apart ("2 3"), as a token sequence reads them
     v = verify(tokens, NUMBERS, target, grammar=grammar)
     assert (v.well_formed, v.correct, v.value) == reference_verdict(text, NUMBERS, target, grammar), text
     assert v.reward == (DEFAULT.accuracy if v.correct else 0.0) + (DEFAULT.format if v.well_formed else 0.0)
     assert (v.reason is None) == v.correct
-    # Text and token forms are one code path.
+    # The token form reads exactly as its joined text does.
     assert verify(text, NUMBERS, target, grammar=grammar) == v
 
 
@@ -359,11 +407,25 @@ _ANYTHING = st.recursive(
 )
 
 
+def _is_text_or_tokens(expression: object) -> bool:
+    if isinstance(expression, str):
+        return True
+    return isinstance(expression, (list, tuple)) and all(
+        isinstance(t, str) or (isinstance(t, int) and not isinstance(t, bool)) for t in expression
+    )
+
+
 @given(_ANYTHING)
 @settings(max_examples=300, deadline=None)
-def test_never_raises_on_arbitrary_objects(expression: object) -> None:
-    v = verify(expression, NUMBERS, 17)  # type: ignore[arg-type]
-    assert v.well_formed or v.reason
+def test_arbitrary_objects_get_a_verdict_or_a_type_error(expression: object) -> None:
+    # Text or a sequence of str / int tokens always gets a verdict; anything else is a TypeError that
+    # names the argument. Nothing else ever escapes.
+    if _is_text_or_tokens(expression):
+        v = verify(expression, NUMBERS, 17)  # type: ignore[arg-type]
+        assert v.well_formed or v.reason
+    else:
+        with pytest.raises(TypeError, match=r"expression(\[\d+\])?="):
+            verify(expression, NUMBERS, 17)  # type: ignore[arg-type]
 
 
 # -- no eval ------------------------------------------------------------------------------------------
@@ -456,10 +518,34 @@ class _RaisingStr(int):
         raise RuntimeError("hostile __str__")
 
 
-@pytest.mark.parametrize(
-    "expression", [_RaisingLength(), _RaisingIteration(["2"]), [_RaisingStr(2), "+", "3"]], ids=repr
-)
+@pytest.mark.parametrize("expression", [_RaisingIteration(["2"]), [_RaisingStr(2), "+", "3"]], ids=repr)
 def test_hostile_objects_do_not_raise(expression: object) -> None:
-    # "Never raises on any expression": whatever a hostile object's methods raise becomes a reason.
+    # A sequence of the right type whose own methods raise is a malformed answer: the error is a reason.
     v = verify(expression, NUMBERS, 17)  # type: ignore[arg-type]
     assert not v.well_formed and v.reward == 0.0 and "unreadable input" in (v.reason or "")
+
+
+def test_an_object_that_is_not_a_sequence_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="expression="):
+        verify(_RaisingLength(), NUMBERS, 17)  # type: ignore[arg-type]
+
+
+# -- the Countdown reward hack (issue 8, section 3): adjacent number tokens never join ------------------
+@pytest.mark.parametrize(
+    "tokens, numbers, target",
+    [
+        (["1", "2"], (1, 2, 12), 12),  # "n0 n1" spelled the prompt number 12
+        (["1", "1", "+", "1"], (1, 11), 12),  # "n0 n0 + n0" read as 11+1, one slot used three times
+        ([1, 2], (1, 2, 12), 12),
+        (["2", "3", "*", "5"], NUMBERS, 115),  # Arithmetic's digit tokens: "2" "3" is not 23 either
+    ],
+)
+def test_adjacent_number_tokens_are_not_one_number(tokens: list[object], numbers: tuple[int, ...],
+                                                   target: int) -> None:
+    v = verify(tokens, numbers, target, grammar=WIDE_AT_MOST_ONCE)  # type: ignore[arg-type]
+    assert not v.correct and not v.well_formed and v.reward == 0.0
+    assert "an operator was expected" in (v.reason or "")
+    # Text keeps its meaning: digits written together are one number.
+    assert verify("".join(map(str, tokens)), numbers, target, grammar=WIDE_AT_MOST_ONCE).well_formed == (
+        target != 115
+    )

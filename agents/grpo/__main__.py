@@ -1,8 +1,9 @@
 """``python -m agents.grpo``: train GRPO from the shell, the lesson's ``python3 main.py`` grown up.
 
 Prints one line per iteration (group reward mean, solve rate, format violations, share of tied groups,
-KL to the reference, clip fraction, entropy, fps), then a greedy evaluation on the train and held-out
-prompts. Every :class:`~agents.config.GRPOConfig` field is a flag (``--group-size``, ``--beta``, ...).
+KL to the reference, clip fraction, entropy, fps; with ``--eval-freq`` also greedy and sampled success
+and pass@k per split), then an evaluation on the train and held-out prompts: greedy success, sampled
+success (mean over k answers per prompt), pass@k and the worst prompt's sampled success. Every :class:`~agents.config.GRPOConfig` field is a flag (``--group-size``, ``--beta``, ...).
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
 import typing
 
 import rlvr_env  # noqa: F401  (registers the rlvr/* environments)
-from agents.config import GRPOConfig
+from agents.config import PRESETS, GRPOConfig
 from agents.grpo.agent import GRPO
 from agents.policies import POLICY_NAMES
 from rlvr_env.envs import TokenEnv
@@ -25,15 +25,26 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     hints = typing.get_type_hints(GRPOConfig)
     docs = GRPOConfig.field_docs()
     group = parser.add_argument_group(
-        "GRPOConfig fields (unset flags take the policy's preset, GRPOConfig.preset(policy))")
+        "GRPOConfig fields (an unset flag takes the value that will run: the --policy's preset, "
+        "GRPOConfig.preset(policy), shown per policy)")
+    runs = {policy: GRPOConfig.preset(policy) for policy in POLICY_NAMES if policy in PRESETS}
     for field in dataclasses.fields(GRPOConfig):
         flag = "--" + field.name.replace("_", "-")
         hint = hints[field.name]
-        doc = docs.get(field.name, "").replace("%", "%%") + f" (default: {field.default})"
+        values = {policy: getattr(cfg, field.name) for policy, cfg in runs.items()}
+        if len(set(map(repr, values.values()))) == 1:
+            runs_as = f"runs with: {next(iter(values.values()))}"
+        else:
+            runs_as = "runs with: " + ", ".join(f"{p} {v}" for p, v in values.items())
+        if field.name == "learning_rate" and None in values.values():
+            runs_as += " (None: the policy's default step size)"
+        doc = docs.get(field.name, "").replace("%", "%%") + f" ({runs_as.replace('%', '%%')})"
         if hint is bool:
             group.add_argument(flag, type=_parse_bool, default=None, metavar="{true,false}", help=doc)
         elif hint is int:
             group.add_argument(flag, type=int, default=None, help=doc)
+        elif hint in (int | None,):
+            group.add_argument(flag, type=_parse_optional_int, default=None, help=doc)
         elif hint in (float, float | None):
             group.add_argument(flag, type=_parse_optional_float, default=None, help=doc)
         else:
@@ -46,6 +57,15 @@ def _parse_bool(text: str) -> bool:
     if text.lower() in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true/false)")
+
+
+def _parse_optional_int(text: str) -> int | str:
+    if text.lower() == "none":
+        return "none"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (or 'none')") from None
 
 
 def _parse_optional_float(text: str) -> float | str:
@@ -70,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--progress-bar", action="store_true")
     parser.add_argument("--save", default=None, help="write a checkpoint zip here")
     parser.add_argument("--quiet", action="store_true", help="no per-iteration lines")
+    parser.add_argument("--eval-freq", type=int, default=0,
+                        help="iterations between evaluations logged as eval/* (0: only at the end)")
+    parser.add_argument("--eval-k", type=int, default=16,
+                        help="sampled answers per prompt for sampled success (mean@k) and pass@k")
+    parser.add_argument("--eval-prompts", type=int, default=None,
+                        help="prompts per split for evaluations (default: all of a finite task, else 256)")
     _config_flags(parser)
     return parser
 
@@ -86,20 +112,24 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides[field.name] = None if value == "none" else value
     try:
-        config = GRPOConfig.preset(args.policy, **overrides)
+        config = GRPOConfig(**overrides)  # unset fields take the policy's preset inside GRPO
         model = GRPO(args.env, config, policy=args.policy, seed=args.seed, env_kwargs=env_kwargs,
-                     verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir)
+                     verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir,
+                     eval_freq=args.eval_freq, eval_k=args.eval_k, eval_prompts=args.eval_prompts)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
-    print(f"GRPO ({args.policy}) on {args.env}, seed {args.seed}: {config}")
-    start = time.perf_counter()
+    print(f"GRPO ({args.policy}) on {args.env}, seed {args.seed}: {model.config}")
     model.learn(args.total_timesteps, progress_bar=args.progress_bar)
-    seconds = time.perf_counter() - start
+    seconds = model.train_seconds  # the training loop only: no logger/torch set-up, no evaluation
     print(f"trained {model.num_timesteps} env steps in {seconds:.2f} s "
-          f"({model.num_timesteps / seconds:.0f} steps/s), {model.num_parameters()} parameters")
+          f"({model.num_timesteps / max(seconds, 1e-9):.0f} steps/s), {model.num_parameters()} parameters")
     if isinstance(model.env.unwrapped, TokenEnv):
         for split in ("train", "test"):
-            print(f"greedy success on {split} prompts: {model.evaluate(split):.3f}")
+            rep = model.success(split, k=args.eval_k, n_prompts=args.eval_prompts)
+            print(f"{split} prompts ({len(rep.per_prompt_sampled)}"
+                  f"{', grammar-masked' if model.use_masks else ''}): greedy success {rep.greedy:.3f}, "
+                  f"sampled success (mean@{rep.k}) {rep.sampled:.3f}, pass@{rep.k} {rep.pass_at_k:.3f}, "
+                  f"worst prompt's sampled success {rep.min_prompt_sampled:.3f}")
     else:
         print(f"greedy mean return over 10 episodes: {model.evaluate():.2f}")
     if args.save:

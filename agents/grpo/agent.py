@@ -7,6 +7,7 @@ import functools
 import io
 import json
 import time
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -16,10 +17,24 @@ import gymnasium as gym
 import numpy as np
 
 from agents.config import GRPOConfig
-from agents.evaluation import greedy_success
-from agents.objective import ADVANTAGE_ESTIMATORS, LossTerms, grpo_token_loss
-from agents.policies import POLICY_NAMES, Policy, make_policy
-from agents.rollout import GroupBatch, GroupMode, detect_group_mode, make_runner
+from agents.evaluation import SuccessReport, greedy_success, success_report
+from agents.objective import (
+    ADVANTAGE_ESTIMATORS,
+    LossTerms,
+    grpo_token_loss,
+    informative_groups,
+    mask_truncated,
+)
+from agents.policies import POLICY_NAMES, Policy, check_tabular_observations, make_policy
+from agents.rollout import (
+    GroupBatch,
+    GroupMode,
+    concat_groups,
+    detect_group_mode,
+    env_has_masks,
+    env_masks,
+    make_runner,
+)
 from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
@@ -42,8 +57,9 @@ class GRPO:
         env: an env id (made with ``gym.make(env, **env_kwargs)``) or an env instance. Its action space
             must be ``Discrete``. Groups share a start by prompt replay, or by a deterministic seeded
             reset (checked; see :mod:`agents.rollout`).
-        config: the hyperparameters (:class:`GRPOConfig`); None takes the tuned preset of ``policy``
-            (``GRPOConfig.preset(policy)``), which differs from the dataclass (paper) defaults.
+        config: the hyperparameters (:class:`GRPOConfig`). Fields it leaves unset (None), and all of
+            them when ``config`` is None, take ``policy``'s preset (``GRPOConfig.preset(policy)``);
+            ``GRPOConfig.preset("paper")`` is the papers' values. The resolved config is ``self.config``.
         policy: ``"tabular"`` (NumPy softmax table) or ``"mlp"`` (SB3 PPO's actor network, torch).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
@@ -54,6 +70,12 @@ class GRPO:
         vectorized: roll out in the env id's native vector env (``gym.make_vec(...,
             vectorization_mode="vector_entry_point")``); None uses it whenever the id has one. Both paths
             draw the same prompts and samples, so on fixed-length tasks they train identically.
+        eval_freq: every ``eval_freq`` iterations (0: never), add :meth:`success` on both splits to the
+            iteration's metrics (``eval/train_greedy``, ``eval/test_sampled``, ``eval/test_pass@k``,
+            ...), so the per-iteration log shows greedy and sampled success side by side. Evaluation
+            uses its own seeded generator, so it does not change training.
+        eval_k: sampled answers per prompt for those evaluations.
+        eval_prompts: prompts per split for those evaluations (None: all of a finite task, else 256).
     """
 
     def __init__(
@@ -70,19 +92,26 @@ class GRPO:
         log_dir: str | None = None,
         tensorboard: bool = False,
         vectorized: bool | None = None,
+        eval_freq: int = 0,
+        eval_k: int = 16,
+        eval_prompts: int | None = None,
     ) -> None:
         if policy not in POLICY_NAMES:
             raise ValueError(f"policy={policy!r} is not one of {POLICY_NAMES}")
         if config is None:
-            config = GRPOConfig.preset(policy)
+            config = GRPOConfig()
         if not isinstance(config, GRPOConfig):
             raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
+        config = config.resolve(policy)  # unset fields take the policy's preset
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a non-negative integer")
         if verbose not in (0, 1, 2):
             raise ValueError(f"verbose={verbose!r} must be 0, 1 or 2")
         if isinstance(log_interval, bool) or not isinstance(log_interval, int) or log_interval < 1:
             raise ValueError(f"log_interval={log_interval!r} must be a positive integer")
+        if isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq < 0:
+            raise ValueError(f"eval_freq={eval_freq!r} must be a non-negative integer")
+        self.eval_freq, self.eval_k, self.eval_prompts = eval_freq, eval_k, eval_prompts
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
@@ -115,6 +144,21 @@ class GRPO:
         self.n_actions = int(self.env.action_space.n)
         self.group_mode: GroupMode = detect_group_mode(self.env)
         self.rng = np.random.default_rng(self.seed)
+        if policy == "tabular":
+            check_tabular_observations(self.env)
+        self.max_episode_length = self._max_episode_length()
+        if config.loss_aggregation == "seq_mean_token_sum" and config.token_sum_norm is None \
+                and self.max_episode_length is None:
+            raise ValueError(
+                "loss_aggregation='seq_mean_token_sum' divides by a fixed maximum length, and this env "
+                "declares none (no task max_length, no spec max_episode_steps); set token_sum_norm"
+            )
+        if (config.token_sum_norm is not None and self.max_episode_length is not None
+                and config.token_sum_norm < self.max_episode_length):
+            raise ValueError(
+                f"token_sum_norm={config.token_sum_norm} is shorter than the env's maximum episode length "
+                f"{self.max_episode_length}: the normaliser must bound every answer's length"
+            )
         self.feature_slices = self._tabular_slices() if policy == "tabular" else None
         self.policy: Policy = make_policy(
             policy,
@@ -127,13 +171,24 @@ class GRPO:
             tabular_optimizer=config.tabular_optimizer,
             policy_kwargs=self.policy_kwargs,
         )
+        #: whether rollouts, updates, ``predict`` (when given masks) and evaluation are grammar-masked
+        self.use_masks = bool(config.action_masks and env_has_masks(self.env))
         self._runner = make_runner(self.env, self.env_id, self.env_kwargs, config.prompts_per_iter,
-                                   config.group_size, self.group_mode, vectorized)
+                                   config.group_size, self.group_mode, vectorized, self.use_masks)
         self.vectorized = not hasattr(self._runner, "envs")
         self.num_timesteps = 0
         self.iterations = 0
         self.last_metrics: dict[str, float] = {}
+        self.train_seconds = 0.0  # wall time of the last learn() loop (rollouts + updates + logging)
         self._logger: Any = None
+
+    def _max_episode_length(self) -> int | None:
+        task = getattr(self.env.unwrapped, "task", None)
+        if isinstance(self.env.unwrapped, TokenEnv) and task is not None:
+            return int(task.max_length)
+        spec = getattr(self.env, "spec", None)
+        steps = getattr(spec, "max_episode_steps", None)
+        return int(steps) if steps else None
 
     # ---------------------------------------------------------------------------------------------
     # Training
@@ -163,32 +218,87 @@ class GRPO:
         start_steps, start_time = self.num_timesteps, time.perf_counter()
         try:
             while self.num_timesteps < goal:
-                batch = self._runner.collect(self.policy, self.rng)  # draw prompts, run G episodes each
-                rewards = self._group_rewards(batch)  # (B, G) verifier reward + k1.5 length term
-                adv = ADVANTAGE_ESTIMATORS[self.config.advantage](
-                    rewards, self.config.adv_eps, self.config.unbiased_std
-                )  # (B, G)
-                train_stats = self._update(batch, adv.reshape(-1))  # mu clipped epochs
-                self.num_timesteps += batch.n_steps
+                # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
+                sampled, sampled_rewards, batch, rewards, rounds = self._collect(goal)
+                train_stats: dict[str, float] = {}
+                if batch is not None:
+                    adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
+                        rewards, self.config.adv_eps, self.config.unbiased_std
+                    )  # (B, G)
+                    train_stats = self._update(batch, adv.reshape(-1))  # mu clipped epochs
+                self.num_timesteps += sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
                 elapsed = time.perf_counter() - start_time
                 metrics = {
-                    **_rollout_metrics(batch, rewards),
+                    **_rollout_metrics(sampled, sampled_rewards),
                     **train_stats,
                     "time/fps": (self.num_timesteps - start_steps) / max(elapsed, 1e-9),
                     "time/iterations": float(self.iterations),
                     "time/total_timesteps": float(self.num_timesteps),
                 }
+                if self.config.dynamic_sampling:
+                    metrics["rollout/sampling_rounds"] = float(rounds)
+                    metrics["rollout/trained_groups"] = float(0 if batch is None else batch.n_groups)
+                if self.eval_freq and self.iterations % self.eval_freq == 0:
+                    eval_start = time.perf_counter()
+                    for split in ("train", "test"):
+                        rep = self.success(split, k=self.eval_k, n_prompts=self.eval_prompts)
+                        metrics.update(rep.as_dict(f"eval/{split}_"))
+                    start_time += time.perf_counter() - eval_start  # fps counts training only
                 self.last_metrics = metrics
                 self._log(metrics)
-                if bar is not None:
-                    bar.update(batch.n_steps)
+                if bar is not None:  # the bar's total is the budget; the last iteration may run past it
+                    bar.update(min(sampled.n_steps, int(total_timesteps) - bar.n))
                 if callback is not None and callback(self, metrics) is False:
                     break
         finally:
+            self.train_seconds = time.perf_counter() - start_time
             if bar is not None:
+                over = self.num_timesteps - goal
+                if over > 0:
+                    bar.set_postfix_str(f"+{over} steps to finish the last iteration", refresh=True)
                 bar.close()
         return self
+
+    def _collect(
+        self, goal: int
+    ) -> tuple[GroupBatch, np.ndarray, GroupBatch | None, np.ndarray, int]:
+        """One iteration's rollouts: (everything sampled, its (B', G) rewards, the groups to train on or
+        None, their rewards, rollout rounds). Without dynamic sampling both are the one rollout of B
+        groups. With it (DAPO), rounds of B groups are rolled out until B groups with untied rewards
+        are kept, the round budget is spent, or the step budget ``goal`` is reached."""
+        cfg = self.config
+        first = self._runner.collect(self.policy, self.rng)
+        first_rewards = self._group_rewards(first)  # (B, G) verifier reward + k1.5 length term
+        if not cfg.dynamic_sampling:
+            return first, first_rewards, first, first_rewards, 1
+        target = first.n_groups
+        sampled, sampled_rewards = [first], [first_rewards]
+        kept: list[GroupBatch] = []
+        kept_rewards: list[np.ndarray] = []
+        steps = 0
+        while True:
+            batch, rewards = sampled[-1], sampled_rewards[-1]
+            steps += batch.n_steps
+            keep = np.flatnonzero(informative_groups(rewards))
+            if keep.size:
+                kept.append(batch.select_groups(keep))
+                kept_rewards.append(rewards[keep])
+            n_kept = sum(len(r) for r in kept_rewards)
+            if (n_kept >= target or len(sampled) >= cfg.dynamic_sampling_max_rounds
+                    or self.num_timesteps + steps >= goal):
+                break
+            sampled.append(self._runner.collect(self.policy, self.rng))
+            sampled_rewards.append(self._group_rewards(sampled[-1]))
+        all_batch = concat_groups(sampled) if len(sampled) > 1 else first
+        all_rewards = np.concatenate(sampled_rewards)
+        if not kept:
+            return all_batch, all_rewards, None, np.zeros((0, first.group_size)), len(sampled)
+        train = concat_groups(kept)
+        train_rewards = np.concatenate(kept_rewards)
+        if train.n_groups > target:  # the last round overshot: keep the first B informative groups
+            train, train_rewards = train.select_groups(np.arange(target)), train_rewards[:target]
+        return all_batch, all_rewards, train, train_rewards, len(sampled)
 
     def _group_rewards(self, batch: GroupBatch) -> np.ndarray:
         rewards = batch.returns.reshape(batch.n_groups, batch.group_size).copy()  # (B, G)
@@ -203,11 +313,16 @@ class GRPO:
     def _update(self, batch: GroupBatch, adv: np.ndarray) -> dict[str, float]:
         """mu epochs of clipped steps over the batch; minibatches hold whole groups."""
         cfg = self.config
-        valid = batch.mask > 0  # (N, L)
+        loss_mask = batch.mask
+        if cfg.mask_truncated and batch.truncated is not None:
+            loss_mask = mask_truncated(batch.mask, batch.truncated)  # (N, L)
+        valid = loss_mask > 0  # (N, L): the tokens in the loss
         adv_tok = np.broadcast_to(adv[:, None], batch.mask.shape)  # (N, L)
         # The reference is frozen, so its log-probs are computed once per iteration.
+        masks = batch.action_masks  # (N, L, V) or None
         logp_ref = np.zeros_like(batch.logp_old)
-        logp_ref[valid] = self.policy.reference_logp(batch.obs[valid], batch.actions[valid])
+        logp_ref[valid] = self.policy.reference_logp(batch.obs[valid], batch.actions[valid],
+                                                     None if masks is None else masks[valid])
         groups = np.arange(batch.n_groups)
         chunks = np.array_split(groups, cfg.minibatches)
         stats: list[tuple[LossTerms, float]] = []
@@ -215,33 +330,54 @@ class GRPO:
             for chunk in chunks:
                 rows = (chunk[:, None] * batch.group_size + np.arange(batch.group_size)).reshape(-1)
                 sub_valid = valid[rows]  # (n, L)
-                loss_fn = functools.partial(self._token_loss, batch, rows, logp_ref, adv_tok)
+                n_tokens = int(sub_valid.sum())
+                if n_tokens == 0:  # e.g. every answer of the minibatch was truncated and masked out
+                    continue
+                entropy_weights = None
+                if cfg.entropy_coef > 0:  # mean entropy of the tokens in the loss (TRL's definition)
+                    entropy_weights = np.full(n_tokens, cfg.entropy_coef / n_tokens)
+                loss_fn = functools.partial(self._token_loss, batch, rows, logp_ref, adv_tok, loss_mask)
                 result = self.policy.update(batch.obs[rows][sub_valid], batch.actions[rows][sub_valid],
-                                            loss_fn)
+                                            loss_fn, entropy_weights=entropy_weights,
+                                            masks=None if masks is None else masks[rows][sub_valid])
                 stats.append((result.terms, result.entropy))
+        if not stats:
+            return {}
         return {
             "train/policy_loss": float(np.mean([s.policy_loss for s, _ in stats])),
-            "train/loss": float(np.mean([s.loss for s, _ in stats])),
+            "train/loss": float(np.mean([s.loss - cfg.entropy_coef * e for s, e in stats])),
             "train/kl": float(np.mean([s.kl for s, _ in stats])),
             "train/clip_frac": float(np.mean([s.clip_frac for s, _ in stats])),
             "train/entropy": float(np.mean([e for _, e in stats])),
         }
 
     def _token_loss(self, batch: GroupBatch, rows: np.ndarray, logp_ref: np.ndarray, adv_tok: np.ndarray,
-                    logp_tokens: np.ndarray) -> LossTerms:
-        """The GRPO loss of episodes ``rows`` given the (T,) log-probs of their valid tokens; the
-        gradient comes back per valid token, in the same order."""
+                    loss_mask: np.ndarray, logp_tokens: np.ndarray) -> LossTerms:
+        """The GRPO loss of episodes ``rows`` given the (T,) log-probs of their tokens in the loss; the
+        gradient comes back per such token, in the same order."""
         cfg = self.config
-        mask = batch.mask[rows]  # (n, L)
+        mask = loss_mask[rows]  # (n, L)
         valid = mask > 0
         logp = np.zeros(mask.shape)
         logp[valid] = logp_tokens
         terms = grpo_token_loss(
             logp, batch.logp_old[rows], logp_ref[rows], adv_tok[rows], mask,
-            clip_eps=cfg.clip_eps, beta=cfg.beta, kl_estimator=cfg.kl_estimator,
-            aggregation=cfg.loss_aggregation,
+            clip_eps=cfg.clip_eps, beta=cfg.beta, kl_estimator=cfg.kl_estimator,  # type: ignore[arg-type]
+            aggregation=cfg.loss_aggregation, clip_eps_high=cfg.clip_eps_high,
+            dual_clip_c=cfg.dual_clip_c, policy_loss=cfg.policy_loss, kl_cov_ratio=cfg.kl_cov_ratio,
+            kl_cov_coef=cfg.kl_cov_coef, clip_cov_ratio=cfg.clip_cov_ratio,
+            clip_cov_bounds=(cfg.clip_cov_lb, cfg.clip_cov_ub),
+            rng=self.rng if cfg.policy_loss == "clip_cov" else None,  # Clip-Cov's draw; seeded
+            max_length=self._token_sum_norm(mask.shape[1]),
         )
         return dataclasses.replace(terms, grad_logp=terms.grad_logp[valid])
+
+    def _token_sum_norm(self, padded: int) -> int | None:
+        """The fixed length of "seq_mean_token_sum" (never shorter than this batch's padding)."""
+        if self.config.loss_aggregation != "seq_mean_token_sum":
+            return None
+        norm = self.config.token_sum_norm or self.max_episode_length
+        return int(norm) if norm is not None else padded
 
     # ---------------------------------------------------------------------------------------------
     # Inference and evaluation
@@ -252,11 +388,14 @@ class GRPO:
         state: Any = None,
         episode_start: Any = None,
         deterministic: bool = False,
+        action_masks: np.ndarray | None = None,
     ) -> tuple[np.ndarray, None]:
         """SB3-style: actions for one observation (returns shape ()) or a batch (returns (N,)).
 
         Stochastic predictions draw from the agent's seeded generator. ``state`` and
         ``episode_start`` exist for SB3 compatibility and are ignored (the policies are memoryless).
+        ``action_masks`` ((V,) or (N, V) bool, as sb3-contrib's MaskablePPO takes them) restricts the
+        choice to the allowed tokens; pass the env's ``action_masks()`` to decode as in training.
         """
         obs = np.asarray(observation)
         single = obs.shape == tuple(self.observation_space.shape or ())
@@ -266,19 +405,39 @@ class GRPO:
                 f"observation of shape {obs.shape} fits neither {self.observation_space.shape} nor a "
                 f"batch (N, *{self.observation_space.shape})"
             )
-        actions = self.policy.predict(batch, deterministic, self.rng)
+        masks = None
+        if action_masks is not None:
+            masks = np.asarray(action_masks, dtype=bool).reshape(batch.shape[0], self.n_actions)
+        actions = self.policy.predict(batch, deterministic, self.rng, masks)
         return (actions[0] if single else actions), None
+
+    def success(
+        self, split: str = "test", k: int = 16, n_prompts: int | None = None, seed: int = 0
+    ) -> SuccessReport:
+        """Greedy success, sampled success (mean over ``k`` sampled answers per prompt), pass@k and
+        per-prompt sampled success on ``split`` (an ``rlvr_env`` env only), decoded under the grammar
+        masks when the agent trains with them. Sampling uses a generator seeded by ``seed`` (not the
+        agent's), so evaluating does not change training and repeats exactly."""
+        rng = np.random.default_rng(seed)
+
+        def predict(obs: np.ndarray, masks: np.ndarray | None, deterministic: bool) -> np.ndarray:
+            return self.policy.predict(obs, deterministic, rng, masks)
+
+        return success_report(predict, self.env, split, k=k, masked=self.use_masks,
+                              n_prompts=n_prompts, seed=seed)
 
     def evaluate(
         self, split: str = "test", n_prompts: int | None = None, n_episodes: int = 10
     ) -> float:
-        """Greedy performance.
+        """Greedy performance (see :meth:`success` for sampled success and pass@k as well).
 
         On an ``rlvr_env`` env: the fraction of ``split``'s prompts answered correctly (all prompts of a
         finite task, else ``n_prompts`` seeded draws), a float in [0, 1]. On any other env: the mean
         undiscounted return of ``n_episodes`` greedy episodes from seeded resets (``split`` unused).
         """
         if isinstance(self.env.unwrapped, TokenEnv):
+            if self.use_masks:
+                return self.success(split, k=1, n_prompts=n_prompts).greedy
             return greedy_success(
                 lambda o: self.predict(o, deterministic=True)[0], self.env, split, n_prompts=n_prompts
             )
@@ -288,7 +447,8 @@ class GRPO:
             obs, _ = probe.reset(seed=1_000_000 + i)
             done = False
             while not done:
-                action, _ = self.predict(obs, deterministic=True)
+                masks = env_masks(probe) if self.use_masks else None
+                action, _ = self.predict(obs, deterministic=True, action_masks=masks)
                 obs, r, terminated, truncated, _ = probe.step(int(action))
                 total += float(r)
                 done = terminated or truncated

@@ -7,15 +7,18 @@ is one :class:`Task` subclass plus one ``gymnasium.register`` call.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
+from rlvr_env.verifier import Grammar, RewardWeights, Verdict, join_tokens, verify
 
 __all__ = ["Prompt", "Task", "SPLITS", "check_split", "unpack_prompt"]
+
+_SLOT = re.compile(r"n(\d+)\Z")
 
 #: The split names every task understands.
 SPLITS: tuple[str, ...] = ("train", "test")
@@ -102,12 +105,31 @@ class Task(ABC):
 
     # -- answers --------------------------------------------------------------------------------
     def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
-        """The verifier tokens for ``token_ids`` (EOS dropped). Slot-based vocabularies override."""
-        return [self.vocab[i] for i in token_ids if i != self.eos_id]
+        """The verifier tokens for ``token_ids``: the answer ends at the first EOS (it and everything
+        after it are dropped), and a slot token ``"n<k>"`` stands for the prompt's k-th number."""
+        slots = self._slot_tokens()
+        out: list[str] = []
+        for i in token_ids:
+            if i == self.eos_id:
+                break
+            k = slots.get(i)
+            out.append(self.vocab[i] if k is None else str(prompt.numbers[k]))
+        return out
+
+    def _slot_tokens(self) -> dict[int, int]:
+        """{token id: prompt slot} of the vocabulary's ``"n<k>"`` tokens (computed once per task)."""
+        cached = self.__dict__.get("_slot_token_cache")
+        if cached is None or cached[0] is not self.vocab:
+            table = {i: int(tok[1:]) for i, tok in enumerate(self.vocab) if _SLOT.match(tok)}
+            cached = (self.vocab, table)
+            self.__dict__["_slot_token_cache"] = cached
+        return cached[1]
 
     def decode(self, token_ids: Sequence[int], prompt: Prompt) -> str:
-        """The answer as text, as the verifier reads it."""
-        return "".join(self.token_strings(token_ids, prompt))
+        """The answer as text, as the verifier reads it: :func:`rlvr_env.verifier.join_tokens` of
+        :meth:`token_strings`, so two adjacent number tokens stay two numbers (``"1 2"``, which is not
+        well-formed), never one literal (``"12"``)."""
+        return join_tokens(self.token_strings(token_ids, prompt))
 
     def score(
         self,

@@ -18,7 +18,7 @@ from rlvr_env.batch_verify import ADD, DIV, LPAREN, MUL, NUM, RPAREN, SUB, Token
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
-__all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "multiset_hash"]
+__all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
 
 #: One number multiset in this many is held out (``split="test"``): 20%.
 HELD_OUT_BUCKETS = 5
@@ -26,7 +26,11 @@ _OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 _ATOM, _ADDITIVE, _MULTIPLICATIVE = 0, 1, 2
 _LIMIT = 1 << 31  # generation rejects intermediate values this large (int64 products stay exact)
-_MAX_ROUNDS = 200  # rejection-sampling rounds before a setting is declared (nearly) infeasible
+_MIN_ROUND = 64  # candidates per rejection-sampling round, at least
+#: Candidates drawn in a row without one valid prompt before a setting is declared (nearly) infeasible.
+#: The same for every request size, so drawing one prompt (the single env's reset) and drawing a
+#: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
+_MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
 
 
@@ -62,6 +66,38 @@ def _check_range(name: str, value: object, lowest: int, highest: int) -> tuple[i
     return lo, hi
 
 
+#: Prompt encodings (``observation=``): "bits" (numbers and target as scaled values and binary codes)
+#: or "relations" (those plus one-hot numbers and target and the pair residuals; see
+#: :meth:`CountdownTask._relations`).
+OBSERVATIONS = ("bits", "relations")
+_PAIR_RESULTS = ("a+b", "a*b", "a-b", "b-a", "a/b", "b/a")
+_RESIDUALS = ("r+c", "r-c", "c-r", "r*c", "r/c", "c/r")
+
+
+def _pair_results(a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The integer results of combining a and b (k,) as in ``_PAIR_RESULTS``, each with a (k,) flag that
+    is False where the result is not an integer (inexact division)."""
+    true = np.ones(a.shape, dtype=bool)
+    a_div = (b != 0) & (a % np.where(b == 0, 1, b) == 0)
+    b_div = (a != 0) & (b % np.where(a == 0, 1, a) == 0)
+    return [(a + b, true), (a * b, true), (a - b, true), (b - a, true),
+            (np.where(a_div, a // np.where(b == 0, 1, b), 0), a_div),
+            (np.where(b_div, b // np.where(a == 0, 1, a), 0), b_div)]
+
+
+def _residuals(r: np.ndarray, t: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The integer c that makes ``r op c`` (or ``c op r``) equal t, as in ``_RESIDUALS``, with flags."""
+    true = np.ones(r.shape, dtype=bool)
+    safe_r = np.where(r == 0, 1, r)
+    safe_t = np.where(t == 0, 1, t)
+    div_r = (r != 0) & (t % safe_r == 0)  # t = r * c
+    div_t = (t != 0) & (r % safe_t == 0)  # t = r / c  ->  c = r / t
+    return [(t - r, true), (r - t, true), (t + r, true),
+            (np.where(div_r, t // safe_r, 0), div_r),
+            (np.where(div_t, r // safe_t, 0), div_t),
+            (t * r, r != 0)]
+
+
 def _bits(values: np.ndarray, width: int) -> np.ndarray:
     """(..., width) float32 binary code of non-negative ints, least significant bit first."""
     return ((values[..., None] >> np.arange(width)) & 1).astype(np.float32)
@@ -92,14 +128,15 @@ class CountdownTask(Task):
         integer_division: bool = False,
         max_length: int | None = None,
         solution_stats: bool = False,
+        observation: str = "bits",
     ) -> None:
         if isinstance(n_numbers, bool) or not isinstance(n_numbers, (int, np.integer)):
             raise ValueError(f"n_numbers={n_numbers!r} must be an integer in [2, 8]")
         if not 2 <= n_numbers <= 8:
             raise ValueError(f"n_numbers={n_numbers!r} must be in [2, 8]")
         self.n_numbers = n = int(n_numbers)
-        # Numbers start at 1: a 0 would make "n0 n1" lex as a leading-zero literal, and negative numbers
-        # would read as a minus operator. Six digits is the verifier's literal limit.
+        # Numbers start at 1 (the game's rule; a negative number would read as a minus operator).
+        # Six digits is the verifier's literal limit.
         self.number_range = _check_range("number_range", number_range, 1, 999_999)
         self.target_range = _check_range("target_range", target_range, -(2**30), 2**30)
         if self.target_range[1] - self.target_range[0] >= 2**20:
@@ -155,6 +192,23 @@ class CountdownTask(Task):
             "target": slice(n + n * nb, n + n * nb + 1),
             "target_bits": slice(n + n * nb + 1, n + n * nb + 1 + tb),
         }
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"observation={observation!r} is not one of {OBSERVATIONS}")
+        self.observation = observation
+        if observation == "relations":
+            width = hi - lo + 1
+            if width > 64 or thi - tlo + 1 > 1024:
+                raise ValueError(
+                    f"observation='relations' one-hot encodes numbers and targets: number_range="
+                    f"{self.number_range} must span at most 64 values and target_range={self.target_range}"
+                    " at most 1024"
+                )
+            pairs = n * (n - 1) // 2
+            end = self._layout["target_bits"].stop
+            for name, size in (("number_onehot", n * width), ("target_onehot", thi - tlo + 1),
+                               ("pair_residuals", pairs * len(_PAIR_RESULTS) * len(_RESIDUALS) * width)):
+                self._layout[name] = slice(end, end + size)
+                end += size
         # Validate early: a setting that (almost) never yields a prompt fails here, not at reset().
         rng = np.random.default_rng(0)
         for split in ("train", "test"):
@@ -231,7 +285,8 @@ class CountdownTask(Task):
 
         Rejection sampling: candidates whose value is not an integer in ``target_range``, that divide
         by zero (or inexactly under ``integer_division``), whose text would not fit ``max_length``, or
-        whose number multiset is in the other split are redrawn.
+        whose number multiset is in the other split are redrawn. ``ValueError`` when 12,800 candidates
+        in a row yield no valid prompt, whatever ``k`` (so a setting works for k = 1 and k = 1024 alike).
         """
         check_split(split)
         want_test = split == "test"
@@ -239,13 +294,19 @@ class CountdownTask(Task):
         numbers = np.zeros((k, n), dtype=np.int64)
         targets = np.zeros(k, dtype=np.int64)
         history = np.zeros((k, n - 1, 3), dtype=np.int64)
-        filled = 0
-        for _ in range(_MAX_ROUNDS):
-            if filled == k:
-                break
+        filled = dry = 0
+        while filled < k:
+            if dry >= _MAX_DRY_CANDIDATES:
+                raise ValueError(
+                    f"could not draw {split!r} prompts: {dry} candidates in a row gave no valid one, with "
+                    f"number_range={self.number_range}, target_range={self.target_range}, "
+                    f"operators={self.operators!r}, max_length={self.max_length}: too few generated "
+                    "expressions are valid; widen the ranges"
+                )
             need = k - filled
             lo, hi = self.number_range
-            cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, 64), n))  # (c, N)
+            cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, _MIN_ROUND), n))  # (c, N)
+            dry += len(cand_n)
             cand_n = cand_n[self.split_arrays(cand_n) == want_test]
             cand_t, cand_h, _, ok = self._draw(rng, cand_n)
             take = np.flatnonzero(ok)[:need]
@@ -253,12 +314,8 @@ class CountdownTask(Task):
             targets[filled : filled + len(take)] = cand_t[take]
             history[filled : filled + len(take)] = cand_h[take]
             filled += len(take)
-        if filled < k:
-            raise ValueError(
-                f"could not draw {split!r} prompts in {_MAX_ROUNDS} rounds with number_range="
-                f"{self.number_range}, target_range={self.target_range}, operators={self.operators!r}, "
-                f"max_length={self.max_length}: too few generated expressions are valid; widen the ranges"
-            )
+            if len(take):
+                dry = 0
         return numbers, targets, history
 
     def solution_tokens(self, history: np.ndarray) -> tuple[int, ...]:
@@ -373,15 +430,59 @@ class CountdownTask(Task):
         out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
         out[:, self._layout["target"]] = (trel / max(thi - tlo, 1))[:, None]
         out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
+        if self.observation == "relations":
+            self._relations(numbers, targets, out)
         return out
+
+    def _relations(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
+        """Fill the ``observation="relations"`` segments of ``out`` (k, prompt_dim).
+
+        * ``number_onehot``: slot k's number, one-hot over ``number_range``;
+        * ``target_onehot``: the target, one-hot over ``target_range``;
+        * ``pair_residuals``: for every pair of slots (i < j), every result r of combining them
+          (``a+b, a*b, a-b, b-a, a/b, b/a``; a division counts only when exact) and every way a third
+          number c could finish the answer from r (``r+c, r-c, c-r, r*c, r/c, c/r`` = target), the value
+          c would need, one-hot over ``number_range`` (all zero when c would fall outside it). These are
+          relations of one pair with the target, what a person writes down first ("5*4 = 20, 20 short
+          of 23 by 3"); they do not say whether the needed c is one of the prompt's numbers, which the
+          policy has to find by comparing with ``number_onehot``.
+        """
+        lo, hi = self.number_range
+        width = hi - lo + 1
+        k, n = numbers.shape
+        rows = np.arange(k)
+        nums = np.asarray(numbers, dtype=np.int64)
+        t = np.asarray(targets, dtype=np.int64)
+        onehot = np.zeros((k, n, width), dtype=np.float32)
+        onehot[rows[:, None], np.arange(n)[None, :], nums - lo] = 1.0
+        out[:, self._layout["number_onehot"]] = onehot.reshape(k, -1)
+        tgt = np.zeros((k, self.target_range[1] - self.target_range[0] + 1), dtype=np.float32)
+        tgt[rows, t - self.target_range[0]] = 1.0
+        out[:, self._layout["target_onehot"]] = tgt
+        res = np.zeros((k, n * (n - 1) // 2, len(_PAIR_RESULTS), len(_RESIDUALS), width), dtype=np.float32)
+        p = 0
+        for i in range(n):
+            for j in range(i + 1, n):
+                a, b = nums[:, i], nums[:, j]
+                for ri, (r_num, r_ok) in enumerate(_pair_results(a, b)):
+                    for ci, (c_val, c_ok) in enumerate(_residuals(r_num, t)):
+                        ok = r_ok & c_ok & (c_val >= lo) & (c_val <= hi)
+                        res[rows[ok], p, ri, ci, c_val[ok] - lo] = 1.0
+                p += 1
+        out[:, self._layout["pair_residuals"]] = res.reshape(k, -1)
 
     def encode_prompt(self, prompt: Prompt) -> np.ndarray:
         return self.encode_arrays(np.array([prompt.numbers]), np.array([prompt.target]))[0]
 
     # -- answers -----------------------------------------------------------------------------------
     def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
-        n = self.n_numbers
-        return [str(prompt.numbers[t]) if t < n else self.vocab[t] for t in token_ids if t != self.eos_id]
+        n, eos = self.n_numbers, self.eos_id
+        out: list[str] = []
+        for t in token_ids:
+            if t == eos:
+                break  # the answer ends at its first EOS
+            out.append(str(prompt.numbers[t]) if t < n else self.vocab[t])
+        return out
 
     def render_prompt(self, prompt: Prompt) -> str:
         nums = " ".join(str(x) for x in prompt.numbers)

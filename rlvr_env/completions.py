@@ -1,0 +1,233 @@
+"""Language-model completions: the prompt text a model reads, and how its answer is cut out and scored.
+
+Pure Python (no third-party import), shared by the text-mode envs (:mod:`rlvr_env.text_env`) and the
+trainer bridges (:mod:`rlvr_env.llm`), so every bridge pays exactly what :func:`rlvr_env.verify` says.
+
+**Extraction policy** (:class:`AnswerFormat`, :func:`extract_answer`):
+
+1. A completion is text, or a conversation (a list of ``{"role", "content"}`` messages, as TRL passes
+   conversational completions): then its last assistant message's content is the text. A content given
+   as a list of parts (``{"type": "text", "text": ...}``) is their texts joined. Anything else is refused.
+2. A text longer than ``max_chars`` (default 200,000 characters) is refused unread: whatever the
+   completion, extraction costs at most a few linear scans of ``max_chars`` characters in C.
+3. With tags (the default ``<answer>`` ... ``</answer>``): the tags must be balanced (as many opening as
+   closing tags, counted over the whole text); the answer is what lies between the last closing tag and
+   the opening tag before it. No tag, an unbalanced count or an empty answer is refused.
+   With ``whole=True`` the whole text is the answer.
+4. Surrounding whitespace is stripped; the rest goes to :func:`rlvr_env.verify` as it is, which refuses
+   anything outside its grammar (letters, ``**``, decimals, unary minus, more than 256 characters, ...).
+
+A refused completion earns 0 (no format reward either) and its :class:`~rlvr_env.Verdict` says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from rlvr_env.tasks.base import Prompt, Task
+from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
+
+__all__ = [
+    "AnswerFormat",
+    "DEFAULT_FORMAT",
+    "MAX_COMPLETION_CHARS",
+    "completion_text",
+    "extract_answer",
+    "score_completion",
+    "prompt_text",
+    "refused",
+]
+
+#: Longest completion text read by default; longer ones are refused unread.
+MAX_COMPLETION_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class AnswerFormat:
+    """Where the answer sits in a completion.
+
+    Attributes:
+        open_tag, close_tag: the tags around the answer (default ``<answer>`` and ``</answer>``).
+        whole: if True, the whole completion is the answer and the tags are not used.
+        max_chars: completions longer than this many characters are refused unread.
+    """
+
+    open_tag: str = "<answer>"
+    close_tag: str = "</answer>"
+    whole: bool = False
+    max_chars: int = MAX_COMPLETION_CHARS
+
+    def __post_init__(self) -> None:
+        for name in ("open_tag", "close_tag"):
+            tag = getattr(self, name)
+            if not isinstance(tag, str) or not tag or tag.strip() != tag:
+                raise ValueError(f"AnswerFormat.{name}={tag!r} must be a non-empty string without "
+                                 "surrounding whitespace")
+        if self.open_tag == self.close_tag or self.open_tag in self.close_tag or \
+                self.close_tag in self.open_tag:
+            raise ValueError(f"AnswerFormat tags {self.open_tag!r} and {self.close_tag!r} must differ "
+                             "and neither may contain the other")
+        if not isinstance(self.whole, bool):
+            raise ValueError(f"AnswerFormat.whole={self.whole!r} must be a bool")
+        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
+            raise ValueError(f"AnswerFormat.max_chars={self.max_chars!r} must be a positive integer")
+
+    def instruction(self) -> str:
+        """How the prompt asks for the answer."""
+        if self.whole:
+            return "Reply with the expression only, nothing else."
+        return (f"Think it through, then give the expression alone between {self.open_tag} and "
+                f"{self.close_tag}.")
+
+
+DEFAULT_FORMAT = AnswerFormat()
+
+
+class _Refused(Exception):
+    """Extraction refused the completion; the message is the reason."""
+
+
+def completion_text(completion: object, max_chars: int = MAX_COMPLETION_CHARS) -> str:
+    """The text of a plain or conversational completion; raises ``ValueError`` naming what is wrong.
+
+    A conversation's last assistant message is read (or its last message, when no role says
+    ``assistant``); a content given as parts is the join of its text parts.
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        messages: Sequence[Any] = [completion]
+    elif isinstance(completion, Sequence) and not isinstance(completion, (bytes, bytearray)):
+        messages = completion
+    else:
+        raise ValueError(f"completion of type {type(completion).__name__} is neither text nor a list of "
+                         "messages")
+    if not messages:
+        raise ValueError("completion is an empty list of messages")
+    chosen = None
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "assistant":
+            chosen = message
+            break
+    if chosen is None:
+        chosen = messages[-1]
+    if not isinstance(chosen, Mapping) or "content" not in chosen:
+        raise ValueError(f"message of type {type(chosen).__name__} has no 'content'")
+    content = chosen["content"]
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+        texts: list[str] = []
+        total = 0
+        for part in content:
+            text = part.get("text") if isinstance(part, Mapping) else part if isinstance(part, str) else None
+            if isinstance(text, str):
+                texts.append(text)
+                total += len(text)
+                if total > max_chars:  # stop early: the joined text will be refused anyway
+                    break
+        return "".join(texts)
+    raise ValueError(f"message content of type {type(content).__name__} is not text")
+
+
+def extract_answer(completion: object, fmt: AnswerFormat = DEFAULT_FORMAT) -> tuple[str | None, str | None]:
+    """``(answer, None)``, or ``(None, reason)`` when the policy refuses the completion. Never raises.
+
+    >>> extract_answer("2+3 is 5, so <answer> 2+3*5 </answer>")
+    ('2+3*5', None)
+    >>> extract_answer("<answer>2+3</answer> then <answer>5*3")
+    (None, "unbalanced tags: 2 '<answer>' and 1 '</answer>'")
+    """
+    try:
+        return _extract(completion, fmt), None
+    except _Refused as err:
+        return None, str(err)
+    except Exception as err:  # hostile objects (a __getitem__ that raises, ...): refuse, never raise
+        return None, f"unreadable completion: {type(err).__name__}: {str(err)[:80]}"
+
+
+def _extract(completion: object, fmt: AnswerFormat) -> str:
+    try:
+        text = completion_text(completion, fmt.max_chars)
+    except ValueError as err:
+        raise _Refused(str(err)) from None
+    if len(text) > fmt.max_chars:
+        raise _Refused(f"completion is {len(text)} characters; at most {fmt.max_chars} are read")
+    if fmt.whole:
+        answer = text.strip()
+    else:
+        opens, closes = text.count(fmt.open_tag), text.count(fmt.close_tag)
+        if closes == 0:
+            raise _Refused(f"no {fmt.close_tag!r} tag" if opens == 0 else
+                           f"unbalanced tags: {opens} {fmt.open_tag!r} and 0 {fmt.close_tag!r}")
+        if opens != closes:
+            raise _Refused(f"unbalanced tags: {opens} {fmt.open_tag!r} and {closes} {fmt.close_tag!r}")
+        end = text.rfind(fmt.close_tag)
+        start = text.rfind(fmt.open_tag, 0, end)
+        if start < 0:
+            raise _Refused(f"the last {fmt.close_tag!r} has no {fmt.open_tag!r} before it")
+        answer = text[start + len(fmt.open_tag) : end].strip()
+    if not answer:
+        raise _Refused("empty answer")
+    return answer
+
+
+def refused(reason: str, expression: str = "") -> Verdict:
+    """The verdict for a completion the extraction policy refused: no reward, with the reason."""
+    return Verdict(reward=0.0, correct=False, well_formed=False, value=None, reason=reason,
+                   expression=expression, parts={"accuracy": 0.0, "format": 0.0})
+
+
+def score_completion(
+    completion: object,
+    numbers: Sequence[int],
+    target: int | Fraction,
+    *,
+    grammar: Grammar | None = None,
+    weights: RewardWeights | None = None,
+    fmt: AnswerFormat = DEFAULT_FORMAT,
+) -> Verdict:
+    """Extract the answer from ``completion`` and verify it. Never raises; never evaluates code.
+
+    The verdict is :func:`rlvr_env.verify`'s on the extracted answer, or :func:`refused`'s when
+    extraction refuses the completion (its reason names the rule).
+
+    >>> v = score_completion("<answer>2+3*5</answer>", (2, 3, 5), 17)
+    >>> v.reward, v.reason
+    (1.1, None)
+    >>> score_completion("<answer>2**3</answer>", (2, 3), 8).reason
+    "power operator '**' at position 1 is not allowed"
+    """
+    answer, reason = extract_answer(completion, fmt)
+    if answer is None:
+        return refused(f"answer extraction: {reason}")
+    return verify(answer, numbers, target, grammar=grammar, weights=weights)
+
+
+def _describe_grammar(grammar: Grammar) -> str:
+    names = {"+": "+", "-": "-", "*": "*", "/": "/"}
+    ops = " ".join(names[o] for o in "+-*/" if o in grammar.operators)
+    parens = "parentheses" if grammar.parentheses else "no parentheses"
+    use = "each number exactly once" if grammar.number_use == "exactly_once" else \
+        "each number at most once"
+    division = "; every division must come out even" if grammar.integer_division and \
+        "/" in grammar.operators else ""
+    return f"Use only the operators {ops} and {parens}, {use}{division}; no other numbers."
+
+
+def prompt_text(task: Task, prompt: Prompt, fmt: AnswerFormat = DEFAULT_FORMAT) -> str:
+    """The prompt a language model reads for ``prompt`` of ``task``: the numbers, the target, the
+    task's grammar and where to put the answer. ASCII only.
+
+    >>> from rlvr_env.tasks.arithmetic import ArithmeticTask
+    >>> print(prompt_text(ArithmeticTask(), Prompt((2, 3, 5), 17)))
+    Write an arithmetic expression that equals 17 using the numbers 2, 3, 5.
+    Use only the operators + * and no parentheses, each number exactly once; no other numbers.
+    Think it through, then give the expression alone between <answer> and </answer>.
+    """
+    numbers = ", ".join(str(n) for n in prompt.numbers)
+    return (f"Write an arithmetic expression that equals {prompt.target} using the numbers {numbers}.\n"
+            f"{_describe_grammar(task.grammar)}\n{fmt.instruction()}")

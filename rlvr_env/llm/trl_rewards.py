@@ -1,0 +1,244 @@
+"""Reward functions for TRL's ``GRPOTrainer``, and the prompt dataset they score.
+
+    from trl import GRPOConfig, GRPOTrainer
+    from rlvr_env.llm import make_dataset, reward_functions
+
+    trainer = GRPOTrainer(model=..., reward_funcs=reward_functions("countdown"),
+                          train_dataset=make_dataset("countdown", split="train", size=1000, seed=0), ...)
+
+Each function has ``GRPOTrainer``'s signature: it is called with ``prompts``, ``completions`` (text, or
+conversational lists of messages), ``completion_ids`` and the dataset's columns (``numbers``,
+``target``) as keyword arguments, and returns one float per completion. The values are the weighted
+reward parts of :func:`rlvr_env.verify` (:class:`AccuracyReward` pays ``accuracy_weight`` for a correct
+answer, :class:`FormatReward` ``format_weight`` for a well-formed one), so with TRL's default
+``reward_weights`` their sum is exactly the env's reward, and TRL logs each part under its own name.
+The answer is cut out of a completion by :mod:`rlvr_env.completions`' policy. Each call keeps the
+verdicts' reasons in ``last_reasons`` and, inside TRL, logs them as a completions-table column
+(``log_extra``). :class:`LengthReward` is the Kimi k1.5 length term over each prompt's group.
+
+No import of trl here: the functions are plain callables (picklable, for TRL's worker processes);
+:func:`make_dataset` imports ``datasets`` when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion
+from rlvr_env.llm.common import resolve_task, sample_prompts
+from rlvr_env.rewards import length_reward
+from rlvr_env.tasks.base import Task
+from rlvr_env.verifier import Grammar, RewardWeights, Verdict
+
+__all__ = ["AccuracyReward", "FormatReward", "LengthReward", "reward_functions", "make_dataset",
+           "score_batch"]
+
+
+def _rows(name: str, values: Any, n: int) -> Sequence[Any]:
+    if values is None:
+        raise ValueError(f"reward function needs the dataset column {name!r} (one value per completion); "
+                         "build the dataset with rlvr_env.llm.make_dataset")
+    if len(values) != n:
+        raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
+    return values
+
+
+def score_batch(
+    completions: Sequence[object],
+    numbers: Sequence[Sequence[int]],
+    target: Sequence[int],
+    *,
+    grammar: Grammar,
+    weights: RewardWeights,
+    fmt: AnswerFormat = DEFAULT_FORMAT,
+) -> list[Verdict]:
+    """One verdict per completion (row i scored against ``numbers[i]`` and ``target[i]``)."""
+    n = len(completions)
+    numbers = _rows("numbers", numbers, n)
+    target = _rows("target", target, n)
+    return [score_completion(c, nums, t, grammar=grammar, weights=weights, fmt=fmt)
+            for c, nums, t in zip(completions, numbers, target)]
+
+
+class _VerifierReward:
+    """Shared machinery: the task's grammar, the weights, the extraction format, and a one-batch cache so
+    that the accuracy and format functions of one trainer step verify each completion once."""
+
+    part = ""
+
+    def __init__(
+        self,
+        task: str | Task = "countdown",
+        *,
+        accuracy_weight: float = 1.0,
+        format_weight: float = 0.1,
+        answer_format: AnswerFormat = DEFAULT_FORMAT,
+        cache: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(answer_format, AnswerFormat):
+            raise ValueError(f"answer_format={answer_format!r} must be an rlvr_env.completions.AnswerFormat")
+        self.task = resolve_task(task)
+        self.grammar = self.task.grammar
+        self.weights = RewardWeights(accuracy=accuracy_weight, format=format_weight)
+        self.answer_format = answer_format
+        self.__name__ = f"rlvr_{self.part}" if self.part else f"rlvr_{type(self).__name__}"
+        self._cache = cache if cache is not None else {}
+        #: The reasons of the last call's verdicts (None for a correct answer), one per completion.
+        self.last_reasons: list[str | None] = []
+
+    def verdicts(self, completions: Sequence[object], numbers: Any, target: Any) -> list[Verdict]:
+        # The cache hits only for equal inputs (TRL passes the very same lists to every reward function
+        # of a step, so the comparison is one identity check per row).
+        key = (tuple(completions), numbers, target)
+        cached = self._cache.get("batch")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        result = score_batch(completions, numbers, target, grammar=self.grammar, weights=self.weights,
+                             fmt=self.answer_format)
+        self._cache["batch"] = (key, result)
+        return result
+
+    def _log(self, verdicts: list[Verdict], log_extra: Callable[[str, list], None] | None) -> None:
+        self.last_reasons = [v.reason for v in verdicts]
+        if callable(log_extra):
+            log_extra(f"{self.__name__}_reason", [v.reason or "" for v in verdicts])
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(task={self.task.name!r}, weights={self.weights}, "
+                f"answer_format={self.answer_format})")
+
+
+class AccuracyReward(_VerifierReward):
+    """``accuracy_weight`` for a correct answer, else 0 (the ``accuracy`` reward part)."""
+
+    part = "accuracy"
+
+    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
+                 target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
+        verdicts = self.verdicts(completions, numbers, target)
+        self._log(verdicts, log_extra)
+        return [v.parts["accuracy"] for v in verdicts]
+
+
+class FormatReward(_VerifierReward):
+    """``format_weight`` for a well-formed answer (extracted, in the grammar, numbers used by the rule),
+    else 0 (the ``format`` reward part)."""
+
+    part = "format"
+
+    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
+                 target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
+        verdicts = self.verdicts(completions, numbers, target)
+        self._log(verdicts, log_extra)
+        return [v.parts["format"] for v in verdicts]
+
+
+class LengthReward(_VerifierReward):
+    """The Kimi k1.5 length term (:func:`rlvr_env.length_reward`) as a group-level TRL reward.
+
+    TRL scores a whole generation batch in one call; the completions of one prompt form a group. With
+    ``num_generations`` set (as in ``GRPOConfig``), groups are consecutive blocks of that size, which is
+    how ``GRPOTrainer`` lays a batch out; without it, completions with the same prompt, numbers and target
+    form a group. Length is the number of completion tokens (``completion_ids``) when TRL passes them,
+    else characters. ``weight`` scales the term (k1.5's is 1; it ranges over [-0.5, 0.5]).
+    """
+
+    part = "length"
+
+    def __init__(self, task: str | Task = "countdown", *, num_generations: int | None = None,
+                 weight: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(task, **kwargs)
+        if num_generations is not None and (isinstance(num_generations, bool)
+                                            or not isinstance(num_generations, int) or num_generations < 1):
+            raise ValueError(f"num_generations={num_generations!r} must be a positive integer or None")
+        self.num_generations = num_generations
+        self.weight = RewardWeights(accuracy=weight).accuracy  # validated as a finite real
+
+    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
+                 target: Any = None, completion_ids: Any = None, log_extra: Any = None,
+                 **kwargs: Any) -> list[float]:
+        n = len(completions)
+        verdicts = self.verdicts(completions, numbers, target)
+        self.last_reasons = [v.reason for v in verdicts]
+        if completion_ids is not None and len(completion_ids) == n:
+            lengths = [len(ids) for ids in completion_ids]
+        else:
+            lengths = [len(c) if isinstance(c, str) else len(repr(c)) for c in completions]
+        groups: dict[Any, list[int]] = {}
+        if self.num_generations is not None:
+            if n % self.num_generations:
+                raise ValueError(f"{n} completions do not split into groups of num_generations="
+                                 f"{self.num_generations}")
+            for i in range(n):
+                groups.setdefault(i // self.num_generations, []).append(i)
+        else:
+            prompt_rows = prompts if prompts is not None and len(prompts) == n else [None] * n
+            for i in range(n):
+                key = (repr(prompt_rows[i]), repr(list(numbers[i])), repr(target[i]))
+                groups.setdefault(key, []).append(i)
+        out = [0.0] * n
+        for members in groups.values():
+            values = length_reward([lengths[i] for i in members], [verdicts[i].correct for i in members])
+            for i, value in zip(members, values.tolist()):
+                out[i] = self.weight * value
+        return out
+
+
+def reward_functions(
+    task: str | Task = "countdown",
+    *,
+    accuracy_weight: float = 1.0,
+    format_weight: float = 0.1,
+    answer_format: AnswerFormat = DEFAULT_FORMAT,
+    length: bool = False,
+    num_generations: int | None = None,
+) -> list[Callable[..., list[float]]]:
+    """``[AccuracyReward, FormatReward]`` (and :class:`LengthReward` if ``length``) for ``task``, sharing
+    one verification per completion. Pass the same ``task`` to :func:`make_dataset`."""
+    task = resolve_task(task)
+    cache: dict[str, Any] = {}
+    common = dict(accuracy_weight=accuracy_weight, format_weight=format_weight,
+                  answer_format=answer_format, cache=cache)
+    funcs: list[Callable[..., list[float]]] = [AccuracyReward(task, **common), FormatReward(task, **common)]
+    if length:
+        funcs.append(LengthReward(task, num_generations=num_generations, **common))
+    return funcs
+
+
+def make_dataset(
+    task: str | Task = "countdown",
+    split: str = "train",
+    size: int | None = None,
+    seed: int = 0,
+    *,
+    conversational: bool = False,
+    system_prompt: str | None = None,
+    answer_format: AnswerFormat = DEFAULT_FORMAT,
+) -> Any:
+    """A ``datasets.Dataset`` of prompts of ``task``'s ``split`` (the env's train or held-out set).
+
+    Columns: ``prompt`` (text, or ``[{"role": "user", "content": text}]`` with ``conversational=True``,
+    after a system message if ``system_prompt`` is given), ``numbers`` (list of ints), ``target`` (int)
+    and ``split``. Prompts are :func:`rlvr_env.llm.sample_prompts` ``(task, split, size, seed)``: the
+    same arguments give the same rows. The text says which operators and rules the task's verifier
+    applies and where the answer goes (:func:`rlvr_env.completions.prompt_text`).
+    """
+    from datasets import Dataset  # the [llm] extra
+
+    task = resolve_task(task)
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise ValueError(f"system_prompt={system_prompt!r} must be a string or None")
+    prompts = sample_prompts(task, split, size, seed)
+    texts = [prompt_text(task, p, answer_format) for p in prompts]
+    if conversational:
+        head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        column: list[Any] = [head + [{"role": "user", "content": t}] for t in texts]
+    else:
+        column = [f"{system_prompt}\n\n{t}" if system_prompt else t for t in texts]
+    return Dataset.from_dict({
+        "prompt": column,
+        "numbers": [list(p.numbers) for p in prompts],
+        "target": [int(p.target) for p in prompts],
+        "split": [split] * len(prompts),
+    })

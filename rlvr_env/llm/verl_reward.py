@@ -1,0 +1,171 @@
+"""verl's custom reward function: ``compute_score(data_source, solution_str, ground_truth, extra_info)``.
+
+Point verl at it with::
+
+    custom_reward_function.path=<site-packages>/rlvr_env/llm/verl_reward.py
+    custom_reward_function.name=compute_score
+
+and build the parquet rows with :func:`verl_rows` (``data_source``, ``prompt`` as chat messages,
+``ability``, ``reward_model: {"style": "rule", "ground_truth": ...}``, ``extra_info``).
+
+**Ground truth encoding.** A dict (or the JSON text of one) with
+
+- ``"numbers"``: the prompt's numbers, a list of integers (required);
+- ``"target"``: the target, an integer (required);
+- ``"operators"`` (a string, subset of ``"+-*/"``), ``"parentheses"`` (bool), ``"number_use"``
+  (``"exactly_once"`` or ``"at_most_once"``), ``"integer_division"`` (bool): the grammar. Missing fields
+  take the defaults of the task that ``data_source`` names (``"rlvr/Countdown"`` or
+  ``"rlvr/Arithmetic"``); with another ``data_source`` every grammar field is required;
+- optional ``"open_tag"``, ``"close_tag"`` (strings) and ``"whole"`` (bool): the extraction format
+  (default: the last ``<answer>...</answer>``).
+
+:func:`ground_truth` writes this for a prompt. A malformed ground truth is a broken dataset and raises
+``ValueError`` naming the field; a completion never raises: a hostile one scores 0 with a reason.
+
+**Return value.** A dict: ``"score"`` (the env's reward), ``"accuracy"`` and ``"format"`` (the weighted
+parts), ``"correct"`` and ``"well_formed"`` (0.0 / 1.0) and ``"reason"`` (a string, ``""`` when correct;
+verl keeps non-score keys as ``reward_extra_info`` and skips string columns when averaging). Weights
+can be set per row with ``extra_info={"accuracy_weight": ..., "format_weight": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from rlvr_env.completions import AnswerFormat, prompt_text, score_completion
+from rlvr_env.llm.common import resolve_task, sample_prompts, task_spec
+from rlvr_env.tasks.base import Prompt, Task
+from rlvr_env.verifier import Grammar, RewardWeights
+
+__all__ = ["compute_score", "ground_truth", "verl_rows", "DATA_SOURCES"]
+
+#: data_source names and the grammar defaults each implies.
+DATA_SOURCES: dict[str, dict[str, Any]] = {
+    "rlvr/Countdown": {"operators": "+-*/", "parentheses": True, "number_use": "at_most_once",
+                       "integer_division": False},
+    "rlvr/Arithmetic": {"operators": "+*", "parentheses": False, "number_use": "exactly_once",
+                        "integer_division": False},
+}
+_GRAMMAR_FIELDS = ("operators", "parentheses", "number_use", "integer_division")
+_DEFAULT_WEIGHTS = RewardWeights()
+
+
+@lru_cache(maxsize=256)
+def _grammar(operators: str, parentheses: bool, number_use: str, integer_division: bool) -> Grammar:
+    return Grammar(operators=frozenset(operators), parentheses=parentheses,
+                   number_use=number_use,  # type: ignore[arg-type]
+                   integer_division=integer_division)
+
+
+@lru_cache(maxsize=64)
+def _format(open_tag: str, close_tag: str, whole: bool) -> AnswerFormat:
+    return AnswerFormat(open_tag=open_tag, close_tag=close_tag, whole=whole)
+
+
+def _int(value: object, name: str) -> int:
+    # numpy integers (from a parquet round trip) are integers through __index__; bools are not.
+    if isinstance(value, bool):
+        raise ValueError(f"ground truth {name}={value!r} must be an integer, not a bool")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"ground truth {name}={value!r} must be an integer") from None
+
+
+def _parse(data_source: object, gt: object) -> tuple[tuple[int, ...], int, Grammar, AnswerFormat]:
+    if isinstance(gt, (str, bytes)):
+        try:
+            gt = json.loads(gt)
+        except ValueError as err:
+            raise ValueError(f"ground truth {gt!r:.80} is not JSON: {err}") from None
+    if not isinstance(gt, Mapping):
+        raise ValueError(f"ground truth {gt!r:.80} must be a dict (or its JSON) with 'numbers' and 'target'")
+    if "numbers" not in gt or "target" not in gt:
+        raise ValueError(f"ground truth {dict(gt)!r:.120} must have 'numbers' and 'target'")
+    raw = gt["numbers"]
+    if isinstance(raw, (str, bytes, Mapping)) or not hasattr(raw, "__iter__"):
+        raise ValueError(f"ground truth numbers={raw!r} must be a list of integers")
+    numbers = tuple(_int(x, "numbers[]") for x in raw)
+    target = _int(gt["target"], "target")
+    defaults = DATA_SOURCES.get(data_source) if isinstance(data_source, str) else None
+    fields: dict[str, Any] = {}
+    for name in _GRAMMAR_FIELDS:
+        if name in gt:
+            fields[name] = gt[name]
+        elif defaults is not None:
+            fields[name] = defaults[name]
+        else:
+            raise ValueError(f"ground truth has no {name!r}, and data_source={data_source!r} is not one of "
+                             f"{sorted(DATA_SOURCES)} whose defaults could stand in")
+    if not isinstance(fields["operators"], str):
+        raise ValueError(f"ground truth operators={fields['operators']!r} must be a string like '+-*/'")
+    for name in ("parentheses", "integer_division"):
+        if not isinstance(fields[name], bool):
+            raise ValueError(f"ground truth {name}={fields[name]!r} must be a bool")
+    grammar = _grammar(fields["operators"], fields["parentheses"], fields["number_use"],
+                       fields["integer_division"])
+    tags = (gt.get("open_tag", "<answer>"), gt.get("close_tag", "</answer>"), gt.get("whole", False))
+    if not (isinstance(tags[0], str) and isinstance(tags[1], str) and isinstance(tags[2], bool)):
+        raise ValueError(f"ground truth open_tag/close_tag/whole={tags!r} must be two strings and a bool")
+    fmt = _format(*tags)
+    return numbers, target, grammar, fmt
+
+
+def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
+                  extra_info: Any = None) -> dict[str, Any]:
+    """Score one decoded response as verl calls a custom reward function (see the module doc).
+
+    >>> gt = {"numbers": [7, 9, 1], "target": 70}
+    >>> compute_score("rlvr/Countdown", "so <answer>7*(9+1)</answer>", gt)["score"]
+    1.1
+    >>> r = compute_score("rlvr/Countdown", "<answer>7*9+1</answer>", json.dumps(gt))
+    >>> r["score"], r["reason"]
+    (0.1, 'value 64 is not the target 70')
+    """
+    numbers, target, grammar, fmt = _parse(data_source, ground_truth)
+    weights = _DEFAULT_WEIGHTS
+    if isinstance(extra_info, Mapping) and ("accuracy_weight" in extra_info or "format_weight" in extra_info):
+        weights = RewardWeights(accuracy=extra_info.get("accuracy_weight", 1.0),
+                                format=extra_info.get("format_weight", 0.1))
+    verdict = score_completion(solution_str, numbers, target, grammar=grammar, weights=weights, fmt=fmt)
+    return {
+        "score": verdict.reward,
+        "accuracy": verdict.parts["accuracy"],
+        "format": verdict.parts["format"],
+        "correct": float(verdict.correct),
+        "well_formed": float(verdict.well_formed),
+        "reason": verdict.reason or "",
+    }
+
+
+def ground_truth(task: str | Task, prompt: Prompt | tuple[Any, int]) -> dict[str, Any]:
+    """The ground truth :func:`compute_score` reads for ``prompt`` of ``task`` (grammar included, so
+    the row is self-contained whatever its ``data_source``)."""
+    task = resolve_task(task)
+    prompt = task.validate_prompt(prompt)
+    spec = task_spec(task)
+    return {"numbers": list(prompt.numbers), "target": int(prompt.target),
+            **{k: spec[k] for k in _GRAMMAR_FIELDS}}
+
+
+def verl_rows(task: str | Task = "countdown", split: str = "train", size: int | None = None,
+              seed: int = 0) -> list[dict[str, Any]]:
+    """verl dataset rows (write them with ``pandas.DataFrame(rows).to_parquet(path)``) for ``task``'s
+    ``split``: the prompts of :func:`rlvr_env.llm.sample_prompts` ``(task, split, size, seed)``."""
+    task = resolve_task(task)
+    sources = {"countdown": "rlvr/Countdown", "arithmetic": "rlvr/Arithmetic"}
+    source = sources.get(task.name, f"rlvr/{task.name}")
+    rows = []
+    for index, prompt in enumerate(sample_prompts(task, split, size, seed)):
+        rows.append({
+            "data_source": source,
+            "prompt": [{"role": "user", "content": prompt_text(task, prompt)}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": ground_truth(task, prompt)},
+            "extra_info": {"split": split, "index": index},
+        })
+    return rows

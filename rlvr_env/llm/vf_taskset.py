@@ -1,0 +1,176 @@
+"""``verifiers`` (0.4) tasksets: our tasks, scored by our verifier through verifiers' own reward path.
+
+verifiers 0.4.0 ships its API as ``verifiers.v1`` (``import verifiers.v1 as vf``): a ``Taskset`` yields
+``Task`` objects whose ``@vf.reward`` methods score a finished ``Trace``. An environment is loaded by
+taskset id::
+
+    import verifiers.v1 as vf
+    env = vf.load_environment(vf.SingleAgentEnvConfig(taskset={"id": "rlvr_env_countdown", "split": "test"}))
+
+verifiers resolves an id to an importable *top-level* module (a dotted module path does not resolve),
+so this package installs two one-line modules, ``rlvr_env_countdown`` and ``rlvr_env_arithmetic``, that
+export :class:`CountdownTaskset` and :class:`ArithmeticTaskset`.
+
+Each task carries its prompt's numbers, target and grammar (:class:`RlvrTaskData`). Its rewards are our
+reward parts: ``accuracy`` (1.0 for a correct answer, weight 1.0) and ``format`` (1.0 for a well-formed
+answer, weight 0.1), so ``trace.reward`` is the env's reward; weights can be changed through verifiers'
+``taskset.task.rewards`` config. The answer is the trace's last reply, cut out by
+:mod:`rlvr_env.completions`' policy; the verdict (reason, expression, value) is written to
+``trace.info["rlvr"]``. Scoring needs no model client and no runtime: ``await task.score(trace)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import verifiers.v1 as vf
+from pydantic import Field
+
+from rlvr_env.completions import AnswerFormat, prompt_text, score_completion
+from rlvr_env.llm.common import make_task, sample_prompts, task_spec
+from rlvr_env.tasks.base import Task as RlvrTaskBase
+from rlvr_env.verifier import Grammar, Verdict
+
+__all__ = [
+    "RlvrTaskData",
+    "RlvrTaskConfig",
+    "RlvrTask",
+    "CountdownTasksetConfig",
+    "CountdownTaskset",
+    "ArithmeticTasksetConfig",
+    "ArithmeticTaskset",
+]
+
+
+class RlvrTaskData(vf.TaskData):
+    """One prompt: numbers, target, split, and the grammar its answer is verified under."""
+
+    numbers: list[int] = Field(default_factory=list)
+    target: int = 0
+    split: str = "train"
+    operators: str = "+-*/"
+    parentheses: bool = True
+    number_use: str = "at_most_once"
+    integer_division: bool = False
+
+    def grammar(self) -> Grammar:
+        return Grammar(operators=frozenset(self.operators), parentheses=self.parentheses,
+                       number_use=self.number_use,  # type: ignore[arg-type]
+                       integer_division=self.integer_division)
+
+
+class RlvrTaskConfig(vf.TaskConfig):
+    """Run-time knobs: where the answer sits in the reply (see :class:`rlvr_env.completions.AnswerFormat`)."""
+
+    open_tag: str = "<answer>"
+    close_tag: str = "</answer>"
+    whole: bool = False
+
+    def answer_format(self) -> AnswerFormat:
+        return AnswerFormat(open_tag=self.open_tag, close_tag=self.close_tag, whole=self.whole)
+
+
+class RlvrTask(vf.Task[RlvrTaskData, vf.State, RlvrTaskConfig]):
+    """A prompt of an rlvr_env task; its rewards are the verifier's reward parts."""
+
+    def verdict(self, trace: vf.Trace) -> Verdict:
+        """The verifier's verdict on the trace's last reply (computed once per trace)."""
+        reply = trace.last_reply
+        last = getattr(self, "_rlvr_last", None)
+        if last is not None and last[0] == trace.id and last[1] == reply:
+            return last[2]
+        data = self.data
+        verdict = score_completion(reply, data.numbers, data.target, grammar=data.grammar(),
+                                   fmt=self.config.answer_format())
+        self._rlvr_last = (trace.id, reply, verdict)
+        trace.info["rlvr"] = {
+            "reason": verdict.reason or "",
+            "expression": verdict.expression,
+            "value": None if verdict.value is None else str(verdict.value),
+            "correct": verdict.correct,
+            "well_formed": verdict.well_formed,
+        }
+        return verdict
+
+    @vf.reward(weight=1.0)
+    async def accuracy(self, trace: vf.Trace) -> float:
+        """1.0 when the answer is correct (weight 1.0: the ``accuracy`` reward part)."""
+        return float(self.verdict(trace).correct)
+
+    @vf.reward(weight=0.1)
+    async def format(self, trace: vf.Trace) -> float:
+        """1.0 when the answer is well-formed (weight 0.1: the ``format`` reward part)."""
+        return float(self.verdict(trace).well_formed)
+
+
+class _RlvrTasksetConfig(vf.TasksetConfig):
+    task: RlvrTaskConfig = RlvrTaskConfig()
+    split: str = "train"
+    """``"train"`` or ``"test"`` (the env's held-out set)."""
+    num_tasks: int | None = None
+    """Prompts to draw; None: every prompt of a finite split, 1000 for Countdown."""
+    seed: int = 0
+    """Seed of the prompt draw (:func:`rlvr_env.llm.sample_prompts`)."""
+
+
+class _RlvrTaskset:
+    """Shared ``load``: the prompts of :func:`rlvr_env.llm.sample_prompts` as :class:`RlvrTask`."""
+
+    config: Any
+
+    def rlvr_task(self) -> RlvrTaskBase:
+        raise NotImplementedError
+
+    def load(self) -> Iterable[RlvrTask]:
+        task = self.rlvr_task()
+        spec = task_spec(task)
+        cfg = self.config
+        fmt = cfg.task.answer_format()
+        for i, prompt in enumerate(sample_prompts(task, cfg.split, cfg.num_tasks, cfg.seed)):
+            data = RlvrTaskData(
+                id=f"{task.name}-{cfg.split}-{cfg.seed}-{i}",
+                name=f"{task.name} {list(prompt.numbers)} -> {prompt.target}",
+                prompt=prompt_text(task, prompt, fmt),
+                numbers=list(prompt.numbers),
+                target=int(prompt.target),
+                split=cfg.split,
+                operators=spec["operators"],
+                parentheses=spec["parentheses"],
+                number_use=spec["number_use"],
+                integer_division=spec["integer_division"],
+            )
+            yield RlvrTask(data, cfg.task)
+
+
+class CountdownTasksetConfig(_RlvrTasksetConfig):
+    """Countdown's arguments (as :class:`rlvr_env.CountdownEnv`'s), plus split, size and seed."""
+
+    n_numbers: int = 4
+    number_range: tuple[int, int] = (1, 10)
+    target_range: tuple[int, int] = (1, 100)
+    operators: str = "+-*/"
+    parentheses: bool = True
+    number_use: str = "at_most_once"
+    integer_division: bool = False
+
+
+class CountdownTaskset(_RlvrTaskset, vf.Taskset[RlvrTask, CountdownTasksetConfig]):
+    """Countdown-N prompts of one split (id ``rlvr_env_countdown``)."""
+
+    def rlvr_task(self) -> RlvrTaskBase:
+        c = self.config
+        return make_task("countdown", n_numbers=c.n_numbers, number_range=tuple(c.number_range),
+                         target_range=tuple(c.target_range), operators=c.operators, parentheses=c.parentheses,
+                         number_use=c.number_use, integer_division=c.integer_division)
+
+
+class ArithmeticTasksetConfig(_RlvrTasksetConfig):
+    """The lesson's task: split, size and seed only."""
+
+
+class ArithmeticTaskset(_RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
+    """The lesson's 2-3-5 prompts of one split (id ``rlvr_env_arithmetic``): 20 train, 10 held out."""
+
+    def rlvr_task(self) -> RlvrTaskBase:
+        return make_task("arithmetic")
