@@ -155,21 +155,13 @@ def _evaluate(model: Any, env: Any, split: str, spec: RunSpec, masked: bool) -> 
 
     result: dict[str, Any] = {}
     with _generators_kept(model):
-        if hasattr(evaluation, "success_report"):  # masks and sampled success (agents.evaluation)
-            report = evaluation.success_report(predict, env, split, k=max(spec.sampled_k, 1), masked=masked,
-                                               prompts=prompts)
-            result["greedy"] = report.greedy
-            result["sampled"] = report.sampled if spec.sampled_k else None
-        else:
-            if masked:
-                raise RuntimeError(f"{spec.contender} is scored with grammar masks, which this version of "
-                                   "agents.evaluation does not offer")
-            result["greedy"] = evaluation.greedy_success(lambda o: predict(o), env, split, prompts=prompts)
-            result["sampled"] = None
-            if spec.sampled_k:
-                repeated = [p for p in prompts for _ in range(spec.sampled_k)]
-                result["sampled"] = evaluation.greedy_success(lambda o: predict(o, None, False), env, split,
-                                                              prompts=repeated)
+        greedy = evaluation.answer_correct(predict, env, prompts, deterministic=True, masked=masked)
+        result["greedy"] = float(greedy.mean())
+        result["sampled"] = None
+        if spec.sampled_k:  # mean over prompts of the fraction of k sampled answers that are correct
+            sampled = evaluation.answer_correct(predict, env, prompts, deterministic=False, masked=masked,
+                                                repeats=spec.sampled_k)
+            result["sampled"] = float(sampled.mean())
     result["constant"] = constant
     return result
 

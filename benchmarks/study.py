@@ -59,13 +59,21 @@ class Contender:
 # ...), with the rollout collected from 8 env copies x 256 steps instead of 1 x 2,048: the same updates on
 # the same amount of data (episodes are independent answers), ~1.7x the env steps/s here.
 _PPO_ROLLOUT = {"n_envs": 8, "n_steps": 256}
+_UNMASKED = {"action_masks": False}
 
 CONTENDERS: dict[str, Contender] = {
     c.name: c
     for c in (
-        Contender("grpo_tabular", "GRPO", "tabular", False, "GRPO tabular (defaults)"),
-        Contender("grpo_mlp", "GRPO", "mlp", False, "GRPO MLP (defaults)"),
-        Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)"),
+        # Unmasked GRPO (samples from the whole vocabulary, as PPO does): the Arithmetic comparison.
+        Contender("grpo_tabular", "GRPO", "tabular", False, "GRPO tabular (defaults)", _UNMASKED),
+        Contender("grpo_mlp", "GRPO", "mlp", False, "GRPO MLP (defaults)", _UNMASKED),
+        Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)", _UNMASKED),
+        # GRPO with grammar-constrained decoding (the agent's default where the env offers masks), as
+        # LLM RLVR stacks decode; compared with MaskablePPO, which gets the same masks.
+        Contender("grpo_mlp_masked", "GRPO", "mlp", False, "GRPO MLP (defaults, masked)", {"action_masks": True},
+                  masked=True),
+        Contender("grpo_mlp_masked_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned, masked)",
+                  {"action_masks": True}, masked=True),
         Contender("ppo_default", "PPO", "mlp", False, "SB3 PPO (defaults)", _PPO_ROLLOUT),
         Contender("ppo_tuned", "PPO", "mlp", True, "SB3 PPO (tuned)"),
         Contender("a2c_default", "A2C", "mlp", False, "SB3 A2C (defaults)"),
@@ -112,11 +120,11 @@ class Study:
 
 _COMMITTED = {"arithmetic": "compare", "arithmetic-full": "compare_full"}
 _ARITHMETIC = ("grpo_tabular", "grpo_mlp", "grpo_mlp_tuned", "ppo_default", "ppo_tuned")
-# Countdown: GRPO (MLP, masked decoding when the agent offers it), SB3 PPO (unmasked: it can write
+# Countdown: GRPO (MLP, grammar-masked decoding), SB3 PPO (unmasked: it can write
 # malformed answers and is scored as written) and MaskablePPO (masked in training and scoring); each with
 # its defaults and, once `python -m benchmarks.tune --study ...` has written their files, tuned.
-_COUNTDOWN = ("grpo_mlp", "ppo_default", "maskable_ppo_default")
-_COUNTDOWN_TUNED = ("grpo_mlp_tuned", "ppo_tuned", "maskable_ppo_tuned")
+_COUNTDOWN = ("grpo_mlp_masked", "ppo_default", "maskable_ppo_default")
+_COUNTDOWN_TUNED = ("grpo_mlp_masked_tuned", "ppo_tuned", "maskable_ppo_tuned")
 
 STUDIES: dict[str, Study] = {
     s.name: s

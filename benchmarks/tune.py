@@ -25,7 +25,7 @@ SB3's default ``MlpPolicy`` actor / critic):
   ``n_steps`` per env {64, 128, 256, 512, 1024, 2048}; ``batch_size`` {32, 64, 128, 256} (capped at the
   rollout size n_steps * n_envs); ``n_epochs`` {1, 4, 10, 20}; ``gamma`` {0.99, 1.0}; ``gae_lambda``
   {0.9, 0.95, 1.0}; ``ent_coef`` {0, 0.001, 0.01, 0.05}.
-- ``grpo_mlp_tuned`` (GRPO, MLP policy; fields not searched keep ``GRPOConfig.preset("mlp")``):
+- ``grpo_mlp_tuned`` and ``grpo_mlp_masked_tuned`` (GRPO, MLP policy, unmasked / masked; fields not searched keep ``GRPOConfig.preset("mlp")``):
   ``learning_rate`` log-uniform [1e-4, 3e-3]; ``group_size`` G {4, 8, 16, 32}; ``prompts_per_iter`` B
   {2, 4, 8, 16}; ``epochs`` mu {1, 2, 4, 8}; ``beta`` {0, 0.01, 0.04, 0.2}; ``clip_eps`` {0.1, 0.2, 0.3}.
 
@@ -101,6 +101,7 @@ SEARCH_SPACES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "ppo_tuned": _ppo_space,
     "maskable_ppo_tuned": _ppo_space,
     "grpo_mlp_tuned": _grpo_space,
+    "grpo_mlp_masked_tuned": _grpo_space,
 }
 
 #: The first (enqueued) trial of each search: the library defaults, in the search space's own terms
@@ -110,6 +111,8 @@ DEFAULT_TRIAL: dict[str, dict[str, Any]] = {
                   "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
     "maskable_ppo_tuned": {"learning_rate": 3e-4, "n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
                            "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
+    "grpo_mlp_masked_tuned": {"learning_rate": 1e-3, "group_size": 16, "prompts_per_iter": 8, "epochs": 4,
+                              "beta": 0.2, "clip_eps": 0.2},
     "grpo_mlp_tuned": {"learning_rate": 1e-3, "group_size": 16, "prompts_per_iter": 8, "epochs": 4,
                        "beta": 0.2, "clip_eps": 0.2},
 }
