@@ -11,7 +11,7 @@ from typing import Any
 
 from benchmarks.common import write_atomically
 from benchmarks.stats import Interval
-from benchmarks.study import CONTENDERS, REFERENCES
+from benchmarks.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 from benchmarks.summary import summarize
 
 __all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines", "write_outputs"]
@@ -53,7 +53,7 @@ SUMMARY_COLUMNS = [
     "steps95_iqm", "steps95_lo", "steps95_hi",
     "steps95_censored", "seconds95_iqm", "seconds95_lo", "seconds95_hi", "frac_reached_100",
     "frac_collapsed", "params_actor", "params_critic", "params_total", "steps_per_second_median",
-    "peak_rss_mb_median", "torch_threads", "env_steps", "verdict", "verdict_vs_ppo_default",
+    "peak_rss_mb_median", "torch_threads", "env_steps", *VERDICT_COLUMNS,
 ]
 
 
@@ -83,6 +83,7 @@ def _versions_line(meta: Mapping[str, Any]) -> str:
 def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     """The results table (markdown), the ratios against tuned PPO, and the conditions of the run."""
     sampled = any(r.get("final_test_sampled_iqm") is not None for r in summary["rows"])
+    maskable = any(r["contender"] == REFERENCES[2] for r in summary["rows"])
     env = f"`{meta['env_id']}`" + (f" {json.dumps(meta['env_kwargs'])}" if meta.get("env_kwargs") else "")
     lines = [
         f"Env {env}, budget {meta['budget']:,} env steps per run, seeds {meta['seeds_text']}, "
@@ -94,8 +95,10 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         + ("| final held-out sampled | final train sampled " if sampled else "")
         + "| steps to 95% held-out (k) "
         "| censored | train s to 95% | reached 100% | collapsed | params actor / critic | env steps/s "
-        "| peak RSS MB | verdict vs tuned PPO | verdict vs PPO defaults |",
-        "|---|---|---|---|" + ("---|---|" if sampled else "") + "---|---|---|---|---|---|---|---|---|---|",
+        "| peak RSS MB | verdict vs tuned PPO | verdict vs PPO defaults |"
+        + (" verdict vs MaskablePPO defaults |" if maskable else ""),
+        "|---|---|---|---|" + ("---|---|" if sampled else "") + "---|---|---|---|---|---|---|---|---|---|"
+        + ("---|" if maskable else ""),
     ]
     for r in summary["rows"]:
         extra = ""
@@ -114,6 +117,7 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
             f"| {r['frac_reached_100']:.0%} | {r['frac_collapsed']:.0%} "
             f"| {r['params_actor']:,} / {r['params_critic']:,} | {r['steps_per_second_median']:,.0f} "
             f"| {r['peak_rss_mb_median']:.0f} | {r['verdict']} | {r['verdict_vs_ppo_default']} |"
+            + (f" {r[VERDICT_COLUMNS[2]]} |" if maskable else "")
         )
     lines += [
         "",
@@ -129,7 +133,7 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         lines += [
             "",
             "Ratios GRPO ÷ PPO, IQM ratio [95% bootstrap CI], same study. The issue's goal, against tuned "
-            "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to PPO defaults. "
+            "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to the other references. "
             "A goal is \"undetermined\" when censored runs leave its side of the line open:",
             "",
             "| GRPO contender | ÷ | env steps to 95% held-out | train seconds to 95% held-out "
@@ -157,7 +161,7 @@ def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
     for row in summary["rows"]:
         if CONTENDERS.get(row["contender"]) is None or CONTENDERS[row["contender"]].algo != "GRPO":
             continue
-        for ref, column in zip(REFERENCES, ("verdict", "verdict_vs_ppo_default")):
+        for ref, column in zip(REFERENCES, VERDICT_COLUMNS):
             if ref not in by_name:
                 continue
             goals = [q for q in summary["ratios"] if q["contender"] == row["contender"] and q["reference"] == ref]

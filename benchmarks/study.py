@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CONTENDERS", "Contender", "DEFAULT_STUDY", "EVALS_PER_RUN", "HPARAMS_DIR", "LOCAL_OUT", "REFERENCES",
+    "CONTENDERS", "Contender", "DEFAULT_STUDY", "VERDICT_COLUMNS", "EVALS_PER_RUN", "HPARAMS_DIR", "LOCAL_OUT", "REFERENCES",
     "RESULTS_DIR", "RUN_FORMAT", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
     "hparams_path", "parse_contenders", "parse_seeds", "resolve_hyperparams",
 ]
@@ -86,7 +86,11 @@ CONTENDERS: dict[str, Contender] = {
 #: Verdicts and ratios are given against each of these that ran: tuned PPO (the issue's reference) and
 #: PPO with SB3's defaults, which can be the stronger of the two (tuning on the train split can pick a
 #: configuration that memorises train prompts).
-REFERENCES = ("ppo_tuned", "ppo_default")
+#: On Countdown, MaskablePPO with its defaults is a third reference: it gets the same grammar masks as
+#: the masked GRPO contenders.
+REFERENCES = ("ppo_tuned", "ppo_default", "maskable_ppo_default")
+#: The summary column of each reference's verdicts.
+VERDICT_COLUMNS = ("verdict", "verdict_vs_ppo_default", "verdict_vs_maskable_ppo_default")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.stats import Interval, iqm_ci, ratio_ci
-from benchmarks.study import CONTENDERS, REFERENCES
+from benchmarks.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 
 __all__ = ["summarize"]
 
@@ -126,7 +126,7 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
         })
     refs = {name: next((r for r in rows if r["contender"] == name), None) for name in REFERENCES}
     for row in rows:
-        for name, column in zip(REFERENCES, ("verdict", "verdict_vs_ppo_default")):
+        for name, column in zip(REFERENCES, VERDICT_COLUMNS):
             row[column] = _verdict(row, refs[name], CONTENDERS[name].label)
     ratios: list[dict[str, Any]] = []
     for k, (ref_name, ref) in enumerate(refs.items()):
@@ -150,5 +150,3 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
             })
     public = [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
     return {"rows": public, "ratios": ratios}
-
-

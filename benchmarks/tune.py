@@ -118,12 +118,6 @@ DEFAULT_TRIAL: dict[str, dict[str, Any]] = {
 }
 
 
-def objective_value(records: Sequence[dict[str, Any]]) -> float:
-    """Mean over seeds of the mean train success over a run's checkpoints (area under the curve)."""
-    per_run = [float(np.mean([p["train_success"] for p in r["curve"][1:]])) for r in records]
-    return float(np.mean(per_run))
-
-
 def objective_value(records: Sequence[Mapping[str, Any]]) -> float:
     """Mean over seeds of the mean train success over a run's checkpoints (area under the curve)."""
     per_run = [float(np.mean([p["train_success"] for p in r["curve"][1:]])) for r in records]
