@@ -14,7 +14,8 @@ from benchmarks.stats import Interval
 from benchmarks.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 from benchmarks.summary import summarize
 
-__all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines", "write_outputs"]
+__all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines",
+           "write_outputs"]
 
 atomic_write_text = atomic_write_bytes = write_atomically
 
@@ -39,7 +40,8 @@ def _csv_value(v: Any) -> Any:
 RUN_COLUMNS = [
     "contender", "algo", "policy", "env_id", "seed", "budget", "eval_every", "num_timesteps", "learned_steps",
     "train_seconds",
-    "final_train_success", "final_test_success", "final_train_sampled", "final_test_sampled", "steps_to_95", "seconds_to_95", "reached_95",
+    "final_train_success", "final_test_success", "final_train_sampled", "final_test_sampled",
+    "steps_to_95", "seconds_to_95", "reached_95",
     "steps_to_100", "seconds_to_100", "reached_100", "collapsed", "collapse_rule", "greedy_constant",
     "params_actor", "params_critic", "params_total", "steps_per_second", "peak_rss_mb", "torch_threads",
     "wall_seconds_total", "hyperparams", "git_commit", "key",
@@ -104,7 +106,8 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         extra = ""
         if sampled:
             extra = "".join(
-                f"| {_fmt_ci(r[f'final_{s}_sampled_iqm'], r[f'final_{s}_sampled_lo'], r[f'final_{s}_sampled_hi'], 2)} "
+                "| " + _fmt_ci(r[f"final_{s}_sampled_iqm"], r[f"final_{s}_sampled_lo"],
+                               r[f"final_{s}_sampled_hi"], 2) + " "
                 if r.get(f"final_{s}_sampled_iqm") is not None else "| n/a " for s in ("test", "train"))
         lines.append(
             f"| {r['label']} | {r['n_seeds']} "
@@ -133,7 +136,8 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         lines += [
             "",
             "Ratios GRPO ÷ PPO, IQM ratio [95% bootstrap CI], same study. The issue's goal, against tuned "
-            "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to the other references. "
+            "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to the other "
+            "references. "
             "A goal is \"undetermined\" when censored runs leave its side of the line open:",
             "",
             "| GRPO contender | ÷ | env steps to 95% held-out | train seconds to 95% held-out "
@@ -164,11 +168,13 @@ def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
         for ref, column in zip(REFERENCES, VERDICT_COLUMNS):
             if ref not in by_name:
                 continue
-            goals = [q for q in summary["ratios"] if q["contender"] == row["contender"] and q["reference"] == ref]
+            goals = [q for q in summary["ratios"]
+                     if q["contender"] == row["contender"] and q["reference"] == ref]
             goal_text = ""
             if goals:
                 q = goals[0]
-                goal_text = " | goals: " + ", ".join(f"{n} {q[f'goal_{n}']}" for n in ("steps", "seconds", "params"))
+                goal_text = " | goals: " + ", ".join(
+                    f"{n} {q[f'goal_{n}']}" for n in ("steps", "seconds", "params"))
             lines.append(f"Verdict: {row['label']} vs {CONTENDERS[ref].label}: {row[column]}{goal_text}")
     return lines
 

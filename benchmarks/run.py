@@ -308,7 +308,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             train_seconds += time.perf_counter() - t0
         checkpoint()
     if int(model.num_timesteps) != spec.budget:
-        raise RuntimeError(f"{spec.key}: trained {model.num_timesteps} env steps, not the budget {spec.budget}")
+        raise RuntimeError(
+            f"{spec.key}: trained {model.num_timesteps} env steps, not the budget {spec.budget}")
     if contender.algo != "GRPO":
         rollout = int(model.n_steps) * int(model.n_envs)
         learned_steps = spec.budget - spec.budget % rollout  # SB3 updates once per whole rollout

@@ -63,7 +63,8 @@ def _timed_grid(specs: list[RunSpec], out: Path, workers: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=(__doc__ or "").splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.scale",
+                                description=(__doc__ or "").splitlines()[0])
     p.add_argument("--tiny-runs", type=int, default=12)
     p.add_argument("--seeds", default="10,11", help="seeds of the scaled-down default study")
     p.add_argument("--budget", type=int, default=20_480, help="env steps per run of the scaled-down study")
@@ -135,13 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     quick_runs = [json.loads(p.read_text()) for p in (RESULTS_DIR / "compare" / "runs").glob("*.json")]
     quick_mean = float(np.mean([r["wall_seconds_total"] for r in quick_runs]))
     cpus_here = os.cpu_count() or 1
+    overhead = startup + per_run * len(quick_runs)  # Ray's cost for the default study
     result: dict[str, Any] = {
         "tiny_runs": len(tiny), "in_process_seconds": in_process, "ray_seconds": through_ray,
         "ray_startup_seconds": startup, "ray_overhead_per_run_seconds": per_run,
         "workers1_seconds": one, "workers2_seconds": two, "ratio_2_to_1": two / one,
         "scaled_study": {"seeds": seeds, "budget": args.budget, "runs": len(specs)},
         "driver_seconds_per_run": driver_per_run, "countdown4_rates": rates,
-        "countdown4_run_seconds": run_seconds, "countdown4_runs": n_runs, "countdown4_core_hours": total / 3600,
+        "countdown4_run_seconds": run_seconds, "countdown4_runs": n_runs,
+        "countdown4_core_hours": total / 3600,
         "projection": projection, "quick_mean_run_seconds": quick_mean,
         "quick_runs_per_hour": 3600 * cpus_here / quick_mean,
         "countdown4_runs_per_hour": 3600 * cpus_here / (total / n_runs),
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| the same, 2 workers | {two:.0f} s ({two / one:.2f}x; goal <= 0.55x: "
         f"{'met' if two / one <= 0.55 else 'missed'}) |",
         f"| Ray overhead for the default study ({len(quick_runs)} runs of {quick_mean:.0f} s on average, "
-        f"2 workers) | {(startup + per_run * len(quick_runs)) / (startup + per_run * len(quick_runs) + len(quick_runs) * quick_mean / 2):.1%}"
+        f"2 workers) | {overhead / (overhead + len(quick_runs) * quick_mean / 2):.1%}"
         f" of its wall time (goal <= 5%) |",
         f"| runs per hour here, default study (mean run {quick_mean:.0f} s incl. evaluation) "
         f"| {result['quick_runs_per_hour']:.0f} |",

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CONTENDERS", "Contender", "DEFAULT_STUDY", "VERDICT_COLUMNS", "EVALS_PER_RUN", "HPARAMS_DIR", "LOCAL_OUT", "REFERENCES",
+    "CONTENDERS", "Contender", "DEFAULT_STUDY", "VERDICT_COLUMNS", "EVALS_PER_RUN", "HPARAMS_DIR",
+    "LOCAL_OUT", "REFERENCES",
     "RESULTS_DIR", "RUN_FORMAT", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
     "hparams_path", "parse_contenders", "parse_seeds", "resolve_hyperparams",
 ]
@@ -70,8 +71,8 @@ CONTENDERS: dict[str, Contender] = {
         Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)", _UNMASKED),
         # GRPO with grammar-constrained decoding (the agent's default where the env offers masks), as
         # LLM RLVR stacks decode; compared with MaskablePPO, which gets the same masks.
-        Contender("grpo_mlp_masked", "GRPO", "mlp", False, "GRPO MLP (defaults, masked)", {"action_masks": True},
-                  masked=True),
+        Contender("grpo_mlp_masked", "GRPO", "mlp", False, "GRPO MLP (defaults, masked)",
+                  {"action_masks": True}, masked=True),
         Contender("grpo_mlp_masked_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned, masked)",
                   {"action_masks": True}, masked=True),
         Contender("ppo_default", "PPO", "mlp", False, "SB3 PPO (defaults)", _PPO_ROLLOUT),

@@ -109,7 +109,8 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
             "final_train_iqm": final_train.point, "final_train_lo": final_train.low,
             "final_train_hi": final_train.high,
             **{f"final_{split}_sampled_{k}": (None if ci is None else getattr(ci, attr))
-               for split, ci in sampled.items() for k, attr in (("iqm", "point"), ("lo", "low"), ("hi", "high"))},
+               for split, ci in sampled.items()
+               for k, attr in (("iqm", "point"), ("lo", "low"), ("hi", "high"))},
             "steps95_iqm": steps_ci.point, "steps95_lo": steps_ci.low, "steps95_hi": steps_ci.high,
             "steps95_censored": n_cens,
             "seconds95_iqm": seconds_ci.point, "seconds95_lo": seconds_ci.low,

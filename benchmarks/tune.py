@@ -25,7 +25,8 @@ SB3's default ``MlpPolicy`` actor / critic):
   ``n_steps`` per env {64, 128, 256, 512, 1024, 2048}; ``batch_size`` {32, 64, 128, 256} (capped at the
   rollout size n_steps * n_envs); ``n_epochs`` {1, 4, 10, 20}; ``gamma`` {0.99, 1.0}; ``gae_lambda``
   {0.9, 0.95, 1.0}; ``ent_coef`` {0, 0.001, 0.01, 0.05}.
-- ``grpo_mlp_tuned`` and ``grpo_mlp_masked_tuned`` (GRPO, MLP policy, unmasked / masked; fields not searched keep ``GRPOConfig.preset("mlp")``):
+- ``grpo_mlp_tuned`` and ``grpo_mlp_masked_tuned`` (GRPO, MLP policy, unmasked / masked; fields not
+  searched keep ``GRPOConfig.preset("mlp")``):
   ``learning_rate`` log-uniform [1e-4, 3e-3]; ``group_size`` G {4, 8, 16, 32}; ``prompts_per_iter`` B
   {2, 4, 8, 16}; ``epochs`` mu {1, 2, 4, 8}; ``beta`` {0, 0.01, 0.04, 0.2}; ``clip_eps`` {0.1, 0.2, 0.3}.
 
@@ -109,8 +110,8 @@ SEARCH_SPACES: dict[str, Callable[[Any], dict[str, Any]]] = {
 DEFAULT_TRIAL: dict[str, dict[str, Any]] = {
     "ppo_tuned": {"learning_rate": 3e-4, "n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
                   "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
-    "maskable_ppo_tuned": {"learning_rate": 3e-4, "n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
-                           "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
+    "maskable_ppo_tuned": {"learning_rate": 3e-4, "n_envs": 1, "n_steps": 2048, "batch_size": 64,
+                           "n_epochs": 10, "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
     "grpo_mlp_masked_tuned": {"learning_rate": 1e-3, "group_size": 16, "prompts_per_iter": 8, "epochs": 4,
                               "beta": 0.2, "clip_eps": 0.2},
     "grpo_mlp_tuned": {"learning_rate": 1e-3, "group_size": 16, "prompts_per_iter": 8, "epochs": 4,
@@ -244,10 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES))
     p.add_argument("--contenders", default=None,
-                   help=f"comma-separated subset of {sorted(SEARCH_SPACES)} (default: the study's tuned ones)")
+                   help=f"comma-separated subset of {sorted(SEARCH_SPACES)} "
+                        "(default: the study's tuned ones)")
     p.add_argument("--trials", type=int, default=N_TRIALS, help="trials per contender (the same for all)")
     p.add_argument("--budget", type=int, default=TUNE_BUDGET, help="env steps per trial run")
-    p.add_argument("--seeds", default=",".join(map(str, TUNE_SEEDS)), help="tuning seeds (>= 1000, at least 3)")
+    p.add_argument("--seeds", default=",".join(map(str, TUNE_SEEDS)),
+                   help="tuning seeds (>= 1000, at least 3)")
     p.add_argument("--workers", type=int, default=None, help="CPUs of the embedded local Ray (default: all)")
     p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: $RAY_ADDRESS)")
     p.add_argument("--sampler-seed", type=int, default=0)
@@ -261,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n.strip() for n in args.contenders.split(",") if n.strip()] if args.contenders else tunable
     unknown = [n for n in names if n not in SEARCH_SPACES]
     if not names or unknown:
-        raise ValueError(f"--contenders {args.contenders!r}: unknown {unknown}; tunable: {sorted(SEARCH_SPACES)}")
+        raise ValueError(
+            f"--contenders {args.contenders!r}: unknown {unknown}; tunable: {sorted(SEARCH_SPACES)}")
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:

@@ -102,7 +102,8 @@ def test_runs_record_library_versions(smoke_out: Path) -> None:
     assert "Every run trained exactly 400 env steps" in (smoke_out / "table.md").read_text()
 
 
-@pytest.mark.parametrize("contender, budget", [("grpo_mlp", 1000), ("ppo_tuned", 1000), ("grpo_tabular", 640)])
+@pytest.mark.parametrize("contender, budget",
+                         [("grpo_mlp", 1000), ("ppo_tuned", 1000), ("grpo_tabular", 640)])
 def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) -> None:
     """Budgets that no rollout / iteration divides still end at exactly the budget (GRPO-MLP's
     iterations are 640 steps, tuned PPO's rollouts 8 x 512), and a divisible one learns from all of it."""
