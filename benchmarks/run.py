@@ -194,7 +194,10 @@ def _max_iteration_steps(model: Any) -> int:
     else:
         spec = getattr(model.env, "spec", None)
         horizon = int(getattr(spec, "max_episode_steps", None) or 10**9)
-    return int(model.config.prompts_per_iter * model.config.group_size * horizon)
+    rounds = 1
+    if getattr(model.config, "dynamic_sampling", False):  # DAPO: up to this many batches per iteration
+        rounds = int(model.config.dynamic_sampling_max_rounds)
+    return int(model.config.prompts_per_iter * model.config.group_size * horizon * rounds)
 
 
 def _advance_sb3(model: Any, target: int, budget: int) -> None:
@@ -226,7 +229,8 @@ def _advance_grpo(model: Any, target: int, budget: int) -> tuple[Any, float, int
         model.learn(1, reset_num_timesteps=False)  # exactly one iteration
         elapsed = time.perf_counter() - t0
         if model.num_timesteps > budget:
-            assert snapshot is not None, "an iteration can never exceed its step limit"
+            if snapshot is None:
+                raise RuntimeError(f"a GRPO iteration took more than its limit of {limit} env steps")
             learned = int(snapshot.num_timesteps)
             model = snapshot
             model.num_timesteps = budget

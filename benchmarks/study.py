@@ -54,6 +54,9 @@ class Contender:
     base: Mapping[str, Any] = field(default_factory=dict)
     #: Trained and scored with the env's grammar masks (``action_masks()``).
     masked: bool = False
+    #: GRPO only: the named ``GRPOConfig`` preset to start from (default: the policy's own); if the
+    #: agent does not define it (yet), the policy's preset is used and the run records which it was.
+    preset: str | None = None
 
 
 # SB3 PPO "defaults": SB3's defaults per update (2,048-step rollouts, minibatch 64, 10 epochs, lr 3e-4,
@@ -71,10 +74,11 @@ CONTENDERS: dict[str, Contender] = {
         Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)", _UNMASKED),
         # GRPO with grammar-constrained decoding (the agent's default where the env offers masks), as
         # LLM RLVR stacks decode; compared with MaskablePPO, which gets the same masks.
+        # On Countdown: the agent's Countdown preset (chosen by the Countdown-learning work, issue 9).
         Contender("grpo_mlp_masked", "GRPO", "mlp", False, "GRPO MLP (defaults, masked)",
-                  {"action_masks": True}, masked=True),
+                  {"action_masks": True}, masked=True, preset="countdown"),
         Contender("grpo_mlp_masked_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned, masked)",
-                  {"action_masks": True}, masked=True),
+                  {"action_masks": True}, masked=True, preset="countdown"),
         Contender("ppo_default", "PPO", "mlp", False, "SB3 PPO (defaults)", _PPO_ROLLOUT),
         Contender("ppo_tuned", "PPO", "mlp", True, "SB3 PPO (tuned)"),
         Contender("a2c_default", "A2C", "mlp", False, "SB3 A2C (defaults)"),
@@ -205,8 +209,10 @@ def contender_hyperparams(contender: str, overrides: Mapping[str, Any] | None = 
     c = CONTENDERS[contender]
     if c.algo == "GRPO":
         from agents import GRPOConfig
+        from agents.config import PRESETS
 
-        return GRPOConfig.preset(c.policy, **{**c.base, **dict(overrides or {})}).to_dict()
+        preset = c.preset if c.preset in PRESETS else c.policy
+        return GRPOConfig.preset(preset, **{**c.base, **dict(overrides or {})}).to_dict()
     return {**c.base, **dict(overrides or {})}
 
 

@@ -117,6 +117,19 @@ def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) 
     assert record["learned_steps"] == expected
 
 
+def test_grpo_with_dynamic_sampling_on_countdown_trains_exactly_the_budget() -> None:
+    """Variable-length answers and DAPO's resampled batches: the crossing iteration is still rolled back."""
+    from benchmarks.run import run_one
+    from benchmarks.study import contender_hyperparams
+
+    hyperparams = contender_hyperparams("grpo_mlp_masked", {"dynamic_sampling": True, "group_size": 4,
+                                                            "prompts_per_iter": 2})
+    record = run_one(RunSpec("grpo_mlp_masked", "rlvr/Countdown-v0", 0, 1001, 500, hyperparams,
+                             env_kwargs={"n_numbers": 3}, eval_prompts=8, sampled_k=2))
+    assert record["num_timesteps"] == 1001 and record["learned_steps"] < 1001
+    assert record["final_test_sampled"] is not None and record["masked"]
+
+
 def test_default_output_is_untracked_and_committed_results_need_a_flag(tmp_path: Path) -> None:
     import subprocess
 
