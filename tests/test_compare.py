@@ -344,3 +344,21 @@ def test_tune_runs_trials_through_ray_tune_on_three_seeds(tmp_path: Path) -> Non
     assert result["trials"][0]["hyperparams"]["group_size"] == 16  # the defaults are tried first
     runs = list((tmp_path / "out" / "runs").glob("*.json"))
     assert len(runs) == 6 and all(json.loads(p.read_text())["num_timesteps"] == 1280 for p in runs)
+
+
+def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from benchmarks.spread import main as spread_main
+
+    other = tmp_path / "other"
+    shutil.copytree(smoke_out / "runs", other / "runs")
+    changed = sorted((other / "runs").glob("*.json"))[0]
+    record = json.loads(changed.read_text())
+    record["curve"][-1]["test_success"] = 1.0 - record["curve"][-1]["test_success"]
+    changed.write_text(json.dumps(record))
+    assert spread_main([str(smoke_out), str(other), "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "spread.json").read_text())
+    n = len(list(other.glob("runs/*.json")))
+    assert result["n"] == n and result["identical"] == n - 1 and result["same_versions"]
+    assert "| NO |" in (tmp_path / "spread.md").read_text()
