@@ -30,6 +30,16 @@ def test_seed_parsing_and_bad_arguments() -> None:
         lab.main(["--claim", "nonsense"])
 
 
+def test_arms_with_equal_settings_share_their_runs() -> None:
+    base = lab.Arm("a", "a", {})
+    same = lab.Arm("b", "b", {k: v for k, v in lab.BASE.items() if k == "group_size"})
+    other = lab.Arm("c", "c", {"epochs": 7})
+    path = lab._run_path
+    assert path(lab.Path("x"), lab.run_key(base, 3, 100)) == path(lab.Path("x"), lab.run_key(same, 3, 100))
+    assert path(lab.Path("x"), lab.run_key(base, 3, 100)) != path(lab.Path("x"), lab.run_key(other, 3, 100))
+    assert path(lab.Path("x"), lab.run_key(base, 3, 100)) != path(lab.Path("x"), lab.run_key(base, 4, 100))
+
+
 def test_first_reach_and_auc_on_a_hand_made_record() -> None:
     rec = {"iterations": [
         {"solve_rate": 0.0, "updated": 1.0, "total_timesteps": 100.0},
@@ -50,7 +60,7 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
             "--out", str(tmp_path)]
     assert lab.main(argv) == 0
     first = capsys.readouterr().out
-    assert "0 run(s) found on disk, 4 to run" in first
+    assert "4 distinct run(s): 0 found on disk, 4 to run" in first
 
     summary = json.loads((tmp_path / "lab.json").read_text())
     res = summary["claims"]["dr_grpo"]
@@ -67,7 +77,7 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
     # The numbers come from the run files: recompute the wrong-answer length growth per seed.
     for arm in claim.arms:
         for i, seed in enumerate((0, 1)):
-            rec = json.loads((tmp_path / "runs" / "dr_grpo" / f"{arm.name}_seed{seed}.json").read_text())
+            rec = json.loads(lab._run_path(tmp_path, lab.run_key(arm, seed, 1200)).read_text())
             assert rec["num_timesteps"] >= 1200
             assert rec["key"]["config"]["loss_aggregation"] == arm.overrides["loss_aggregation"]
             assert rec["key"]["env_kwargs"]["n_numbers"] == 3
@@ -81,10 +91,10 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
             assert sum(rec["untied_groups"]) + sum(rec["tied_groups"]) > 0
 
     # A rerun reuses every stored run; a run whose settings changed is run again.
-    path = tmp_path / "runs" / "dr_grpo" / "constant_seed1.json"
+    path = lab._run_path(tmp_path, lab.run_key(claim.arms[1], 1, 1200))
     rec = json.loads(path.read_text())
     rec["key"]["budget"] = 1
     path.write_text(json.dumps(rec))
     assert lab.main(argv) == 0
-    assert "3 run(s) found on disk, 1 to run" in capsys.readouterr().out
+    assert "3 found on disk, 1 to run" in capsys.readouterr().out
     assert json.loads(path.read_text())["key"]["budget"] == 1200
