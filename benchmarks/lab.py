@@ -736,7 +736,12 @@ def analyse(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     res = claim.analyse(claim, runs)
     res["seeds"] = _seeds(runs)
     res["budget"] = runs[claim.arms[0].name][0]["key"]["budget"]
-    res["seconds"] = {a.name: [r["seconds"] for r in runs[a.name]] for a in claim.arms}
+    res["seconds"] = {a.name: [r["seconds"] + r["eval_seconds"] for r in runs[a.name]] for a in claim.arms}
+    # Standalone cost of the claim (every distinct run it needs, shared ones included), on 2 workers.
+    distinct = {json.dumps(r["key"], sort_keys=True): r["seconds"] + r["eval_seconds"]
+                for a in claim.arms for r in runs[a.name]}
+    res["minutes_on_2_workers"] = sum(distinct.values()) / 2 / 60
+    res["distinct_runs"] = len(distinct)
     res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start}
                    for a in claim.arms}
     return res
@@ -760,7 +765,11 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
         f"`{BASE_PRESET}` preset (`{json.dumps(BASE, sort_keys=True)}`) and changes what its claim names. Budgets (env steps per run): "
         + ", ".join(f"{n} {results[n]['budget']:,}" for n in CLAIMS if n in results)
         + f". Held-out score: {EVAL_PROMPTS} test prompts, sampled = mean over {EVAL_K} answers. "
-        + "Figures: " + ", ".join(f"`{meta['out']}/{n}.png`" for n in CLAIMS if n in results)
+        + "Figures: " + ", ".join(f"[{n}]({meta['out']}/{n}.png)" for n in CLAIMS if n in results)
+        + ". Time per claim (its distinct runs, training + evaluation, summed / 2 workers; the machine was "
+        "shared, so this overstates an idle 2-core machine): "
+        + ", ".join(f"{n} {results[n]['distinct_runs']} runs, {results[n]['minutes_on_2_workers']:.1f} min"
+                    for n in CLAIMS if n in results)
         + f". Command: `{meta['command']}`.",
     ]
     return "\n".join(lines) + "\n"
