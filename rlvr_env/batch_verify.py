@@ -98,7 +98,9 @@ class TokenTable:
         if isinstance(vocab, str) or not isinstance(vocab, Sequence) or not vocab:
             raise ValueError(f"vocab={vocab!r:.80} must be a non-empty sequence of token strings")
         if eos_id is not None and (
-            isinstance(eos_id, bool) or not isinstance(eos_id, (int, np.integer)) or not 0 <= eos_id < len(vocab)
+            isinstance(eos_id, bool)
+            or not isinstance(eos_id, (int, np.integer))
+            or not 0 <= eos_id < len(vocab)
         ):
             raise ValueError(f"eos_id={eos_id!r} must be None or a token id in [0, {len(vocab)})")
         kinds, constants, slots, chars = [], [], [], []

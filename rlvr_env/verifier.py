@@ -6,6 +6,9 @@ A response is checked in three stages, each of which can reject it with a human-
    ASCII alphabet ``0-9 + - * / ( )`` and spaces. Anything else (letters, ``.``, ``_``, non-ASCII digits
    such as ``'٣'``, quotes, ...) is rejected by character and position, so no text that is code ever
    reaches the parser. ``**`` is named as the power operator; leading zeros (``05``) are rejected.
+   A *token sequence* is joined by :func:`join_tokens` (a space between two tokens that would otherwise
+   run digits together) and lexed the same way, and each token must be one unit: a number token is one
+   number, so ``["1", "2"]`` is two numbers side by side (rejected by the parser), never the literal 12.
 2. **Parsing** (:func:`parse_and_evaluate`): a one-pass parser (explicit stack, no recursion) for the grammar
 
    ``expr := term (("+" | "-") term)*``,  ``term := atom (("*" | "/") atom)*``,
@@ -443,7 +446,7 @@ def verify(
     numbers = _check_numbers(numbers)
     _check_target(target)
     sequence = _check_expression(expression)
-    display = expression if sequence is None else ""
+    display: str = expression if isinstance(expression, str) else ""
     value: Fraction | None = None
     try:
         parts: list[str] | None = None
@@ -451,26 +454,22 @@ def verify(
             parts = _sequence_parts(sequence)
             # Joined before lexing, so a rejected token sequence still reports the text it spelled.
             display = join_tokens(parts)
-        tokens = tokenize(display)  # type: ignore[arg-type]
+        tokens = tokenize(display)
         if parts is not None:
             for i, part in enumerate(parts):
                 if not _is_unit(part):
-                    raise VerifierError(
-                        f"token {i} {part!r} is not one number, operator or parenthesis"
-                    )
+                    raise VerifierError(f"token {i} {part!r} is not one number, operator or parenthesis")
         value, used = parse_and_evaluate(tokens, grammar)
         check_number_use(used, numbers, grammar.number_use)
     except VerifierError as err:
-        return _verdict(weights, False, False, value, str(err), display)  # type: ignore[arg-type]
+        return _verdict(weights, False, False, value, str(err), display)
     except _ArgumentTypeError as err:
         raise TypeError(str(err)) from None
     except Exception as err:  # hostile objects: their __len__, __iter__ or __str__ may raise anything
-        return _verdict(weights, False, False, None, f"unreadable input: {err}", str(display)[:64])
+        return _verdict(weights, False, False, None, f"unreadable input: {err}", display[:64])
     if value == target:
-        return _verdict(weights, True, True, value, None, display)  # type: ignore[arg-type]
-    return _verdict(
-        weights, False, True, value, f"value {value} is not the target {target}", display  # type: ignore[arg-type]
-    )
+        return _verdict(weights, True, True, value, None, display)
+    return _verdict(weights, False, True, value, f"value {value} is not the target {target}", display)
 
 
 def _verdict(

@@ -404,7 +404,6 @@ def test_adjacent_slot_tokens_pay_nothing_through_any_path(
     assert not task.action_mask(p, ids[:1])[ids[1]]
 
 
-
 @pytest.mark.parametrize("token", [" ", "", "2+3"])
 def test_envs_refuse_a_vocabulary_read_two_ways(token: str) -> None:
     from rlvr_env import ArithmeticTask, TokenEnv

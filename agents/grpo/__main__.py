@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", default="rlvr/Arithmetic-v0", help="Gymnasium env id")
     parser.add_argument("--env-kwargs", default="{}", help="JSON dict of gym.make kwargs")
     parser.add_argument("--policy", default="tabular", choices=POLICY_NAMES)
+    parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                        help="start from this named preset instead of the policy's (e.g. countdown); "
+                             "flags still override it")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--total-timesteps", type=int, default=50_000, help="budget in env steps")
     parser.add_argument("--log-interval", type=int, default=1, help="iterations between printed lines")
@@ -112,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             overrides[field.name] = None if value == "none" else value
     try:
-        config = GRPOConfig(**overrides)  # unset fields take the policy's preset inside GRPO
+        if args.preset is not None:
+            config = GRPOConfig.preset(args.preset, **overrides)
+        else:
+            config = GRPOConfig(**overrides)  # unset fields take the policy's preset inside GRPO
         model = GRPO(args.env, config, policy=args.policy, seed=args.seed, env_kwargs=env_kwargs,
                      verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir,
                      eval_freq=args.eval_freq, eval_k=args.eval_k, eval_prompts=args.eval_prompts)

@@ -69,7 +69,7 @@ def _check_range(name: str, value: object, lowest: int, highest: int) -> tuple[i
 #: Prompt encodings (``observation=``): "bits" (numbers and target as scaled values and binary codes)
 #: or "relations" (those plus one-hot numbers and target and the pair residuals; see
 #: :meth:`CountdownTask._relations`).
-OBSERVATIONS = ("bits", "relations")
+OBSERVATIONS = ("bits", "relations", "lookahead")
 _PAIR_RESULTS = ("a+b", "a*b", "a-b", "b-a", "a/b", "b/a")
 _RESIDUALS = ("r+c", "r-c", "c-r", "r*c", "r/c", "c/r")
 
@@ -195,7 +195,7 @@ class CountdownTask(Task):
         if observation not in OBSERVATIONS:
             raise ValueError(f"observation={observation!r} is not one of {OBSERVATIONS}")
         self.observation = observation
-        if observation == "relations":
+        if observation in ("relations", "lookahead"):
             width = hi - lo + 1
             if width > 64 or thi - tlo + 1 > 1024:
                 raise ValueError(
@@ -209,6 +209,11 @@ class CountdownTask(Task):
                                ("pair_residuals", pairs * len(_PAIR_RESULTS) * len(_RESIDUALS) * width)):
                 self._layout[name] = slice(end, end + size)
                 end += size
+            if observation == "lookahead":
+                for name, size in (("number_hits", n), ("pair_hits", pairs * len(_PAIR_RESULTS)),
+                                   ("pair_matches", pairs * len(_PAIR_RESULTS) * len(_RESIDUALS) * (n - 2))):
+                    self._layout[name] = slice(end, end + size)
+                    end += size
         # Validate early: a setting that (almost) never yields a prompt fails here, not at reset().
         rng = np.random.default_rng(0)
         for split in ("train", "test"):
@@ -430,8 +435,10 @@ class CountdownTask(Task):
         out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
         out[:, self._layout["target"]] = (trel / max(thi - tlo, 1))[:, None]
         out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
-        if self.observation == "relations":
+        if self.observation in ("relations", "lookahead"):
             self._relations(numbers, targets, out)
+        if self.observation == "lookahead":
+            self._lookahead(numbers, targets, out)
         return out
 
     def _relations(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
@@ -470,6 +477,32 @@ class CountdownTask(Task):
                         res[rows[ok], p, ri, ci, c_val[ok] - lo] = 1.0
                 p += 1
         out[:, self._layout["pair_residuals"]] = res.reshape(k, -1)
+
+    def _lookahead(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
+        """Fill the ``observation="lookahead"`` segments: a one-step search, written into the
+        observation. ``number_hits``: slot k's number equals the target; ``pair_hits``: a pair result
+        (as in ``pair_residuals``) equals the target; ``pair_matches``: for each pair result, each way
+        to finish and each *other* slot k (in slot order), whether n_k is the number that finishes it.
+        For N = 3 this names every correct two-operator expression (the policy still has to write it
+        as tokens); for N >= 4 it sees one merge ahead of a pair, not a whole answer."""
+        k, n = numbers.shape
+        nums = np.asarray(numbers, dtype=np.int64)
+        t = np.asarray(targets, dtype=np.int64)
+        out[:, self._layout["number_hits"]] = (nums == t[:, None]).astype(np.float32)
+        hits = np.zeros((k, n * (n - 1) // 2, len(_PAIR_RESULTS)), dtype=np.float32)
+        match = np.zeros((k, n * (n - 1) // 2, len(_PAIR_RESULTS), len(_RESIDUALS), n - 2), dtype=np.float32)
+        p = 0
+        for i in range(n):
+            for j in range(i + 1, n):
+                others = [s for s in range(n) if s not in (i, j)]
+                for ri, (r_num, r_ok) in enumerate(_pair_results(nums[:, i], nums[:, j])):
+                    hits[:, p, ri] = r_ok & (r_num == t)
+                    for ci, (c_val, c_ok) in enumerate(_residuals(r_num, t)):
+                        for oi, other in enumerate(others):
+                            match[:, p, ri, ci, oi] = r_ok & c_ok & (c_val == nums[:, other])
+                p += 1
+        out[:, self._layout["pair_hits"]] = hits.reshape(k, -1)
+        out[:, self._layout["pair_matches"]] = match.reshape(k, -1)
 
     def encode_prompt(self, prompt: Prompt) -> np.ndarray:
         return self.encode_arrays(np.array([prompt.numbers]), np.array([prompt.target]))[0]
