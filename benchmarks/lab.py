@@ -1,7 +1,7 @@
 """The GRPO lab (issue 11 item 3): published claims about GRPO's variants, each as a small seeded
 experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result stated whatever it is.
 
-    python -m benchmarks.lab [--claim NAME[,NAME]] [--seeds 100-104] [--budget-scale 1.0] [--workers 2]
+    python -m benchmarks.lab [--claim NAME[,NAME]] [--seeds 100-107] [--budget-scale 1.0] [--workers 2]
                              [--out benchmarks/results/lab]
 
 Claims (``--claim``; every arm of a claim runs on the same seeds, so arms are compared seed by seed):
@@ -595,6 +595,10 @@ def plot_kimi(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str
                                              ("solve_rate", "rollout solve rate")]))
 
 
+def _label(claim: Claim, arm: str) -> str:
+    return next(a.label for a in claim.arms if a.name == arm)
+
+
 def analyse_kl(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     acc = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     greedy = {a.name: per_seed(runs, a.name, lambda r: r["final"]["greedy"]) for a in claim.arms}
@@ -611,7 +615,7 @@ def analyse_kl(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str,
     rows.append(_row(claim, "a KL penalty in the lesson's range (0.001-0.04) to the warm-started reference "
                      "trains better than beta = 0",
                      "held-out sampled success: " + ", ".join(parts) + "; beta=0 minus "
-                     + ", ".join(f"{n}: {_fmt(d)}" for n, d in diffs.items()), v))
+                     + ", ".join(f"{_label(claim, n)}: {_fmt(d)}" for n, d in diffs.items()), v))
     kd = paired(kl["beta0"], kl["beta0.04"])
     rows.append(_row(claim, "the penalty keeps the policy near the reference",
                      "KL to the reference (k3, last quarter): " + ", ".join(
@@ -731,6 +735,22 @@ def run_claims(names: list[str], seeds: list[int], scale: float, workers: int, o
     return records
 
 
+def stored_records(name: str, seeds: list[int], scale: float, out: Path
+                   ) -> dict[str, list[dict[str, Any]]] | None:
+    """The stored runs of claim ``name`` on ``seeds`` at ``scale``, by arm; None if any is missing."""
+    claim = CLAIMS[name]
+    budget = max(1, int(round(claim.budget * scale)))
+    records: dict[str, list[dict[str, Any]]] = {}
+    for arm in claim.arms:
+        for seed in seeds:
+            key = run_key(arm, seed, budget)
+            rec = _load_done(_run_path(out, key), key)
+            if rec is None:
+                return None
+            records.setdefault(arm.name, []).append(rec)
+    return records
+
+
 def analyse(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     claim = CLAIMS[name]
     res = claim.analyse(claim, runs)
@@ -779,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.lab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--claim", default="all", help=f"comma-separated, from {list(CLAIMS)}, or 'all'")
-    parser.add_argument("--seeds", default="100-104", help="reported seeds (choose settings on 0-9)")
+    parser.add_argument("--seeds", default="100-107", help="reported seeds (choose settings on 0-9)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every claim's budget")
     parser.add_argument("--workers", type=int, default=2, help="parallel runs (processes)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -794,23 +814,25 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"--workers={args.workers!r} must be at least 1")
     seeds = parse_seeds(args.seeds)
     out: Path = args.out
-    records = run_claims(names, seeds, args.budget_scale, args.workers, out)
-    summary_path = out / "lab.json"
-    previous: dict[str, Any] = {}
-    if summary_path.is_file():
-        try:
-            previous = json.loads(summary_path.read_text(encoding="utf-8")).get("claims", {})
-        except (OSError, json.JSONDecodeError):
-            previous = {}
-    results = {n: r for n, r in previous.items() if n in CLAIMS and n not in names}
-    for name in names:
-        res = analyse(name, records[name])
-        write_atomically(out / f"{name}.png", CLAIMS[name].plot(CLAIMS[name], records[name], res))
+    run_claims(names, seeds, args.budget_scale, args.workers, out)
+    # The summary covers every claim whose runs (these seeds, this budget) are all on disk, analysed
+    # afresh from the run files, so running one claim never leaves another's figures stale.
+    results: dict[str, Any] = {}
+    for name in CLAIMS:
+        records = stored_records(name, seeds, args.budget_scale, out)
+        if records is None:
+            continue
+        res = analyse(name, records)
+        write_atomically(out / f"{name}.png", CLAIMS[name].plot(CLAIMS[name], records, res))
         results[name] = res
     root = Path(__file__).resolve().parent.parent
     shown = out.resolve().relative_to(root) if out.resolve().is_relative_to(root) else out
-    meta = {"command": command_line("benchmarks.lab", argv), "machine": machine_info(), "out": str(shown)}
-    write_json(summary_path, {"meta": meta, "claims": results})
+    # The command that reproduces the whole table (any --claim subset makes the same runs).
+    command = f"python -m benchmarks.lab --seeds {args.seeds}" + (
+        f" --budget-scale {args.budget_scale:g}" if args.budget_scale != 1.0 else "")
+    meta = {"command": command, "invoked": command_line("benchmarks.lab", argv), "machine": machine_info(),
+            "out": str(shown)}
+    write_json(out / "lab.json", {"meta": meta, "claims": results})
     text = table(results, meta)
     write_atomically(out / "lab.md", text)
     print(text)

@@ -72,7 +72,7 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
     png = (tmp_path / "dr_grpo.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     md = (tmp_path / "lab.md").read_text()
-    assert md.count("| Dr. GRPO") == 2 and "--claim dr_grpo" in md
+    assert md.count("| Dr. GRPO") == 2 and "python -m benchmarks.lab --seeds 0-1" in md
 
     # The numbers come from the run files: recompute the wrong-answer length growth per seed.
     for arm in claim.arms:
