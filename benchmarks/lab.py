@@ -399,7 +399,9 @@ def _curves_figure(claim: Claim, runs: dict[str, list[dict[str, Any]]], panels: 
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    with_lines = [ax for ax in axes[: len(panels)] if ax.get_legend_handles_labels()[0]]
+    if with_lines:
+        with_lines[0].legend(fontsize=8)
     if extra is not None:
         extra(axes[-1])
         axes[-1].grid(alpha=0.3)
