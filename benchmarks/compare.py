@@ -36,7 +36,14 @@ from pathlib import Path
 
 from benchmarks.common import write_atomically
 from benchmarks.executor import git_commit, run_grid
-from benchmarks.report import CURVE_COLUMNS, RUN_COLUMNS, SUMMARY_COLUMNS, markdown_table, verdict_lines, write_outputs
+from benchmarks.report import (
+    CURVE_COLUMNS,
+    RUN_COLUMNS,
+    SUMMARY_COLUMNS,
+    markdown_table,
+    verdict_lines,
+    write_outputs,
+)
 from benchmarks.run import build_model, library_versions, run_one
 from benchmarks.study import (
     CONTENDERS,
@@ -56,7 +63,8 @@ from benchmarks.study import (
 from benchmarks.summary import summarize
 
 __all__ = [
-    "CONTENDERS", "CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "FULL", "QUICK", "RunSpec", "build_model",
+    "CONTENDERS", "CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "FULL", "QUICK", "RunSpec",
+    "build_model",
     "build_parser", "contender_hyperparams", "main", "markdown_table", "parse_seeds", "resolve_hyperparams",
     "resolve_out", "run_one", "specs_for", "summarize", "verdict_lines",
 ]
@@ -74,15 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "writes tables, plots and raw runs.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="studies:\n" + "\n".join(
-            f"  {s.name:16s} {s.description}; {s.env_id} {json.dumps(dict(s.env_kwargs)) if s.env_kwargs else ''}"
+            f"  {s.name:16s} {s.description}; {s.env_id} "
+            f"{json.dumps(dict(s.env_kwargs)) if s.env_kwargs else ''}"
             f" seeds {s.seeds}, {s.budget:,} env steps, contenders {', '.join(s.contenders)}"
             for s in STUDIES.values()),
     )
     p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES),
                    help=f"the study preset (default {DEFAULT_STUDY}); the flags below override its parts")
     p.add_argument("--full", action="store_true", help=f"same as --study {FULL.name}")
-    p.add_argument("--env", default=None, help="Gymnasium env id (an rlvr_env TokenEnv; default: the study's)")
-    p.add_argument("--seeds", default=None, help="count (5), list (0,3,7) or range (10-19); default: the study's")
+    p.add_argument("--env", default=None,
+                   help="Gymnasium env id (an rlvr_env TokenEnv; default: the study's)")
+    p.add_argument("--seeds", default=None,
+                   help="count (5), list (0,3,7) or range (10-19); default: the study's")
     p.add_argument("--budget", type=int, default=None, help="env steps per run; default: the study's")
     p.add_argument("--eval-every", type=int, default=None,
                    help=f"env steps between checkpoints (default budget / {EVALS_PER_RUN})")
@@ -100,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write into the study's committed results folder under benchmarks/results/, "
                         "replacing its runs; for maintainers regenerating the README's tables")
     p.add_argument("--rerun", default="",
-                   help="comma-separated contenders whose finished runs in the folder are replaced, not reused")
+                   help="comma-separated contenders whose finished runs in the folder are replaced, "
+                        "not reused")
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -118,7 +130,8 @@ def resolve_out(args: argparse.Namespace) -> Path:
     study = resolve_study(args)
     if args.update_results:
         if args.out is not None:
-            raise ValueError("--update-results writes the committed results folder; do not pass --out with it")
+            raise ValueError(
+                "--update-results writes the committed results folder; do not pass --out with it")
         return study.committed
     return Path(args.out) if args.out is not None else study.out
 

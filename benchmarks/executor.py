@@ -151,7 +151,8 @@ def run_grid(
                         try:
                             record = ray.get(ref)
                         except Exception as err:  # this run only; the others go on
-                            failures.append(f"{spec.key}: {err!r}\n{''.join(traceback.format_exception(err))}")
+                            trace = "".join(traceback.format_exception(err))
+                            failures.append(f"{spec.key}: {err!r}\n{trace}")
                         else:
                             record["git_commit"] = commit
                             write_atomically(run_dir / f"{spec.key}.json", json.dumps(record, indent=1))

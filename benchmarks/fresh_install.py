@@ -44,7 +44,8 @@ def _du_bytes(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.fresh_install", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.fresh_install",
+                                description=(__doc__ or "").splitlines()[0])
     p.add_argument("--keep", action="store_true", help="keep the temporary clone and environment")
     args = p.parse_args(argv)
     command = readme_main_command((ROOT / "README.md").read_text(encoding="utf-8"))

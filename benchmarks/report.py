@@ -11,10 +11,11 @@ from typing import Any
 
 from benchmarks.common import write_atomically
 from benchmarks.stats import Interval
-from benchmarks.study import CONTENDERS, REFERENCES
+from benchmarks.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 from benchmarks.summary import summarize
 
-__all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines", "write_outputs"]
+__all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines",
+           "write_outputs"]
 
 atomic_write_text = atomic_write_bytes = write_atomically
 
@@ -39,7 +40,8 @@ def _csv_value(v: Any) -> Any:
 RUN_COLUMNS = [
     "contender", "algo", "policy", "env_id", "seed", "budget", "eval_every", "num_timesteps", "learned_steps",
     "train_seconds",
-    "final_train_success", "final_test_success", "final_train_sampled", "final_test_sampled", "steps_to_95", "seconds_to_95", "reached_95",
+    "final_train_success", "final_test_success", "final_train_sampled", "final_test_sampled",
+    "steps_to_95", "seconds_to_95", "reached_95",
     "steps_to_100", "seconds_to_100", "reached_100", "collapsed", "collapse_rule", "greedy_constant",
     "params_actor", "params_critic", "params_total", "steps_per_second", "peak_rss_mb", "torch_threads",
     "wall_seconds_total", "hyperparams", "git_commit", "key",
@@ -53,7 +55,7 @@ SUMMARY_COLUMNS = [
     "steps95_iqm", "steps95_lo", "steps95_hi",
     "steps95_censored", "seconds95_iqm", "seconds95_lo", "seconds95_hi", "frac_reached_100",
     "frac_collapsed", "params_actor", "params_critic", "params_total", "steps_per_second_median",
-    "peak_rss_mb_median", "torch_threads", "env_steps", "verdict", "verdict_vs_ppo_default",
+    "peak_rss_mb_median", "torch_threads", "env_steps", *VERDICT_COLUMNS,
 ]
 
 
@@ -83,6 +85,7 @@ def _versions_line(meta: Mapping[str, Any]) -> str:
 def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     """The results table (markdown), the ratios against tuned PPO, and the conditions of the run."""
     sampled = any(r.get("final_test_sampled_iqm") is not None for r in summary["rows"])
+    maskable = any(r["contender"] == REFERENCES[2] for r in summary["rows"])
     env = f"`{meta['env_id']}`" + (f" {json.dumps(meta['env_kwargs'])}" if meta.get("env_kwargs") else "")
     lines = [
         f"Env {env}, budget {meta['budget']:,} env steps per run, seeds {meta['seeds_text']}, "
@@ -94,14 +97,17 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         + ("| final held-out sampled | final train sampled " if sampled else "")
         + "| steps to 95% held-out (k) "
         "| censored | train s to 95% | reached 100% | collapsed | params actor / critic | env steps/s "
-        "| peak RSS MB | verdict vs tuned PPO | verdict vs PPO defaults |",
-        "|---|---|---|---|" + ("---|---|" if sampled else "") + "---|---|---|---|---|---|---|---|---|---|",
+        "| peak RSS MB | verdict vs tuned PPO | verdict vs PPO defaults |"
+        + (" verdict vs MaskablePPO defaults |" if maskable else ""),
+        "|---|---|---|---|" + ("---|---|" if sampled else "") + "---|---|---|---|---|---|---|---|---|---|"
+        + ("---|" if maskable else ""),
     ]
     for r in summary["rows"]:
         extra = ""
         if sampled:
             extra = "".join(
-                f"| {_fmt_ci(r[f'final_{s}_sampled_iqm'], r[f'final_{s}_sampled_lo'], r[f'final_{s}_sampled_hi'], 2)} "
+                "| " + _fmt_ci(r[f"final_{s}_sampled_iqm"], r[f"final_{s}_sampled_lo"],
+                               r[f"final_{s}_sampled_hi"], 2) + " "
                 if r.get(f"final_{s}_sampled_iqm") is not None else "| n/a " for s in ("test", "train"))
         lines.append(
             f"| {r['label']} | {r['n_seeds']} "
@@ -114,6 +120,7 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
             f"| {r['frac_reached_100']:.0%} | {r['frac_collapsed']:.0%} "
             f"| {r['params_actor']:,} / {r['params_critic']:,} | {r['steps_per_second_median']:,.0f} "
             f"| {r['peak_rss_mb_median']:.0f} | {r['verdict']} | {r['verdict_vs_ppo_default']} |"
+            + (f" {r[VERDICT_COLUMNS[2]]} |" if maskable else "")
         )
     lines += [
         "",
@@ -129,7 +136,8 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         lines += [
             "",
             "Ratios GRPO ÷ PPO, IQM ratio [95% bootstrap CI], same study. The issue's goal, against tuned "
-            "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to PPO defaults. "
+            "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to the other "
+            "references. "
             "A goal is \"undetermined\" when censored runs leave its side of the line open:",
             "",
             "| GRPO contender | ÷ | env steps to 95% held-out | train seconds to 95% held-out "
@@ -157,14 +165,16 @@ def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
     for row in summary["rows"]:
         if CONTENDERS.get(row["contender"]) is None or CONTENDERS[row["contender"]].algo != "GRPO":
             continue
-        for ref, column in zip(REFERENCES, ("verdict", "verdict_vs_ppo_default")):
+        for ref, column in zip(REFERENCES, VERDICT_COLUMNS):
             if ref not in by_name:
                 continue
-            goals = [q for q in summary["ratios"] if q["contender"] == row["contender"] and q["reference"] == ref]
+            goals = [q for q in summary["ratios"]
+                     if q["contender"] == row["contender"] and q["reference"] == ref]
             goal_text = ""
             if goals:
                 q = goals[0]
-                goal_text = " | goals: " + ", ".join(f"{n} {q[f'goal_{n}']}" for n in ("steps", "seconds", "params"))
+                goal_text = " | goals: " + ", ".join(
+                    f"{n} {q[f'goal_{n}']}" for n in ("steps", "seconds", "params"))
             lines.append(f"Verdict: {row['label']} vs {CONTENDERS[ref].label}: {row[column]}{goal_text}")
     return lines
 

@@ -155,21 +155,13 @@ def _evaluate(model: Any, env: Any, split: str, spec: RunSpec, masked: bool) -> 
 
     result: dict[str, Any] = {}
     with _generators_kept(model):
-        if hasattr(evaluation, "success_report"):  # masks and sampled success (agents.evaluation)
-            report = evaluation.success_report(predict, env, split, k=max(spec.sampled_k, 1), masked=masked,
-                                               prompts=prompts)
-            result["greedy"] = report.greedy
-            result["sampled"] = report.sampled if spec.sampled_k else None
-        else:
-            if masked:
-                raise RuntimeError(f"{spec.contender} is scored with grammar masks, which this version of "
-                                   "agents.evaluation does not offer")
-            result["greedy"] = evaluation.greedy_success(lambda o: predict(o), env, split, prompts=prompts)
-            result["sampled"] = None
-            if spec.sampled_k:
-                repeated = [p for p in prompts for _ in range(spec.sampled_k)]
-                result["sampled"] = evaluation.greedy_success(lambda o: predict(o, None, False), env, split,
-                                                              prompts=repeated)
+        greedy = evaluation.answer_correct(predict, env, prompts, deterministic=True, masked=masked)
+        result["greedy"] = float(greedy.mean())
+        result["sampled"] = None
+        if spec.sampled_k:  # mean over prompts of the fraction of k sampled answers that are correct
+            sampled = evaluation.answer_correct(predict, env, prompts, deterministic=False, masked=masked,
+                                                repeats=spec.sampled_k)
+            result["sampled"] = float(sampled.mean())
     result["constant"] = constant
     return result
 
@@ -202,7 +194,10 @@ def _max_iteration_steps(model: Any) -> int:
     else:
         spec = getattr(model.env, "spec", None)
         horizon = int(getattr(spec, "max_episode_steps", None) or 10**9)
-    return int(model.config.prompts_per_iter * model.config.group_size * horizon)
+    rounds = 1
+    if getattr(model.config, "dynamic_sampling", False):  # DAPO: up to this many batches per iteration
+        rounds = int(model.config.dynamic_sampling_max_rounds)
+    return int(model.config.prompts_per_iter * model.config.group_size * horizon * rounds)
 
 
 def _advance_sb3(model: Any, target: int, budget: int) -> None:
@@ -234,7 +229,8 @@ def _advance_grpo(model: Any, target: int, budget: int) -> tuple[Any, float, int
         model.learn(1, reset_num_timesteps=False)  # exactly one iteration
         elapsed = time.perf_counter() - t0
         if model.num_timesteps > budget:
-            assert snapshot is not None, "an iteration can never exceed its step limit"
+            if snapshot is None:
+                raise RuntimeError(f"a GRPO iteration took more than its limit of {limit} env steps")
             learned = int(snapshot.num_timesteps)
             model = snapshot
             model.num_timesteps = budget
@@ -316,7 +312,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             train_seconds += time.perf_counter() - t0
         checkpoint()
     if int(model.num_timesteps) != spec.budget:
-        raise RuntimeError(f"{spec.key}: trained {model.num_timesteps} env steps, not the budget {spec.budget}")
+        raise RuntimeError(
+            f"{spec.key}: trained {model.num_timesteps} env steps, not the budget {spec.budget}")
     if contender.algo != "GRPO":
         rollout = int(model.n_steps) * int(model.n_envs)
         learned_steps = spec.budget - spec.budget % rollout  # SB3 updates once per whole rollout

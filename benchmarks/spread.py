@@ -59,14 +59,16 @@ def main(argv: list[str] | None = None) -> int:
     ra, rb = _runs(args.a), _runs(args.b)
     common = sorted(set(ra) & set(rb))
     if not common:
-        raise ValueError(f"{args.a} and {args.b} share no run (same contender, seed, budget, hyperparameters)")
+        raise ValueError(
+            f"{args.a} and {args.b} share no run (same contender, seed, budget, hyperparameters)")
     rows = [compare_runs(ra[k], rb[k]) for k in common]
     same_versions = all(
         {k: (r["versions"][0] or {}).get(k) for k in VERSION_KEYS}
         == {k: (r["versions"][1] or {}).get(k) for k in VERSION_KEYS} for r in rows)
     ratios = [max(s) / max(min(s), 1e-9) for s in (r["train_seconds"] for r in rows)]
     identical = sum(r["same_checkpoints"] and r["max_abs_success_diff"] == 0.0 for r in rows)
-    kind = "run-to-run (same library versions)" if same_versions else "build-to-build (library versions differ)"
+    kind = ("run-to-run (same library versions)" if same_versions
+            else "build-to-build (library versions differ)")
     lines = [
         f"`python -m benchmarks.spread {args.a} {args.b}`: {len(rows)} runs trained twice, {kind}.",
         "",
@@ -78,14 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         same = "yes" if r["same_checkpoints"] and r["max_abs_success_diff"] == 0.0 else "NO"
         lines.append(
             f"| {r['contender']} | {r['seed']} | {same} | {r['max_abs_success_diff']:.2f} "
-            f"| {r['final_test'][0]:.2f}, {r['final_test'][1]:.2f} | {r['steps_to_95'][0]}, {r['steps_to_95'][1]} "
+            f"| {r['final_test'][0]:.2f}, {r['final_test'][1]:.2f} "
+            f"| {r['steps_to_95'][0]}, {r['steps_to_95'][1]} "
             f"| {r['train_seconds'][0]:.1f}, {r['train_seconds'][1]:.1f} |"
         )
     lines += [
         "",
-        f"{identical} of {len(rows)} runs repeated their success curves exactly; training seconds of the same "
-        f"run differed by a factor of {np.median(ratios):.2f} (median; max {max(ratios):.2f}) between the two "
-        "invocations on this shared machine.",
+        f"{identical} of {len(rows)} runs repeated their success curves exactly; training seconds of the "
+        f"same run differed by a factor of {np.median(ratios):.2f} (median; max {max(ratios):.2f}) between "
+        "the two invocations on this shared machine.",
     ]
     table = "\n".join(lines) + "\n"
     record = {"rows": rows, "same_versions": same_versions, "identical": identical, "n": len(rows),

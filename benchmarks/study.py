@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CONTENDERS", "Contender", "DEFAULT_STUDY", "EVALS_PER_RUN", "HPARAMS_DIR", "LOCAL_OUT", "REFERENCES",
+    "CONTENDERS", "Contender", "DEFAULT_STUDY", "VERDICT_COLUMNS", "EVALS_PER_RUN", "HPARAMS_DIR",
+    "LOCAL_OUT", "REFERENCES",
     "RESULTS_DIR", "RUN_FORMAT", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
     "hparams_path", "parse_contenders", "parse_seeds", "resolve_hyperparams",
 ]
@@ -53,19 +54,31 @@ class Contender:
     base: Mapping[str, Any] = field(default_factory=dict)
     #: Trained and scored with the env's grammar masks (``action_masks()``).
     masked: bool = False
+    #: GRPO only: the named ``GRPOConfig`` preset to start from (default: the policy's own); if the
+    #: agent does not define it (yet), the policy's preset is used and the run records which it was.
+    preset: str | None = None
 
 
 # SB3 PPO "defaults": SB3's defaults per update (2,048-step rollouts, minibatch 64, 10 epochs, lr 3e-4,
 # ...), with the rollout collected from 8 env copies x 256 steps instead of 1 x 2,048: the same updates on
 # the same amount of data (episodes are independent answers), ~1.7x the env steps/s here.
 _PPO_ROLLOUT = {"n_envs": 8, "n_steps": 256}
+_UNMASKED = {"action_masks": False}
 
 CONTENDERS: dict[str, Contender] = {
     c.name: c
     for c in (
-        Contender("grpo_tabular", "GRPO", "tabular", False, "GRPO tabular (defaults)"),
-        Contender("grpo_mlp", "GRPO", "mlp", False, "GRPO MLP (defaults)"),
-        Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)"),
+        # Unmasked GRPO (samples from the whole vocabulary, as PPO does): the Arithmetic comparison.
+        Contender("grpo_tabular", "GRPO", "tabular", False, "GRPO tabular (defaults)", _UNMASKED),
+        Contender("grpo_mlp", "GRPO", "mlp", False, "GRPO MLP (defaults)", _UNMASKED),
+        Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)", _UNMASKED),
+        # GRPO with grammar-constrained decoding (the agent's default where the env offers masks), as
+        # LLM RLVR stacks decode; compared with MaskablePPO, which gets the same masks.
+        # On Countdown: the agent's Countdown preset (chosen by the Countdown-learning work, issue 9).
+        Contender("grpo_mlp_masked", "GRPO", "mlp", False, "GRPO MLP (defaults, masked)",
+                  {"action_masks": True}, masked=True, preset="countdown"),
+        Contender("grpo_mlp_masked_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned, masked)",
+                  {"action_masks": True}, masked=True, preset="countdown"),
         Contender("ppo_default", "PPO", "mlp", False, "SB3 PPO (defaults)", _PPO_ROLLOUT),
         Contender("ppo_tuned", "PPO", "mlp", True, "SB3 PPO (tuned)"),
         Contender("a2c_default", "A2C", "mlp", False, "SB3 A2C (defaults)"),
@@ -78,7 +91,11 @@ CONTENDERS: dict[str, Contender] = {
 #: Verdicts and ratios are given against each of these that ran: tuned PPO (the issue's reference) and
 #: PPO with SB3's defaults, which can be the stronger of the two (tuning on the train split can pick a
 #: configuration that memorises train prompts).
-REFERENCES = ("ppo_tuned", "ppo_default")
+#: On Countdown, MaskablePPO with its defaults is a third reference: it gets the same grammar masks as
+#: the masked GRPO contenders.
+REFERENCES = ("ppo_tuned", "ppo_default", "maskable_ppo_default")
+#: The summary column of each reference's verdicts.
+VERDICT_COLUMNS = ("verdict", "verdict_vs_ppo_default", "verdict_vs_maskable_ppo_default")
 
 
 @dataclass(frozen=True)
@@ -112,11 +129,11 @@ class Study:
 
 _COMMITTED = {"arithmetic": "compare", "arithmetic-full": "compare_full"}
 _ARITHMETIC = ("grpo_tabular", "grpo_mlp", "grpo_mlp_tuned", "ppo_default", "ppo_tuned")
-# Countdown: GRPO (MLP, masked decoding when the agent offers it), SB3 PPO (unmasked: it can write
+# Countdown: GRPO (MLP, grammar-masked decoding), SB3 PPO (unmasked: it can write
 # malformed answers and is scored as written) and MaskablePPO (masked in training and scoring); each with
 # its defaults and, once `python -m benchmarks.tune --study ...` has written their files, tuned.
-_COUNTDOWN = ("grpo_mlp", "ppo_default", "maskable_ppo_default")
-_COUNTDOWN_TUNED = ("grpo_mlp_tuned", "ppo_tuned", "maskable_ppo_tuned")
+_COUNTDOWN = ("grpo_mlp_masked", "ppo_default", "maskable_ppo_default")
+_COUNTDOWN_TUNED = ("grpo_mlp_masked_tuned", "ppo_tuned", "maskable_ppo_tuned")
 
 STUDIES: dict[str, Study] = {
     s.name: s
@@ -192,8 +209,10 @@ def contender_hyperparams(contender: str, overrides: Mapping[str, Any] | None = 
     c = CONTENDERS[contender]
     if c.algo == "GRPO":
         from agents import GRPOConfig
+        from agents.config import PRESETS
 
-        return GRPOConfig.preset(c.policy, **{**c.base, **dict(overrides or {})}).to_dict()
+        preset = c.preset if c.preset in PRESETS else c.policy
+        return GRPOConfig.preset(preset, **{**c.base, **dict(overrides or {})}).to_dict()
     return {**c.base, **dict(overrides or {})}
 
 

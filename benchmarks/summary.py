@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.stats import Interval, iqm_ci, ratio_ci
-from benchmarks.study import CONTENDERS, REFERENCES
+from benchmarks.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 
 __all__ = ["summarize"]
 
@@ -109,7 +109,8 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
             "final_train_iqm": final_train.point, "final_train_lo": final_train.low,
             "final_train_hi": final_train.high,
             **{f"final_{split}_sampled_{k}": (None if ci is None else getattr(ci, attr))
-               for split, ci in sampled.items() for k, attr in (("iqm", "point"), ("lo", "low"), ("hi", "high"))},
+               for split, ci in sampled.items()
+               for k, attr in (("iqm", "point"), ("lo", "low"), ("hi", "high"))},
             "steps95_iqm": steps_ci.point, "steps95_lo": steps_ci.low, "steps95_hi": steps_ci.high,
             "steps95_censored": n_cens,
             "seconds95_iqm": seconds_ci.point, "seconds95_lo": seconds_ci.low,
@@ -126,7 +127,7 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
         })
     refs = {name: next((r for r in rows if r["contender"] == name), None) for name in REFERENCES}
     for row in rows:
-        for name, column in zip(REFERENCES, ("verdict", "verdict_vs_ppo_default")):
+        for name, column in zip(REFERENCES, VERDICT_COLUMNS):
             row[column] = _verdict(row, refs[name], CONTENDERS[name].label)
     ratios: list[dict[str, Any]] = []
     for k, (ref_name, ref) in enumerate(refs.items()):
@@ -150,5 +151,3 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
             })
     public = [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
     return {"rows": public, "ratios": ratios}
-
-

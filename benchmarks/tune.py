@@ -1,63 +1,71 @@
-"""Tune the "tuned" contenders of :mod:`benchmarks.compare` with one and the same search budget each.
+"""Tune the "tuned" contenders of a study with one and the same search budget each, on Ray Tune.
 
-``python -m benchmarks.tune`` writes ``benchmarks/hparams/<contender>.json`` (committed; ``compare`` reads
-them). The protocol, identical for every tuned contender:
+``python -m benchmarks.tune [--study NAME]`` writes ``benchmarks/hparams/<contender>.json`` (Arithmetic)
+or ``<contender>__<study>.json`` (other studies); ``compare`` reads them. The protocol, identical for
+every tuned contender of a study:
 
-- **sampler**: optuna's TPE sampler, seeded (``--sampler-seed``, default 0), **10 trials** per contender
-  (``--trials``), asked two at a time and run in parallel (``--workers``); the first trial is the
-  library's defaults (enqueued), so "tuned" is never worse than "defaults" on the tuning objective. TPE's
-  first 10 trials are random draws (optuna's ``n_startup_trials``), so at this budget the search is in
-  effect a seeded random search plus the defaults, for every contender alike;
-- **objective**: mean greedy success on the **train** split over the 25 checkpoints of one run of
-  **50,000 env steps** (the area under the learning curve: rewards reaching high success early, which
-  is what steps-to-95% measures) on **tuning seed 1000** (``--seeds``; more seeds cost proportionally
-  more: the budget was set by a shared 2-core machine on which SB3 PPO runs at 300-1,500 env steps/s).
-  The held-out split is never evaluated while tuning, and reported runs use seeds 0..N-1;
-- every trial run goes through :func:`benchmarks.compare.run_one` (same env, same evaluator, same
-  process isolation as the reported runs); finished trial runs are cached under ``--out``, so an
-  interrupted tuning resumes.
+- **search**: Ray Tune with its Optuna searcher (``ray.tune.search.optuna.OptunaSearch``, a seeded TPE
+  sampler, ``--sampler-seed``), ``--trials`` trials per contender (default 10), as many at once as the
+  Ray cluster has CPUs (one CPU per trial); the first trial is the library's defaults (a point to
+  evaluate), so "tuned" is never worse than "defaults" on the tuning objective;
+- **objective**: mean over **3 tuning seeds** (``--seeds``, at least 3; 1000+, which no reported run
+  uses) of the mean greedy success on the **train** split over a run's checkpoints (the area under the
+  learning curve: rewards reaching high success early, which is what steps-to-95% measures), each run
+  ``--budget`` env steps (the same for every contender). The held-out split is never evaluated while
+  tuning;
+- every trial run is :func:`benchmarks.run.run_one` (same env, kwargs, evaluator and exact budget as
+  the reported runs); the records of every trial come back to the driver, which writes them (with the
+  chosen values) atomically.
 
 Search spaces (:data:`SEARCH_SPACES`; the network is never tuned, so parameter counts stay those of
 SB3's default ``MlpPolicy`` actor / critic):
 
-- ``ppo_tuned`` (SB3 PPO): ``learning_rate`` log-uniform [1e-4, 3e-3]; ``n_envs`` {1, 8} (synchronous
-  env copies, as GRPO batches its groups); ``n_steps`` per env {64, 128, 256, 512, 1024, 2048};
-  ``batch_size`` {32, 64, 128, 256} (capped at the rollout size n_steps * n_envs); ``n_epochs``
-  {1, 4, 10, 20}; ``gamma`` {0.99, 1.0}; ``gae_lambda`` {0.9, 0.95, 1.0}; ``ent_coef``
-  {0, 0.001, 0.01, 0.05}.
-- ``grpo_mlp_tuned`` (GRPO, MLP policy; fields not searched keep ``GRPOConfig.preset("mlp")``):
+- ``ppo_tuned`` and ``maskable_ppo_tuned`` (SB3 PPO, sb3-contrib MaskablePPO): ``learning_rate``
+  log-uniform [1e-4, 3e-3]; ``n_envs`` {1, 8} (synchronous env copies, as GRPO batches its groups);
+  ``n_steps`` per env {64, 128, 256, 512, 1024, 2048}; ``batch_size`` {32, 64, 128, 256} (capped at the
+  rollout size n_steps * n_envs); ``n_epochs`` {1, 4, 10, 20}; ``gamma`` {0.99, 1.0}; ``gae_lambda``
+  {0.9, 0.95, 1.0}; ``ent_coef`` {0, 0.001, 0.01, 0.05}.
+- ``grpo_mlp_tuned`` and ``grpo_mlp_masked_tuned`` (GRPO, MLP policy, unmasked / masked; fields not
+  searched keep ``GRPOConfig.preset("mlp")``):
   ``learning_rate`` log-uniform [1e-4, 3e-3]; ``group_size`` G {4, 8, 16, 32}; ``prompts_per_iter`` B
   {2, 4, 8, 16}; ``epochs`` mu {1, 2, 4, 8}; ``beta`` {0, 0.01, 0.04, 0.2}; ``clip_eps`` {0.1, 0.2, 0.3}.
+
+The committed Arithmetic files predate this protocol: they were chosen by 10 optuna trials on one seed
+(1000) of 50,000 steps each (their ``tuning_seeds`` and ``command`` fields say so).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.compare import (  # noqa: F401
+from benchmarks.common import write_atomically
+from benchmarks.executor import ray_session
+from benchmarks.study import (
     CONTENDERS,
+    DEFAULT_STUDY,
     EVALS_PER_RUN,
-    RESULTS_DIR,
+    HPARAMS_DIR,
+    LOCAL_OUT,
+    STUDIES,
     RunSpec,
-    atomic_write_text,
+    Study,
     contender_hyperparams,
-    run_one,
+    hparams_path,
 )
-from benchmarks.executor import run_grid as run_all
 
 __all__ = ["SEARCH_SPACES", "DEFAULT_TRIAL", "HPARAMS_DIR", "objective_value", "tune", "main"]
 
-HPARAMS_DIR = Path(__file__).resolve().parent / "hparams"
-TUNE_SEEDS = (1000,)
-TUNE_BUDGET = 50_000
+TUNE_SEEDS = (1000, 1001, 1002)
+#: Env steps per tuning run (x 3 seeds per trial), the same for every contender of a study.
+TUNE_BUDGET = 40_960
 N_TRIALS = 10
 
 
@@ -92,7 +100,9 @@ def _grpo_space(trial: Any) -> dict[str, Any]:
 #: contender -> function(optuna trial) -> hyperparameters for that contender's factory.
 SEARCH_SPACES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "ppo_tuned": _ppo_space,
+    "maskable_ppo_tuned": _ppo_space,
     "grpo_mlp_tuned": _grpo_space,
+    "grpo_mlp_masked_tuned": _grpo_space,
 }
 
 #: The first (enqueued) trial of each search: the library defaults, in the search space's own terms
@@ -100,90 +110,126 @@ SEARCH_SPACES: dict[str, Callable[[Any], dict[str, Any]]] = {
 DEFAULT_TRIAL: dict[str, dict[str, Any]] = {
     "ppo_tuned": {"learning_rate": 3e-4, "n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
                   "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
+    "maskable_ppo_tuned": {"learning_rate": 3e-4, "n_envs": 1, "n_steps": 2048, "batch_size": 64,
+                           "n_epochs": 10, "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.0},
+    "grpo_mlp_masked_tuned": {"learning_rate": 1e-3, "group_size": 16, "prompts_per_iter": 8, "epochs": 4,
+                              "beta": 0.2, "clip_eps": 0.2},
     "grpo_mlp_tuned": {"learning_rate": 1e-3, "group_size": 16, "prompts_per_iter": 8, "epochs": 4,
                        "beta": 0.2, "clip_eps": 0.2},
 }
 
 
-def objective_value(records: Sequence[dict[str, Any]]) -> float:
+def objective_value(records: Sequence[Mapping[str, Any]]) -> float:
     """Mean over seeds of the mean train success over a run's checkpoints (area under the curve)."""
     per_run = [float(np.mean([p["train_success"] for p in r["curve"][1:]])) for r in records]
     return float(np.mean(per_run))
 
 
+def trial_specs(contender: str, study: Study, params: Mapping[str, Any], budget: int,
+                seeds: Sequence[int]) -> list[RunSpec]:
+    """The runs of one trial: the contender with ``params`` on each tuning seed, train split only."""
+    hyperparams = contender_hyperparams(contender, params)
+    return [RunSpec(contender, study.env_id, seed, budget, max(1, budget // EVALS_PER_RUN), hyperparams,
+                    eval_splits=("train",), env_kwargs=dict(study.env_kwargs),
+                    eval_prompts=study.eval_prompts)
+            for seed in seeds]
+
+
+def _trial(config: dict[str, Any]) -> dict[str, Any]:
+    """One Ray Tune trial (one CPU): the contender's runs on every tuning seed, one after another."""
+    import optuna
+
+    from benchmarks.run import limit_threads, run_one
+
+    limit_threads()
+    meta = config["_meta"]
+    raw = {k: v for k, v in config.items() if k != "_meta"}
+    params = SEARCH_SPACES[meta["contender"]](optuna.trial.FixedTrial(raw))  # caps applied as searched
+    specs = trial_specs(meta["contender"], STUDIES[meta["study"]], params, meta["budget"], meta["seeds"])
+    records = [run_one(spec) for spec in specs]
+    return {"score": objective_value(records), "hyperparams": params, "records": records}
+
+
+class _DefineByRun:
+    """Optuna's define-by-run space for Ray Tune (a class, so Tune can pickle the searcher's state):
+    suggests the searched parameters (Tune passes ``trial.params`` to :func:`_trial`) and adds what the
+    trial needs to know as a constant."""
+
+    def __init__(self, contender: str, study: str, budget: int, seeds: list[int]) -> None:
+        self.meta = {"contender": contender, "study": study, "budget": budget, "seeds": seeds}
+
+    def __call__(self, trial: Any) -> dict[str, Any]:
+        SEARCH_SPACES[self.meta["contender"]](trial)
+        return {"_meta": dict(self.meta)}
+
+
 def tune(
     contender: str,
-    env_id: str,
+    study: Study,
     n_trials: int,
     budget: int,
     seeds: Sequence[int],
     out: Path,
-    workers: int = 2,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
     sampler_seed: int = 0,
+    quiet: bool = False,
 ) -> dict[str, Any]:
-    """Run the search for one contender; return the hyperparameter-file content."""
+    """Run the search for one contender through Ray Tune; return the hyperparameter-file content."""
     import optuna
+
+    # Tune's default CSV / JSON / TensorBoard loggers would log every trial's run records; the driver
+    # writes those itself.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    from ray import tune as ray_tune
+    from ray.tune.search.optuna import OptunaSearch
 
     if contender not in SEARCH_SPACES:
         raise ValueError(f"contender {contender!r} has no search space; tunable: {sorted(SEARCH_SPACES)}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=sampler_seed)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    study.enqueue_trial(DEFAULT_TRIAL[contender])
-    eval_every = max(1, budget // EVALS_PER_RUN)
-    trials: list[dict[str, Any]] = []
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=n_trials, desc=f"tune {contender}", unit="trial", dynamic_ncols=True)
-    while len(trials) < n_trials:
-        # Ask as many trials as there are workers, run all their runs in parallel, then tell.
-        asked = [study.ask() for _ in range(min(workers, n_trials - len(trials)))]
-        params_of = [SEARCH_SPACES[contender](trial) for trial in asked]
-        specs_of = [[RunSpec(contender, env_id, seed, budget, eval_every,
-                             contender_hyperparams(contender, params), eval_splits=("train",))
-                     for seed in seeds] for params in params_of]
-        t0 = time.time()
-        records, failures = run_all([s for specs in specs_of for s in specs], out, workers=workers,
-                                    progress=False)
-        by_key = {r["key"]: r for r in records}
-        for trial, params, specs in zip(asked, params_of, specs_of):
-            mine = [by_key[s.key] for s in specs if s.key in by_key]
-            if len(mine) != len(specs):
-                # A configuration that crashes (e.g. diverges) is a bad configuration, not a broken study.
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                errors = [f.splitlines()[0] for f in failures if any(s.key in f for s in specs)]
-                trials.append({"number": trial.number, "hyperparams": params, "value": None,
-                               "error": errors[0] if errors else "missing runs"})
-            else:
-                value = objective_value(mine)
-                study.tell(trial, value)
-                trials.append({"number": trial.number, "hyperparams": params, "value": value,
-                               "final_train_success": [r["final_train_success"] for r in mine],
-                               "train_seconds": [r["train_seconds"] for r in mine],
-                               "batch_wall_seconds": time.time() - t0})
-            bar.update(1)
-    bar.close()
+    define_by_run = _DefineByRun(contender, study.name, budget, list(seeds))
+    searcher = OptunaSearch(space=define_by_run, metric="score", mode="max",
+                            sampler=optuna.samplers.TPESampler(seed=sampler_seed),
+                            points_to_evaluate=[dict(DEFAULT_TRIAL[contender])])
+    with ray_session(address, workers, quiet=quiet):
+        tuner = ray_tune.Tuner(
+            ray_tune.with_resources(_trial, {"cpu": 1}),
+            tune_config=ray_tune.TuneConfig(search_alg=searcher, num_samples=n_trials, metric="score",
+                                            mode="max"),
+            run_config=ray_tune.RunConfig(name=f"{study.name}__{contender}",
+                                          storage_path=str(Path(out).resolve() / "ray_tune"),
+                                          verbose=0 if quiet else 1),
+        )
+        results = tuner.fit()
+    trials, errors = [], []
+    for number, result in enumerate(results):
+        if result.error is not None or "score" not in (result.metrics or {}):
+            errors.append(f"trial {number}: {result.error!r}")
+            trials.append({"number": number, "value": None, "error": repr(result.error)})
+            continue
+        m = result.metrics
+        trials.append({"number": number, "hyperparams": m["hyperparams"], "value": m["score"],
+                       "final_train_success": [r["final_train_success"] for r in m["records"]],
+                       "train_seconds": [r["train_seconds"] for r in m["records"]]})
+        for record in m["records"]:  # the driver writes every trial run
+            write_atomically(Path(out) / "runs" / f"{record['key']}.json", json.dumps(record, indent=1))
     done = [t for t in trials if t["value"] is not None]
     if not done:
-        raise RuntimeError(f"every trial of {contender} failed: {trials}")
+        raise RuntimeError(f"every trial of {contender} failed: {errors}")
     best = max(done, key=lambda t: t["value"])
+    c = CONTENDERS[contender]
     return {
-        "contender": contender,
-        "algo": CONTENDERS[contender].algo,
-        "policy": CONTENDERS[contender].policy,
+        "contender": contender, "algo": c.algo, "policy": c.policy, "study": study.name,
         "hyperparams": best["hyperparams"],
-        "base": ("GRPOConfig.preset(%r); these fields override it" % CONTENDERS[contender].policy
-                 if CONTENDERS[contender].algo == "GRPO" else "SB3 defaults; these keywords override them"),
-        "best_value": best["value"],
-        "best_trial": best["number"],
+        "base": (f"GRPOConfig.preset({c.policy!r}); these fields override it" if c.algo == "GRPO"
+                 else "SB3 defaults; these keywords override them"),
+        "best_value": best["value"], "best_trial": best["number"],
         "objective": "mean greedy train success over the checkpoints of a run, averaged over tuning seeds",
-        "env_id": env_id,
-        "n_trials": n_trials,
-        "tuning_budget_env_steps": budget,
-        "tuning_seeds": list(seeds),
-        "sampler": f"optuna TPESampler(seed={sampler_seed}), first trial = library defaults",
-        "search_space": _space_text(contender),
-        "trials": trials,
+        "env_id": study.env_id, "env_kwargs": dict(study.env_kwargs), "n_trials": n_trials,
+        "tuning_budget_env_steps": budget, "tuning_seeds": list(seeds),
+        "sampler": f"Ray Tune OptunaSearch, TPESampler(seed={sampler_seed}), first trial = library defaults",
+        "search_space": _space_text(contender), "trials": trials,
         "command": "python -m benchmarks.tune " + " ".join(sys.argv[1:]),
     }
 
@@ -196,44 +242,50 @@ def _space_text(contender: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=__doc__.splitlines()[0])
-    p.add_argument("--contenders", default=",".join(SEARCH_SPACES),
-                   help=f"comma-separated subset of {sorted(SEARCH_SPACES)}")
-    p.add_argument("--env", default="rlvr/Arithmetic-v0")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES))
+    p.add_argument("--contenders", default=None,
+                   help=f"comma-separated subset of {sorted(SEARCH_SPACES)} "
+                        "(default: the study's tuned ones)")
     p.add_argument("--trials", type=int, default=N_TRIALS, help="trials per contender (the same for all)")
     p.add_argument("--budget", type=int, default=TUNE_BUDGET, help="env steps per trial run")
-    p.add_argument("--seeds", default=",".join(map(str, TUNE_SEEDS)), help="tuning seeds (>= 1000)")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seeds", default=",".join(map(str, TUNE_SEEDS)),
+                   help="tuning seeds (>= 1000, at least 3)")
+    p.add_argument("--workers", type=int, default=None, help="CPUs of the embedded local Ray (default: all)")
+    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: $RAY_ADDRESS)")
     p.add_argument("--sampler-seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=RESULTS_DIR / "tune", help="cache of trial runs")
+    p.add_argument("--out", type=Path, default=None, help="trial runs and Ray Tune's files "
+                                                          "(default benchmark-runs/tune/<study>)")
     p.add_argument("--hparams-dir", type=Path, default=HPARAMS_DIR, help="where the chosen values go")
+    p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    names = [n.strip() for n in args.contenders.split(",") if n.strip()]
+    study = STUDIES[args.study]
+    tunable = [n for n in study.contenders if n in SEARCH_SPACES]
+    names = [n.strip() for n in args.contenders.split(",") if n.strip()] if args.contenders else tunable
     unknown = [n for n in names if n not in SEARCH_SPACES]
     if not names or unknown:
         raise ValueError(
-            f"--contenders {args.contenders!r}: unknown {unknown}; tunable: {sorted(SEARCH_SPACES)}"
-        )
+            f"--contenders {args.contenders!r}: unknown {unknown}; tunable: {sorted(SEARCH_SPACES)}")
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise ValueError(f"--seeds {args.seeds!r} must be a comma-separated list of integers") from None
-    if not seeds or any(s < 1000 for s in seeds):
-        raise ValueError(
-            f"--seeds {args.seeds!r}: tuning seeds must be >= 1000 (0..999 are for reported runs)"
-        )
+    if len(seeds) < 3 or len(set(seeds)) != len(seeds) or any(s < 1000 for s in seeds):
+        raise ValueError(f"--seeds {args.seeds!r}: at least 3 distinct tuning seeds, each >= 1000 "
+                         "(0..999 are for reported runs)")
     if args.trials < 1:
         raise ValueError(f"--trials {args.trials} must be at least 1")
     if args.budget < EVALS_PER_RUN:
         raise ValueError(f"--budget {args.budget} must be at least {EVALS_PER_RUN} env steps")
-    import rlvr_env  # noqa: F401
-
+    out = args.out or LOCAL_OUT / "tune" / study.name
+    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     for name in names:
-        result = tune(
-            name, args.env, args.trials, args.budget, seeds, args.out, args.workers, args.sampler_seed
-        )
-        path = Path(args.hparams_dir) / f"{name}.json"
-        atomic_write_text(path, json.dumps(result, indent=1) + "\n")
+        result = tune(name, study, args.trials, args.budget, seeds, out, address=address,
+                      workers=None if address else args.workers, sampler_seed=args.sampler_seed,
+                      quiet=args.quiet)
+        path = hparams_path(name, study.name) if args.hparams_dir == HPARAMS_DIR else \
+            Path(args.hparams_dir) / hparams_path(name, study.name).name
+        write_atomically(path, json.dumps(result, indent=1) + "\n")
         print(f"{name}: best objective {result['best_value']:.3f} (trial {result['best_trial']}) "
               f"-> {path}\n  {json.dumps(result['hyperparams'])}")
     return 0

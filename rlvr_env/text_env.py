@@ -190,7 +190,7 @@ class ArithmeticTextEnv(TextEnv):
                          format_weight=format_weight, answer_format=answer_format, render_mode=render_mode)
 
 
-class TextAsArrays(gym.Wrapper[np.ndarray, np.ndarray, str, str]):
+class TextAsArrays(gym.Wrapper):  # type: ignore[type-arg]  # Wrapper.__init__ mistypes the inner env
     """A text env seen through arrays: observation = the prompt's ASCII codes, action = the codes of a
     completion. For code that only handles array spaces (Stable-Baselines3's ``check_env`` asserts that
     every observation is a NumPy array and runs ``np.isnan`` on every action, so a ``Text`` space cannot

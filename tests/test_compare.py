@@ -102,7 +102,8 @@ def test_runs_record_library_versions(smoke_out: Path) -> None:
     assert "Every run trained exactly 400 env steps" in (smoke_out / "table.md").read_text()
 
 
-@pytest.mark.parametrize("contender, budget", [("grpo_mlp", 1000), ("ppo_tuned", 1000), ("grpo_tabular", 640)])
+@pytest.mark.parametrize("contender, budget",
+                         [("grpo_mlp", 1000), ("ppo_tuned", 1000), ("grpo_tabular", 640)])
 def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) -> None:
     """Budgets that no rollout / iteration divides still end at exactly the budget (GRPO-MLP's
     iterations are 640 steps, tuned PPO's rollouts 8 x 512), and a divisible one learns from all of it."""
@@ -114,6 +115,19 @@ def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) 
     assert record["curve"][-1]["num_timesteps"] == budget
     expected = {"grpo_mlp": 640, "ppo_tuned": 0, "grpo_tabular": 640}[contender]
     assert record["learned_steps"] == expected
+
+
+def test_grpo_with_dynamic_sampling_on_countdown_trains_exactly_the_budget() -> None:
+    """Variable-length answers and DAPO's resampled batches: the crossing iteration is still rolled back."""
+    from benchmarks.run import run_one
+    from benchmarks.study import contender_hyperparams
+
+    hyperparams = contender_hyperparams("grpo_mlp_masked", {"dynamic_sampling": True, "group_size": 4,
+                                                            "prompts_per_iter": 2})
+    record = run_one(RunSpec("grpo_mlp_masked", "rlvr/Countdown-v0", 0, 1001, 500, hyperparams,
+                             env_kwargs={"n_numbers": 3}, eval_prompts=8, sampled_k=2))
+    assert record["num_timesteps"] == 1001 and record["learned_steps"] < 1001
+    assert record["final_test_sampled"] is not None and record["masked"]
 
 
 def test_default_output_is_untracked_and_committed_results_need_a_flag(tmp_path: Path) -> None:
@@ -304,3 +318,47 @@ def test_ctrl_c_stops_cleanly_and_the_next_invocation_resumes(tmp_path: Path) ->
     after = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
     assert len(after) == 6
     assert all(after[name] == mtime for name, mtime in first.items())  # resumed, not redone
+
+
+def test_core_packages_never_import_ray() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, rlvr_env, agents, agents.grpo, agents.ppo, agents.evaluation; "
+            "from agents import GRPO; GRPO('rlvr/Arithmetic-v0', policy='mlp').learn(640); "
+            "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_tune_runs_trials_through_ray_tune_on_three_seeds(tmp_path: Path) -> None:
+    pytest.importorskip("ray.tune", reason="benchmarks.tune needs the tune extra (ray[tune])")
+    from benchmarks.tune import main as tune_main
+
+    with pytest.raises(ValueError, match="at least 3"):
+        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000,1001"])
+    assert tune_main(["--contenders", "grpo_mlp_tuned", "--trials", "2", "--budget", "1280", "--workers", "2",
+                      "--out", str(tmp_path / "out"), "--hparams-dir", str(tmp_path), "--quiet"]) == 0
+    result = json.loads((tmp_path / "grpo_mlp_tuned.json").read_text())
+    assert result["tuning_seeds"] == [1000, 1001, 1002] and len(result["trials"]) == 2
+    assert result["trials"][0]["hyperparams"]["group_size"] == 16  # the defaults are tried first
+    runs = list((tmp_path / "out" / "runs").glob("*.json"))
+    assert len(runs) == 6 and all(json.loads(p.read_text())["num_timesteps"] == 1280 for p in runs)
+
+
+def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from benchmarks.spread import main as spread_main
+
+    other = tmp_path / "other"
+    shutil.copytree(smoke_out / "runs", other / "runs")
+    changed = sorted((other / "runs").glob("*.json"))[0]
+    record = json.loads(changed.read_text())
+    record["curve"][-1]["test_success"] = 1.0 - record["curve"][-1]["test_success"]
+    changed.write_text(json.dumps(record))
+    assert spread_main([str(smoke_out), str(other), "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "spread.json").read_text())
+    n = len(list(other.glob("runs/*.json")))
+    assert result["n"] == n and result["identical"] == n - 1 and result["same_versions"]
+    assert "| NO |" in (tmp_path / "spread.md").read_text()

@@ -57,7 +57,9 @@ def score_batch(
     n = len(completions)
     numbers = _rows("numbers", numbers, n)
     target = _rows("target", target, n)
-    return [score_completion(c, nums, t, grammar=grammar, weights=weights, fmt=fmt)
+    # Rows as tuples: verify() reads a tuple of ints without re-checking each element's type.
+    return [score_completion(c, nums if type(nums) is tuple else tuple(nums), t, grammar=grammar,
+                             weights=weights, fmt=fmt)
             for c, nums, t in zip(completions, numbers, target)]
 
 
@@ -198,8 +200,8 @@ def reward_functions(
     one verification per completion. Pass the same ``task`` to :func:`make_dataset`."""
     task = resolve_task(task)
     cache: dict[str, Any] = {}
-    common = dict(accuracy_weight=accuracy_weight, format_weight=format_weight,
-                  answer_format=answer_format, cache=cache)
+    common: dict[str, Any] = dict(accuracy_weight=accuracy_weight, format_weight=format_weight,
+                                  answer_format=answer_format, cache=cache)
     funcs: list[Callable[..., list[float]]] = [AccuracyReward(task, **common), FormatReward(task, **common)]
     if length:
         funcs.append(LengthReward(task, num_generations=num_generations, **common))

@@ -81,7 +81,7 @@ class RlvrTask(vf.Task[RlvrTaskData, vf.State, RlvrTaskConfig]):
         if last is not None and last[0] == trace.id and last[1] == reply:
             return last[2]
         data = self.data
-        verdict = score_completion(reply, data.numbers, data.target, grammar=data.grammar(),
+        verdict = score_completion(reply, tuple(data.numbers), data.target, grammar=data.grammar(),
                                    fmt=self.config.answer_format())
         self._rlvr_last = (trace.id, reply, verdict)
         trace.info["rlvr"] = {
