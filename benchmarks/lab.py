@@ -389,6 +389,8 @@ def _curves_figure(claim: Claim, runs: dict[str, list[dict[str, Any]]], panels: 
                    extra: Callable[[Any], None] | None = None) -> Any:
     """One panel per (metric, title) against env steps (IQM band per arm), plus ``extra(ax)`` if given."""
     plt = _plt()
+    from matplotlib.ticker import FuncFormatter
+
     n_axes = len(panels) + (extra is not None)
     fig, axes = plt.subplots(1, n_axes, figsize=(4.6 * n_axes, 3.8))
     axes = np.atleast_1d(axes)
@@ -398,6 +400,7 @@ def _curves_figure(claim: Claim, runs: dict[str, list[dict[str, Any]]], panels: 
             _band(ax, runs.get(arm.name, []), metric, arm.label, colors(i))
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("env steps")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
         ax.grid(alpha=0.3)
     with_lines = [ax for ax in axes[: len(panels)] if ax.get_legend_handles_labels()[0]]
     if with_lines:
