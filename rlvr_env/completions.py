@@ -28,7 +28,17 @@ from fractions import Fraction
 from typing import Any
 
 from rlvr_env.tasks.base import Prompt, Task
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
+from rlvr_env.verifier import (
+    _DEFAULT_GRAMMAR,
+    _DEFAULT_WEIGHTS,
+    Grammar,
+    RewardWeights,
+    Verdict,
+    _check_numbers,
+    _check_target,
+    _verify_text,
+    verify,
+)
 
 __all__ = [
     "AnswerFormat",
@@ -37,6 +47,7 @@ __all__ = [
     "completion_text",
     "extract_answer",
     "score_completion",
+    "score_parts",
     "prompt_text",
     "refused",
 ]
@@ -205,6 +216,93 @@ def score_completion(
     if answer is None:
         return refused(f"answer extraction: {reason}")
     return verify(answer, numbers, target, grammar=grammar, weights=weights)
+
+
+def score_parts(
+    completions: Sequence[object],
+    numbers: Sequence[Sequence[int]],
+    targets: Sequence[int | Fraction],
+    *,
+    grammar: Grammar | None = None,
+    weights: RewardWeights | None = None,
+    fmt: AnswerFormat = DEFAULT_FORMAT,
+) -> tuple[list[float], list[float], list[str | None], list[bool]]:
+    """:func:`score_completion` over a batch, without building :class:`~rlvr_env.Verdict` objects:
+    ``(accuracy parts, format parts, reasons, correct)``, one entry per completion, each equal to the
+    matching field of ``score_completion(completions[i], numbers[i], targets[i], ...)``
+    (tests/test_verifier_fast.py checks this on random and hostile batches). The reward functions of
+    :mod:`rlvr_env.llm` score through it.
+
+    A plain-text completion takes the fast path: tags found with a few C-level scans and the answer
+    verified by the verifier's fast path for text. Everything else (a conversation, a refusal, a
+    ``str`` subclass, a prompt row that is not a tuple of ints) goes through the reference functions,
+    which also word every refusal. Wrongly typed ``numbers`` or ``target`` rows raise ``TypeError``, as
+    :func:`rlvr_env.verify` does, for rows whose answer was extracted.
+    """
+    if not len(completions) == len(numbers) == len(targets):
+        raise ValueError(f"{len(completions)} completions, {len(numbers)} rows of numbers and {len(targets)} "
+                         "targets: one of each per completion")
+    if grammar is None:
+        grammar = _DEFAULT_GRAMMAR
+    if weights is None:
+        weights = _DEFAULT_WEIGHTS
+    if not isinstance(grammar, Grammar) or not isinstance(weights, RewardWeights):
+        return _score_parts_reference(completions, numbers, targets, grammar, weights, fmt)
+    acc_w, fmt_w = weights.accuracy, weights.format
+    whole, max_chars = fmt.whole, fmt.max_chars
+    open_tag, close_tag = fmt.open_tag, fmt.close_tag
+    skip = len(open_tag)
+    accuracy: list[float] = []
+    form: list[float] = []
+    reasons: list[str | None] = []
+    correct: list[bool] = []
+    for completion, nums, target in zip(completions, numbers, targets):
+        answer = None
+        if type(completion) is str and len(completion) <= max_chars:
+            if whole:
+                answer = completion.strip() or None
+            elif (closes := completion.count(close_tag)) and completion.count(open_tag) == closes:
+                end = completion.rfind(close_tag)
+                start = completion.rfind(open_tag, 0, end)
+                if start >= 0:
+                    answer = completion[start + skip : end].strip() or None
+        if answer is None:  # refused, or not plain text: the reference policy decides and words it
+            answer, why = extract_answer(completion, fmt)
+            if answer is None:
+                accuracy.append(0.0)  # refused(): no part is paid
+                form.append(0.0)
+                reasons.append(f"answer extraction: {why}")
+                correct.append(False)
+                continue
+            if type(answer) is not str:  # a str subclass from a conversation: the reference verifier
+                verdict = verify(answer, nums, target, grammar=grammar, weights=weights)
+                accuracy.append(verdict.parts["accuracy"])
+                form.append(verdict.parts["format"])
+                reasons.append(verdict.reason)
+                correct.append(verdict.correct)
+                continue
+        if type(nums) is not tuple:
+            nums = tuple(nums) if isinstance(nums, list) else nums
+        nums = _check_numbers(nums)  # a tuple of ints returns at once; anything else is checked
+        if type(target) is not int:
+            _check_target(target)
+        ok, well_formed, _, reason = _verify_text(answer, nums, target, grammar)
+        accuracy.append(acc_w * ok)
+        form.append(fmt_w * well_formed)
+        reasons.append(reason)
+        correct.append(ok)
+    return accuracy, form, reasons, correct
+
+
+def _score_parts_reference(
+    completions: Sequence[object], numbers: Sequence[Sequence[int]], targets: Sequence[int | Fraction],
+    grammar: Any, weights: Any, fmt: AnswerFormat,
+) -> tuple[list[float], list[float], list[str | None], list[bool]]:
+    """:func:`score_parts` through :func:`score_completion`, row by row (the reference)."""
+    verdicts = [score_completion(c, n, t, grammar=grammar, weights=weights, fmt=fmt)
+                for c, n, t in zip(completions, numbers, targets)]
+    return ([v.parts["accuracy"] for v in verdicts], [v.parts["format"] for v in verdicts],
+            [v.reason for v in verdicts], [v.correct for v in verdicts])
 
 
 def _describe_grammar(grammar: Grammar) -> str:

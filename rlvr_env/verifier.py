@@ -29,6 +29,7 @@ value equals the target. The reward is ``accuracy_weight * correct + format_weig
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -311,6 +312,128 @@ def check_number_use(used: Sequence[int], numbers: Sequence[int], rule: NumberUs
             raise VerifierError(f"numbers {missing} of the prompt are not used; each must be used once")
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The fast path for text. verify() (for answers of type `str`) and the language-model reward functions use
+# it; the functions above are the reference it is tested against (tests/test_verifier_fast.py: the same
+# verdict, reason included, on random, exhaustive and hostile inputs). It only decides *whether* an
+# answer is well-formed and what it evaluates to; whenever it finds something wrong it hands the answer to
+# the reference functions, which find the first error and word the reason exactly as before.
+
+_ALLOWED_TEXT = "".join(sorted(_ALLOWED))
+#: Spaces around every operator and parenthesis: ``text.translate(_SPACED).split()`` is the token list.
+_SPACED = str.maketrans({ch: f" {ch} " for ch in "+-*/()"})
+
+
+def _evaluate_fast(text: str, grammar: Grammar) -> tuple[Fraction | int, list[int]] | None:
+    """``(value, numbers used in order)`` when ``tokenize`` and ``parse_and_evaluate`` accept ``text``, else
+    None. Values stay ``int`` while they are integers (a Fraction only when a division leaves a
+    remainder; a Fraction of denominator 1 is turned back into its int), so the value equals the
+    reference's Fraction and prints the same.
+
+    Lexing: only allowed characters (one C-level ``strip``), then split around operators; each number
+    token is checked for a leading zero and its length as it is read, and ``**`` is two operators in a
+    row, which the grammar rejects. Parsing: the reference's two-level accumulator machine over a plain
+    ``for`` loop, with no positions kept (the reference recomputes them for the reason).
+    """
+    if len(text) > MAX_TEXT_CHARS or text.strip(_ALLOWED_TEXT):
+        return None
+    operators = grammar.operators
+    parentheses = grammar.parentheses
+    used: list[int] = []
+    stack: list[tuple[Fraction | int, str, Fraction | int, str | None]] = []
+    total: Fraction | int = 0
+    product: Fraction | int = 0
+    add_op = "+"
+    mul_op: str | None = None
+    operand = True  # whether an operand (number or "(") is expected next
+    for tok in text.translate(_SPACED).split():
+        if operand:
+            if tok >= "0":  # a number: the only tokens that sort after "/"
+                if len(tok) > 1 and (tok[0] == "0" or len(tok) > MAX_NUMBER_DIGITS):
+                    return None
+                value: Fraction | int = int(tok)
+                used.append(value)  # type: ignore[arg-type]
+            elif tok == "(" and parentheses:
+                stack.append((total, add_op, product, mul_op))
+                total, add_op, mul_op = 0, "+", None
+                continue
+            else:
+                return None
+            operand = False
+        elif tok == ")":
+            if not stack:
+                return None
+            value = total + product if add_op == "+" else total - product
+            total, add_op, product, mul_op = stack.pop()
+        else:
+            if tok not in operators:  # also a number or "(" where an operator is expected
+                return None
+            operand = True
+            if tok == "*" or tok == "/":
+                mul_op = tok
+            else:
+                total = total + product if add_op == "+" else total - product
+                add_op, mul_op = tok, None
+            continue
+        # fold the finished operand `value` into the current term
+        if mul_op is None:
+            product = value
+        elif mul_op == "*":
+            product = product * value
+        elif not value:
+            return None  # division by zero
+        elif type(product) is int and type(value) is int and not product % value:
+            product = product // value  # exact: value divides product
+        else:
+            quotient = Fraction(product) / value
+            if quotient.denominator == 1:
+                product = quotient.numerator
+            elif grammar.integer_division:
+                return None
+            else:
+                product = quotient
+    if operand or stack:
+        return None  # empty, a trailing operator, or an unclosed parenthesis
+    return (total + product if add_op == "+" else total - product), used
+
+
+def _number_use_ok(used: list[int], numbers: Sequence[int], rule: NumberUse) -> bool:
+    """Whether :func:`check_number_use` accepts ``used`` for int prompt ``numbers``: multiset inclusion
+    (equality under ``exactly_once``), by removal from a copy."""
+    if len(used) != len(numbers) and (rule == "exactly_once" or len(used) > len(numbers)):
+        return False
+    pool = list(numbers)
+    try:
+        for number in used:
+            pool.remove(number)
+    except ValueError:
+        return False
+    return True
+
+
+def _verify_text(
+    text: str, numbers: Sequence[int], target: int | Fraction, grammar: Grammar
+) -> tuple[bool, bool, Fraction | int | None, str | None]:
+    """``(correct, well_formed, value, reason)`` of :func:`verify` for ``text`` of type ``str``, with
+    ``numbers`` and ``target`` already checked (a tuple of ints; an int or Fraction). ``value`` may be an
+    int where the reference has the equal Fraction; everything else is identical."""
+    value: Fraction | int | None = None
+    try:
+        fast = _evaluate_fast(text, grammar)
+        if fast is None:  # not well-formed: the reference finds the first error and words it
+            value, used = parse_and_evaluate(tokenize(text), grammar)
+            check_number_use(used, numbers, grammar.number_use)
+        else:
+            value, used = fast
+            if not _number_use_ok(used, numbers, grammar.number_use):
+                check_number_use(used, numbers, grammar.number_use)  # raises, with the reason
+    except VerifierError as err:
+        return False, False, value, str(err)
+    if value == target:
+        return True, True, value, None
+    return False, True, value, f"value {value} is not the target {target}"
+
+
 def join_tokens(parts: Sequence[str]) -> str:
     """Join token strings into the text the lexer reads, keeping every token a unit.
 
@@ -435,6 +558,33 @@ def verify(
     >>> verify(["1", "2"], numbers=(1, 2, 12), target=12).reason  # two tokens, not the number 12
     "unexpected '2' at token 1: an operator was expected"
     """
+    if grammar is None:
+        grammar = _DEFAULT_GRAMMAR
+    elif not isinstance(grammar, Grammar):
+        raise TypeError(f"grammar={grammar!r:.80} must be a rlvr_env.Grammar or None")
+    if weights is None:
+        weights = _DEFAULT_WEIGHTS
+    elif not isinstance(weights, RewardWeights):
+        raise TypeError(f"weights={weights!r:.80} must be a rlvr_env.RewardWeights or None")
+    numbers = _check_numbers(numbers)
+    _check_target(target)
+    if type(expression) is str:  # plain text (not a subclass, whose methods could do anything)
+        correct, well_formed, value, reason = _verify_text(expression, numbers, target, grammar)
+        return _verdict(weights, correct, well_formed, None if value is None else Fraction(value), reason,
+                        expression)
+    return _verify_reference(expression, numbers, target, grammar=grammar, weights=weights)
+
+
+def _verify_reference(
+    expression: str | Sequence[str | int],
+    numbers: Sequence[int],
+    target: int | Fraction,
+    *,
+    grammar: Grammar | None = None,
+    weights: RewardWeights | None = None,
+) -> Verdict:
+    """:func:`verify` without the fast path for text: the reference the fast path is tested against
+    (same verdict, reason included, for every input)."""
     if grammar is None:
         grammar = _DEFAULT_GRAMMAR
     elif not isinstance(grammar, Grammar):

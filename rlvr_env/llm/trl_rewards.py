@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion
+from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion, score_parts
 from rlvr_env.llm.common import resolve_task, sample_prompts
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks.base import Task
@@ -89,22 +89,31 @@ class _VerifierReward:
         #: The reasons of the last call's verdicts (None for a correct answer), one per completion.
         self.last_reasons: list[str | None] = []
 
-    def verdicts(self, completions: Sequence[object], numbers: Any, target: Any) -> list[Verdict]:
+    def scored(self, completions: Sequence[object], numbers: Any,
+               target: Any) -> tuple[list[float], list[float], list[str | None], list[bool]]:
+        """``(accuracy parts, format parts, reasons, correct)`` for the batch
+        (:func:`rlvr_env.completions.score_parts`: each entry equals :func:`score_batch`'s verdicts')."""
         # The cache hits only for equal inputs (TRL passes the very same lists to every reward function
         # of a step, so the comparison is one identity check per row).
         key = (tuple(completions), numbers, target)
         cached = self._cache.get("batch")
         if cached is not None and cached[0] == key:
-            return cached[1]
-        result = score_batch(completions, numbers, target, grammar=self.grammar, weights=self.weights,
-                             fmt=self.answer_format)
+            return cached[1]  # type: ignore[no-any-return]
+        n = len(completions)
+        result = score_parts(completions, _rows("numbers", numbers, n), _rows("target", target, n),
+                             grammar=self.grammar, weights=self.weights, fmt=self.answer_format)
         self._cache["batch"] = (key, result)
         return result
 
-    def _log(self, verdicts: list[Verdict], log_extra: Callable[[str, list], None] | None) -> None:
-        self.last_reasons = [v.reason for v in verdicts]
+    def verdicts(self, completions: Sequence[object], numbers: Any, target: Any) -> list[Verdict]:
+        """The batch's :class:`~rlvr_env.Verdict` objects (:func:`score_batch`; not cached)."""
+        return score_batch(completions, numbers, target, grammar=self.grammar, weights=self.weights,
+                           fmt=self.answer_format)
+
+    def _log(self, reasons: list[str | None], log_extra: Callable[[str, list], None] | None) -> None:
+        self.last_reasons = list(reasons)
         if callable(log_extra):
-            log_extra(f"{self.__name__}_reason", [v.reason or "" for v in verdicts])
+            log_extra(f"{self.__name__}_reason", [r or "" for r in reasons])
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(task={self.task.name!r}, weights={self.weights}, "
@@ -118,9 +127,9 @@ class AccuracyReward(_VerifierReward):
 
     def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
                  target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
-        verdicts = self.verdicts(completions, numbers, target)
-        self._log(verdicts, log_extra)
-        return [v.parts["accuracy"] for v in verdicts]
+        accuracy, _, reasons, _ = self.scored(completions, numbers, target)
+        self._log(reasons, log_extra)
+        return list(accuracy)
 
 
 class FormatReward(_VerifierReward):
@@ -131,9 +140,9 @@ class FormatReward(_VerifierReward):
 
     def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
                  target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
-        verdicts = self.verdicts(completions, numbers, target)
-        self._log(verdicts, log_extra)
-        return [v.parts["format"] for v in verdicts]
+        _, form, reasons, _ = self.scored(completions, numbers, target)
+        self._log(reasons, log_extra)
+        return list(form)
 
 
 class LengthReward(_VerifierReward):
@@ -161,8 +170,8 @@ class LengthReward(_VerifierReward):
                  target: Any = None, completion_ids: Any = None, log_extra: Any = None,
                  **kwargs: Any) -> list[float]:
         n = len(completions)
-        verdicts = self.verdicts(completions, numbers, target)
-        self.last_reasons = [v.reason for v in verdicts]
+        _, _, reasons, correct = self.scored(completions, numbers, target)
+        self.last_reasons = list(reasons)
         if completion_ids is not None and len(completion_ids) == n:
             lengths = [len(ids) for ids in completion_ids]
         else:
@@ -181,7 +190,7 @@ class LengthReward(_VerifierReward):
                 groups.setdefault(key, []).append(i)
         out = [0.0] * n
         for members in groups.values():
-            values = length_reward([lengths[i] for i in members], [verdicts[i].correct for i in members])
+            values = length_reward([lengths[i] for i in members], [correct[i] for i in members])
             for i, value in zip(members, values.tolist()):
                 out[i] = self.weight * value
         return out
