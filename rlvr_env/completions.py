@@ -267,7 +267,13 @@ def score_parts(
                 if start >= 0:
                     answer = completion[start + skip : end].strip() or None
         if answer is None:  # refused, or not plain text: the reference policy decides and words it
-            answer, why = extract_answer(completion, fmt)
+            if type(completion) is str:
+                try:
+                    answer, why = _extract(completion, fmt), None
+                except _Refused as err:
+                    answer, why = None, str(err)
+            else:
+                answer, why = extract_answer(completion, fmt)
             if answer is None:
                 accuracy.append(0.0)  # refused(): no part is paid
                 form.append(0.0)
@@ -282,8 +288,11 @@ def score_parts(
                 correct.append(verdict.correct)
                 continue
         if type(nums) is not tuple:
-            nums = tuple(nums) if isinstance(nums, list) else nums
-        nums = _check_numbers(nums)  # a tuple of ints returns at once; anything else is checked
+            nums = tuple(nums) if isinstance(nums, list) else _check_numbers(nums)
+        for x in nums:  # ints, as verify() requires (a loop here costs less than a call)
+            if type(x) is not int:
+                nums = _check_numbers(nums)  # raises TypeError, or converts integer types to int
+                break
         if type(target) is not int:
             _check_target(target)
         ok, well_formed, _, reason = _verify_text(answer, nums, target, grammar)

@@ -24,12 +24,17 @@ A response is checked in three stages, each of which can reject it with a human-
 An expression is *well-formed* when it passes all three; it is *correct* when it is well-formed and its
 value equals the target. The reward is ``accuracy_weight * correct + format_weight * well_formed``
 (see :class:`RewardWeights`).
+
+:func:`verify` reads an answer of type ``str`` through a fast path (``_verify_text``: one C-level
+character check and split, then the same accumulator machine over ints, the reference functions called
+only to word a rejection); :func:`tokenize`, :func:`parse_and_evaluate` and :func:`check_number_use` are
+the reference it is tested against, verdict for verdict and reason for reason
+(``tests/test_verifier_fast.py``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -322,6 +327,9 @@ def check_number_use(used: Sequence[int], numbers: Sequence[int], rule: NumberUs
 _ALLOWED_TEXT = "".join(sorted(_ALLOWED))
 #: Spaces around every operator and parenthesis: ``text.translate(_SPACED).split()`` is the token list.
 _SPACED = str.maketrans({ch: f" {ch} " for ch in "+-*/()"})
+#: The canonical literals of 0-999 and their values (a dict lookup costs less than ``int()`` and the
+#: leading-zero and length checks, which a canonical literal passes).
+_SMALL_INTS = {str(i): i for i in range(1000)}
 
 
 def _evaluate_fast(text: str, grammar: Grammar) -> tuple[Fraction | int, list[int]] | None:
@@ -349,9 +357,11 @@ def _evaluate_fast(text: str, grammar: Grammar) -> tuple[Fraction | int, list[in
     for tok in text.translate(_SPACED).split():
         if operand:
             if tok >= "0":  # a number: the only tokens that sort after "/"
-                if len(tok) > 1 and (tok[0] == "0" or len(tok) > MAX_NUMBER_DIGITS):
-                    return None
-                value: Fraction | int = int(tok)
+                value: Fraction | int | None = _SMALL_INTS.get(tok)
+                if value is None:
+                    if len(tok) > 1 and (tok[0] == "0" or len(tok) > MAX_NUMBER_DIGITS):
+                        return None  # a leading zero or too many digits: a lexing error
+                    value = int(tok)
                 used.append(value)  # type: ignore[arg-type]
             elif tok == "(" and parentheses:
                 stack.append((total, add_op, product, mul_op))
@@ -397,20 +407,6 @@ def _evaluate_fast(text: str, grammar: Grammar) -> tuple[Fraction | int, list[in
     return (total + product if add_op == "+" else total - product), used
 
 
-def _number_use_ok(used: list[int], numbers: Sequence[int], rule: NumberUse) -> bool:
-    """Whether :func:`check_number_use` accepts ``used`` for int prompt ``numbers``: multiset inclusion
-    (equality under ``exactly_once``), by removal from a copy."""
-    if len(used) != len(numbers) and (rule == "exactly_once" or len(used) > len(numbers)):
-        return False
-    pool = list(numbers)
-    try:
-        for number in used:
-            pool.remove(number)
-    except ValueError:
-        return False
-    return True
-
-
 def _verify_text(
     text: str, numbers: Sequence[int], target: int | Fraction, grammar: Grammar
 ) -> tuple[bool, bool, Fraction | int | None, str | None]:
@@ -425,8 +421,17 @@ def _verify_text(
             check_number_use(used, numbers, grammar.number_use)
         else:
             value, used = fast
-            if not _number_use_ok(used, numbers, grammar.number_use):
-                check_number_use(used, numbers, grammar.number_use)  # raises, with the reason
+            # check_number_use's rule for int prompt numbers: multiset inclusion (equality under
+            # exactly_once), by removal from a copy; where it fails, the reference raises with the reason
+            rule = grammar.number_use
+            if len(used) != len(numbers) and (rule == "exactly_once" or len(used) > len(numbers)):
+                check_number_use(used, numbers, rule)
+            pool = list(numbers)
+            try:
+                for number in used:
+                    pool.remove(number)
+            except ValueError:
+                check_number_use(used, numbers, rule)
     except VerifierError as err:
         return False, False, value, str(err)
     if value == target:

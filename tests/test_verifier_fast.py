@@ -149,7 +149,8 @@ def _completions(rng: random.Random, n: int) -> list[object]:
         w = rng.randrange(12)
         out.append([f"<answer>{a}</answer>", f"think <answer>1</answer> then <answer>{a}</answer>.",
                     a, f"<answer>{a}", f"<answer><answer>{a}</answer>", f"</answer>{a}<answer>",
-                    f"<answer>\n {a} \n</answer>", [{"role": "assistant", "content": f"<answer>{a}</answer>"}],
+                    f"<answer>\n {a} \n</answer>",
+                    [{"role": "assistant", "content": f"<answer>{a}</answer>"}],
                     [{"role": "user", "content": "q"}, {"role": "assistant",
                                                         "content": [{"type": "text", "text": f"<answer>{a}"},
                                                                     {"type": "text", "text": "</answer>"}]}],
