@@ -21,15 +21,17 @@ Claims (``--claim``; every arm of a claim runs on the same seeds, so arms are co
   warm start (``agents.bc.warm_start``, DeepSeek-R1's cold start).
 
 Method. Every run is ``GRPO("rlvr/Countdown-v0", config, policy="mlp", seed=s)`` with the
-:data:`ENV_KWARGS` below and the base configuration :data:`BASE` (the mlp preset plus what the claim
-changes, see :data:`CLAIMS`); one torch thread per process, at most ``--workers`` processes. A callback
+:data:`ENV_KWARGS` below and the base configuration :data:`BASE` (the best Countdown setting the code
+offers: the "countdown" preset when it exists, else the mlp one, and the "lookahead" observation when the
+task has it) plus what the claim changes (:data:`CLAIMS`); one torch thread per process, at most ``--workers`` processes. A callback
 keeps each iteration's logged metrics (``rollout/solve_rate``, ``train/entropy``,
 ``train/clip_frac``, ``train/kl``, ...); a probe wrapped around the agent's per-group reward function
 (``GRPO._group_rewards``: no agent code changes) records the lengths of correct and wrong answers and
 each group's rewards, from which the advantage weights of both estimators are computed. After training
 the run is scored on 256 held-out prompts (greedy, sampled mean@8, pass@8, all under the grammar masks).
-Each run writes one JSON file (atomically) under ``<out>/runs/<claim>/``; a rerun skips a run whose
-file exists with the same settings. Statistics: per-seed values, the IQM over seeds with a 95%
+Each run writes one JSON file (atomically), ``<out>/runs/<settings hash>_seed<s>.json``; a rerun skips
+a run whose file exists with the same settings, and arms of different claims with equal settings share
+runs. Statistics: per-seed values, the IQM over seeds with a 95%
 percentile-bootstrap interval (:mod:`benchmarks.stats`); differences between arms are paired by seed.
 A verdict is "agree" when the interval of the claimed difference excludes zero on the claimed side,
 "disagree" when it excludes zero on the other side, "inconclusive" otherwise. Settings (budgets,
