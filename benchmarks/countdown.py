@@ -1,21 +1,21 @@
 """GRPO on Countdown (issue 9): which changes made GRPO learn, GRPO vs MaskablePPO, the warm start, and
 the Arithmetic presets' sampled success.
 
-    python -m benchmarks.countdown [--parts ablation,maskable,warm,arithmetic] [--seeds 10-14]
-                                   [--budget 300000] [--quick]
+    python -m benchmarks.countdown [--parts ablation,maskable,warm,n4,arithmetic] [--seeds 10-12]
+                                   [--budget 300000] [--quick] [--render]
 
 Every figure comes from one evaluator, :func:`agents.evaluation.success_report` (greedy success,
 sampled success = mean over k=16 sampled answers per prompt, pass@16), on fixed held-out ("test")
 and train prompts, under the grammar masks for masked agents (GRPO with ``action_masks=True`` and
 MaskablePPO; :func:`agents.evaluation.sb3_predictor` adapts SB3 models). Settings were chosen on
-seeds 0-9; the default reported seeds are fresh (10 and up).
+seeds 0-1 (Countdown) and 0-9 (the Arithmetic presets); the reported seeds are fresh (10 and up).
 
 Parts:
 
 * **ablation**: GRPO on Countdown N=3 from scratch, ``--budget`` env steps per run, one row per
-  variant (:data:`VARIANTS`, cumulative): the issue's starting point (MLP preset, masks off), then masks, the
-  length term off, the observation (``bits`` / ``relations`` / ``lookahead``, env kwargs of
-  ``rlvr/Countdown-v0``) and DAPO's dynamic sampling + clip-higher. A run *collapses* when its final
+  variant (:data:`VARIANTS`, cumulative): the issue's starting point (MLP preset, masks off), then masks,
+  the length term off, DAPO's dynamic sampling + clip-higher + beta 0 (the Countdown preset), then the
+  observation (``relations`` / ``lookahead``, env kwargs of ``rlvr/Countdown-v0``). A run *collapses* when its final
   rollout mean length is at the minimum answer (one number + EOS = 2 tokens) while its held-out
   greedy success is below the single-number floor (answer the number equal to the target).
 * **maskable**: GRPO (the Countdown preset) vs sb3-contrib MaskablePPO (defaults, 8 env copies with
@@ -25,6 +25,8 @@ Parts:
 * **warm**: behaviour cloning on ``--demos`` train-split solutions (:mod:`agents.bc`), then GRPO with
   the clone as its KL reference, and MaskablePPO from the same cloned actor with a fresh critic, each
   for ``--warm-budget`` steps.
+* **n4**: the same GRPO (Countdown preset, lookahead observation) on Countdown N=4, ``--n4-budget``
+  env steps (default 1M).
 * **arithmetic**: the ``tabular`` and ``mlp`` presets on ``rlvr/Arithmetic-v0`` at their reported
   budgets (200k / 300k steps): greedy, sampled (k=64) and the worst prompt's sampled success.
 
@@ -87,7 +89,8 @@ def _report(predict: Any, env: Any, prompts: list[Any], masked: bool) -> dict[st
 
 
 def grpo_run(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
-             prompts: dict[str, list[Any]], eval_every: int, demos: int = 0) -> dict[str, Any]:
+             prompts: dict[str, list[Any]], eval_every: int, demos: int = 0,
+             task: dict[str, Any] | None = None) -> dict[str, Any]:
     """One GRPO run: periodic held-out greedy success (for steps-to-threshold), final reports."""
     import gymnasium as gym
 
@@ -97,7 +100,7 @@ def grpo_run(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, 
     from agents.grpo import GRPO
 
     config = GRPOConfig.preset(preset, **cfg)
-    kwargs = {**TASK, **env_kwargs}
+    kwargs = {**(TASK if task is None else task), **env_kwargs}
     model = GRPO(ENV_ID, config, policy="mlp", seed=seed, env_kwargs=kwargs)
     env = gym.make(ENV_ID, **kwargs)
     out: dict[str, Any] = {"seed": seed, "config": config.to_dict(), "env_kwargs": kwargs}
@@ -233,8 +236,11 @@ def ablation_table(runs: dict[str, list[dict[str, Any]]], floor: float) -> str:
         "| train greedy | collapsed | s/run |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, rs in runs.items():
-        note = VARIANTS[name][3]
+    # VARIANTS order (the stored JSON sorts its keys); rows no longer defined keep their stored order
+    order = [n for n in VARIANTS if n in runs] + [n for n in runs if n not in VARIANTS]
+    for name in order:
+        rs = runs[name]
+        note = VARIANTS[name][3] if name in VARIANTS else ""
         test = [r["final"]["test"] for r in rs]
         collapsed = sum(r["final_len"] <= MIN_LENGTH + 0.05 and r["final"]["test"]["greedy"] < floor
                         for r in rs)
@@ -289,7 +295,7 @@ def warm_table(grpo: list[dict[str, Any]], ppo: list[dict[str, Any]], demos: int
 
 
 def arithmetic_table(runs: list[dict[str, Any]]) -> str:
-    lines = ["| preset | seeds | budget | greedy train / test (min over seeds) | sampled train / test (IQM) "
+    lines = ["| preset | seeds | budget | greedy train / test (min over seeds) | sampled train / test (mean) "
              "| worst prompt's sampled success (min over seeds) | seeds with every prompt >= 0.95 |",
              "|---|---|---|---|---|---|---|"]
     for policy in ("tabular", "mlp"):
@@ -310,18 +316,22 @@ def arithmetic_table(runs: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.countdown", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="ablation,maskable,warm,arithmetic")
+    parser.add_argument("--parts", default="ablation,maskable,warm,n4,arithmetic")
     parser.add_argument("--seeds", default="10-12", help="reported seeds (settings were chosen on 0-9)")
     parser.add_argument("--budget", type=int, default=300_000, help="env steps per ablation run")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="ablation rows (comma-separated)")
+    parser.add_argument("--variants", default=";".join(VARIANTS), help="ablation rows (';'-separated)")
     parser.add_argument("--maskable-budget", type=int, default=100_000)
     parser.add_argument("--maskable-seeds", default="10-11")
     parser.add_argument("--warm-budget", type=int, default=100_000)
     parser.add_argument("--warm-seeds", default="10-11")
     parser.add_argument("--demos", type=int, default=1000)
+    parser.add_argument("--n4-budget", type=int, default=1_000_000)
+    parser.add_argument("--n4-seeds", default="10-11")
     parser.add_argument("--eval-prompts", type=int, default=500, help="fixed prompts per split")
     parser.add_argument("--eval-every", type=int, default=10_000, help="env steps between curve points")
     parser.add_argument("--quick", action="store_true", help="2 seeds, small budgets (a smoke run)")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite countdown.md from the stored countdown.json (no runs)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     limit_threads(1)
@@ -334,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds = args.maskable_seeds = args.warm_seeds = "10-11"
         args.budget = args.maskable_budget = args.warm_budget = 20_000
         args.eval_prompts, args.demos = 100, 200
+    if args.render:
+        stored = json.loads((args.out / "countdown.json").read_text())
+        write_results(args.out, "countdown", stored, render(stored) + "\n")
+        return 0
     seeds = _seeds(args.seeds)
     parts = set(args.parts.split(","))
     env = gym.make(ENV_ID, **TASK)
@@ -351,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if "ablation" in parts:
         runs: dict[str, list[dict[str, Any]]] = {}
-        for name in args.variants.split(","):
+        for name in args.variants.split(";"):
+            if name not in VARIANTS:
+                raise SystemExit(f"unknown variant {name!r}; variants are {list(VARIANTS)}")
             preset, cfg, env_kwargs, _ = VARIANTS[name]
             runs[name] = []
             for seed in seeds:
@@ -380,6 +396,16 @@ def main(argv: list[str] | None = None) -> int:
         p = [maskable_run(s, args.warm_budget, env_kwargs, prompts, args.eval_every, demos=args.demos)
              for s in wseeds]
         result["warm"] = {"grpo": g, "maskable_ppo": p, "demos": args.demos, "budget": args.warm_budget}
+    if "n4" in parts:
+        task4 = {"n_numbers": 4}
+        env4 = gym.make(ENV_ID, **task4)
+        prompts4 = {s: evaluation_prompts(env4, s, args.eval_prompts, seed=0) for s in ("train", "test")}
+        n4 = []
+        for s in _seeds(args.n4_seeds):
+            n4.append(grpo_run(s, args.n4_budget, {}, VARIANTS[BEST][2], "countdown", prompts4,
+                               args.n4_budget // 10, task=task4))
+            print(f"[n4] seed {s}: {n4[-1]['final']['test']} {n4[-1]['train_seconds']:.0f}s", flush=True)
+        result["n4"] = {"runs": n4, "budget": args.n4_budget, "floor": _floor(env4, prompts4["test"])}
     if "arithmetic" in parts:
         budgets = (("tabular", 200_000), ("mlp", 300_000)) if not args.quick else (("tabular", 5_000),)
         result["arithmetic"] = [arithmetic_run(pol, s, budget) for pol, budget in budgets
@@ -396,7 +422,7 @@ def render(result: dict[str, Any]) -> str:
     floor = result["single_number_floor_test"]
     cmds = result.get("commands", {})
     sections = [f"Countdown N=3 (`{ENV_ID}`, n_numbers=3), {result['eval_prompts']} fixed prompts per split; "
-                f"IQM over seeds with 95% bootstrap intervals (settings chosen on seeds 0-9, reported seeds "
+                f"IQM over seeds with 95% bootstrap intervals (settings chosen on seeds 0-1, reported seeds "
                 f"are fresh). Single-number floor (held-out greedy of \"answer the number equal to the "
                 f"target\"): {floor:.2f}."]
     if "ablation" in result:
@@ -414,6 +440,19 @@ def render(result: dict[str, Any]) -> str:
                         f"({BC_EPOCHS} epochs), then {w['budget'] // 1000}k env steps "
                         f"(`{cmds.get('warm', '')}`)\n\n"
                         + warm_table(w["grpo"], w["maskable_ppo"], w["demos"], w["budget"]))
+    if "n4" in result:
+        n4 = result["n4"]
+        rs = n4["runs"]
+        sections.append(
+            f"#### Countdown N=4 (`n_numbers=4`), GRPO countdown preset, lookahead observation, "
+            f"{n4['budget'] // 1000}k env steps (`{cmds.get('n4', '')}`)\n\n"
+            "| seeds | held-out greedy | held-out sampled (mean@16) | held-out pass@16 | train greedy "
+            "| single-number floor | s/run |\n|---|---|---|---|---|---|---|\n"
+            f"| {len(rs)} | {_ci([r['final']['test']['greedy'] for r in rs])} "
+            f"| {_ci([r['final']['test']['sampled'] for r in rs])} "
+            f"| {_ci([r['final']['test'][f'pass@{K}'] for r in rs])} "
+            f"| {_ci([r['final']['train']['greedy'] for r in rs])} | {n4['floor']:.2f} "
+            f"| {np.median([r['train_seconds'] for r in rs]):.0f} |")
     if "arithmetic" in result:
         sections.append(f"#### Arithmetic presets: sampled success on every prompt (k=64) "
                         f"(`{cmds.get('arithmetic', '')}`)\n\n" + arithmetic_table(result["arithmetic"]))
