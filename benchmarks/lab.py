@@ -785,7 +785,7 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
     seeds = sorted({s for r in results.values() for s in r["seeds"]})
     lines += [
         "",
-        f"Seeds {', '.join(map(str, seeds))} (settings chosen on seeds 0-9). Env `{ENV_ID}` with "
+        f"Seeds {', '.join(map(str, seeds))} (settings chosen on seeds 0-1; seeds 0-9 are reserved for choosing). Env `{ENV_ID}` with "
         f"`{json.dumps(ENV_KWARGS)}`, grammar masks on, `policy=\"mlp\"`; every arm starts from the "
         f"`{BASE_PRESET}` preset (`{json.dumps(BASE, sort_keys=True)}`) and changes what its claim names. Budgets (env steps per run): "
         + ", ".join(f"{n} {results[n]['budget']:,}" for n in CLAIMS if n in results)
