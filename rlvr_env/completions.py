@@ -165,25 +165,34 @@ def _extract(completion: object, fmt: AnswerFormat) -> str:
         text = completion_text(completion, fmt.max_chars)
     except ValueError as err:
         raise _Refused(str(err)) from None
+    answer, reason = _extract_text(text, fmt)
+    if answer is None:
+        raise _Refused(reason)
+    return answer
+
+
+def _extract_text(text: str, fmt: AnswerFormat) -> tuple[str, None] | tuple[None, str]:
+    """Steps 2-4 of the policy on a completion's text: ``(answer, None)`` or ``(None, reason)``."""
     if len(text) > fmt.max_chars:
-        raise _Refused(f"completion is {len(text)} characters; at most {fmt.max_chars} are read")
+        return None, f"completion is {len(text)} characters; at most {fmt.max_chars} are read"
     if fmt.whole:
         answer = text.strip()
     else:
-        opens, closes = text.count(fmt.open_tag), text.count(fmt.close_tag)
+        open_tag, close_tag = fmt.open_tag, fmt.close_tag
+        opens, closes = text.count(open_tag), text.count(close_tag)
         if closes == 0:
-            raise _Refused(f"no {fmt.close_tag!r} tag" if opens == 0 else
-                           f"unbalanced tags: {opens} {fmt.open_tag!r} and 0 {fmt.close_tag!r}")
+            return None, (f"no {close_tag!r} tag" if opens == 0 else
+                          f"unbalanced tags: {opens} {open_tag!r} and 0 {close_tag!r}")
         if opens != closes:
-            raise _Refused(f"unbalanced tags: {opens} {fmt.open_tag!r} and {closes} {fmt.close_tag!r}")
-        end = text.rfind(fmt.close_tag)
-        start = text.rfind(fmt.open_tag, 0, end)
+            return None, f"unbalanced tags: {opens} {open_tag!r} and {closes} {close_tag!r}"
+        end = text.rfind(close_tag)
+        start = text.rfind(open_tag, 0, end)
         if start < 0:
-            raise _Refused(f"the last {fmt.close_tag!r} has no {fmt.open_tag!r} before it")
-        answer = text[start + len(fmt.open_tag) : end].strip()
+            return None, f"the last {close_tag!r} has no {open_tag!r} before it"
+        answer = text[start + len(open_tag) : end].strip()
     if not answer:
-        raise _Refused("empty answer")
-    return answer
+        return None, "empty answer"
+    return answer, None
 
 
 def refused(reason: str, expression: str = "") -> Verdict:
@@ -233,11 +242,11 @@ def score_parts(
     (tests/test_verifier_fast.py checks this on random and hostile batches). The reward functions of
     :mod:`rlvr_env.llm` score through it.
 
-    A plain-text completion takes the fast path: tags found with a few C-level scans and the answer
-    verified by the verifier's fast path for text. Everything else (a conversation, a refusal, a
-    ``str`` subclass, a prompt row that is not a tuple of ints) goes through the reference functions,
-    which also word every refusal. Wrongly typed ``numbers`` or ``target`` rows raise ``TypeError``, as
-    :func:`rlvr_env.verify` does, for rows whose answer was extracted.
+    A plain-text completion takes the fast path: the extraction policy's own text steps called directly
+    (a refusal is a returned reason, not an exception) and the answer verified by the verifier's fast path
+    for text. A conversation or a ``str`` subclass goes through :func:`extract_answer` and, for a
+    subclass answer, :func:`rlvr_env.verify`. Wrongly typed ``numbers`` or ``target`` rows raise
+    ``TypeError``, as :func:`rlvr_env.verify` does, for rows whose answer was extracted.
     """
     if not len(completions) == len(numbers) == len(targets):
         raise ValueError(f"{len(completions)} completions, {len(numbers)} rows of numbers and {len(targets)} "
@@ -249,46 +258,31 @@ def score_parts(
     if not isinstance(grammar, Grammar) or not isinstance(weights, RewardWeights):
         return _score_parts_reference(completions, numbers, targets, grammar, weights, fmt)
     acc_w, fmt_w = weights.accuracy, weights.format
-    whole, max_chars = fmt.whole, fmt.max_chars
-    open_tag, close_tag = fmt.open_tag, fmt.close_tag
-    skip = len(open_tag)
     accuracy: list[float] = []
     form: list[float] = []
     reasons: list[str | None] = []
     correct: list[bool] = []
     for completion, nums, target in zip(completions, numbers, targets):
-        answer = None
-        if type(completion) is str and len(completion) <= max_chars:
-            if whole:
-                answer = completion.strip() or None
-            elif (closes := completion.count(close_tag)) and completion.count(open_tag) == closes:
-                end = completion.rfind(close_tag)
-                start = completion.rfind(open_tag, 0, end)
-                if start >= 0:
-                    answer = completion[start + skip : end].strip() or None
-        if answer is None:  # refused, or not plain text: the reference policy decides and words it
-            if type(completion) is str:
-                try:
-                    answer, why = _extract(completion, fmt), None
-                except _Refused as err:
-                    answer, why = None, str(err)
-            else:
-                answer, why = extract_answer(completion, fmt)
+        # plain text: the policy's text steps directly; anything else: the whole reference extraction
+        if type(completion) is str:
+            answer, why = _extract_text(completion, fmt)
+        else:
+            answer, why = extract_answer(completion, fmt)
+        if answer is None or type(answer) is not str:
             if answer is None:
                 accuracy.append(0.0)  # refused(): no part is paid
                 form.append(0.0)
                 reasons.append(f"answer extraction: {why}")
                 correct.append(False)
-                continue
-            if type(answer) is not str:  # a str subclass from a conversation: the reference verifier
+            else:  # a str subclass from a conversation: the reference verifier
                 verdict = verify(answer, nums, target, grammar=grammar, weights=weights)
                 accuracy.append(verdict.parts["accuracy"])
                 form.append(verdict.parts["format"])
                 reasons.append(verdict.reason)
                 correct.append(verdict.correct)
-                continue
+            continue
         if type(nums) is not tuple:
-            nums = tuple(nums) if isinstance(nums, list) else _check_numbers(nums)
+            nums = tuple(nums) if type(nums) is list else _check_numbers(nums)
         for x in nums:  # ints, as verify() requires (a loop here costs less than a call)
             if type(x) is not int:
                 nums = _check_numbers(nums)  # raises TypeError, or converts integer types to int

@@ -412,8 +412,13 @@ def _evaluate_tokens(tokens: list[str], grammar: Grammar) -> tuple[Fraction | in
             else:
                 if value == 0:
                     raise VerifierError("division by zero")
-                if type(product) is int and type(value) is int and not product % value:
-                    product = product // value  # exact: value divides product
+                if type(product) is int and type(value) is int:
+                    if not product % value:
+                        product = product // value  # exact: value divides product
+                    elif grammar.integer_division:
+                        raise VerifierError(f"{product} / {value} is not an integer division")
+                    else:
+                        product = Fraction(product, value)
                 else:
                     quotient = Fraction(product) / value
                     if quotient.denominator == 1:
