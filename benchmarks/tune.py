@@ -267,9 +267,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ValueError(
             f"--contenders {args.contenders!r}: unknown {unknown}; tunable: {sorted(SEARCH_SPACES)}")
     try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        text = args.seeds.strip()
+        if "-" in text and "," not in text:  # a range, as benchmarks.compare takes: 1000-1002
+            lo, hi = (int(s) for s in text.split("-", 1))
+            seeds = list(range(lo, hi + 1))
+        else:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise ValueError(f"--seeds {args.seeds!r} must be a comma-separated list of integers") from None
+        raise ValueError(f"--seeds {args.seeds!r} must be a list (1000,1001,1002) or a range (1000-1002) "
+                         "of integers") from None
     if len(seeds) < 3 or len(set(seeds)) != len(seeds) or any(s < 1000 for s in seeds):
         raise ValueError(f"--seeds {args.seeds!r}: at least 3 distinct tuning seeds, each >= 1000 "
                          "(0..999 are for reported runs)")

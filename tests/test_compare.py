@@ -362,3 +362,16 @@ def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path
     n = len(list(other.glob("runs/*.json")))
     assert result["n"] == n and result["identical"] == n - 1 and result["same_versions"]
     assert "| NO |" in (tmp_path / "spread.md").read_text()
+
+
+def test_tune_seeds_take_a_list_or_a_range_and_need_three() -> None:
+    # the same forms as benchmarks.compare's --seeds (a range 1000-1002 or a list); fewer than 3 refused
+    # before any Ray is started
+    from benchmarks.tune import main as tune_main
+
+    with pytest.raises(ValueError, match="at least 3"):
+        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000-1001"])
+    with pytest.raises(ValueError, match="at least 3"):
+        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000,1001"])
+    with pytest.raises(ValueError, match="a range"):
+        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000-x"])
