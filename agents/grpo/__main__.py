@@ -59,22 +59,22 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true/false)")
 
 
-def _parse_optional_int(text: str) -> int | str:
-    if text.lower() == "none":
-        return "none"
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (or 'none')") from None
+def _parse_optional(kind: type, what: str) -> typing.Callable[[str], typing.Any]:
+    """An argparse type: ``kind(text)``, or ``"none"`` for a field left to the policy's preset."""
+
+    def parse(text: str) -> typing.Any:
+        if text.lower() == "none":
+            return "none"
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (or 'none')") from None
+
+    return parse
 
 
-def _parse_optional_float(text: str) -> float | str:
-    if text.lower() == "none":
-        return "none"
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number (or 'none')") from None
+_parse_optional_int = _parse_optional(int, "an integer")
+_parse_optional_float = _parse_optional(float, "a number")
 
 
 def build_parser() -> argparse.ArgumentParser:

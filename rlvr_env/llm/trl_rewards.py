@@ -115,6 +115,14 @@ class _VerifierReward:
         if callable(log_extra):
             log_extra(f"{self.__name__}_reason", [r or "" for r in reasons])
 
+    _column = -1  # which part of scored() a subclass returns
+
+    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
+                 target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
+        scored = self.scored(completions, numbers, target)
+        self._log(scored[2], log_extra)
+        return list(scored[self._column])
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(task={self.task.name!r}, weights={self.weights}, "
                 f"answer_format={self.answer_format})")
@@ -124,12 +132,7 @@ class AccuracyReward(_VerifierReward):
     """``accuracy_weight`` for a correct answer, else 0 (the ``accuracy`` reward part)."""
 
     part = "accuracy"
-
-    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
-                 target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
-        accuracy, _, reasons, _ = self.scored(completions, numbers, target)
-        self._log(reasons, log_extra)
-        return list(accuracy)
+    _column = 0  # accuracy parts in the tuple scored() returns
 
 
 class FormatReward(_VerifierReward):
@@ -137,12 +140,7 @@ class FormatReward(_VerifierReward):
     else 0 (the ``format`` reward part)."""
 
     part = "format"
-
-    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
-                 target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
-        _, form, reasons, _ = self.scored(completions, numbers, target)
-        self._log(reasons, log_extra)
-        return list(form)
+    _column = 1  # format parts
 
 
 class LengthReward(_VerifierReward):
