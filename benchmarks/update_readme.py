@@ -1,16 +1,20 @@
-"""Copy the benchmark result tables into README.md, so no figure in the README is typed by hand.
+"""Copy the benchmark result tables into README.md and the docs/ pages, so no figure there is typed by hand.
 
     python -m benchmarks.update_readme [--check]
 
-README.md marks each generated block with ``<!-- BEGIN <path> -->`` ... ``<!-- END <path> -->``, where
-``<path>`` is a markdown file a benchmark command writes (e.g. ``benchmarks/results/throughput.md``).
-This command replaces every block with the current file; ``--check`` only reports blocks that differ
-(exit 1), which the test suite runs so the README cannot drift from the results.
+A page (README.md or any ``docs/*.md``) marks each generated block with ``<!-- BEGIN <path> -->`` ...
+``<!-- END <path> -->``, where ``<path>`` is a markdown file a benchmark command writes, relative to the
+repository root (e.g. ``benchmarks/results/throughput.md``). This command replaces every block of every
+page with the current file; ``--check`` only reports blocks that differ (exit 1), which the test suite
+runs so no page can drift from the results. A results file's relative links are written for the
+repository root (where README.md is); in a page under ``docs/`` they are rebased onto that page
+(``benchmarks/results/lab/kl.png`` becomes ``../benchmarks/results/lab/kl.png``), so they resolve there.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -19,12 +23,39 @@ from benchmarks.common import write_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"(<!-- BEGIN (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- END (?P=path) -->)", re.S)
+# a markdown link or image target: ](target) or ](target "title"); the target has no spaces
+_LINK_TARGET = re.compile(r"(\]\()([^)\s]+)")
+_EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|/|#)", re.I)
 
 
-def render(readme: str, root: Path = ROOT) -> tuple[str, list[str]]:
-    """README text with every block refreshed, and the paths whose blocks changed. A block whose file
-    does not exist yet is left as it is and reported as ``"<path> (missing)"``."""
+def pages(root: Path = ROOT) -> list[Path]:
+    """Every page whose blocks this command keeps: README.md, then docs/*.md in name order."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def rebase_links(markdown: str, page_dir: Path, root: Path = ROOT) -> str:
+    """``markdown`` (written with links relative to ``root``) with every relative link target rewritten
+    relative to ``page_dir``; absolute paths, URLs and ``#anchors`` stay as they are."""
+    if page_dir.resolve() == root.resolve():
+        return markdown
+
+    def fix(match: re.Match[str]) -> str:
+        target = match.group(2)
+        if _EXTERNAL.match(target):
+            return match.group(0)
+        path, hash_, anchor = target.partition("#")
+        rebased = Path(os.path.relpath(root / path, page_dir)).as_posix()
+        return match.group(1) + rebased + hash_ + anchor
+
+    return _LINK_TARGET.sub(fix, markdown)
+
+
+def render(text: str, root: Path = ROOT, page_dir: Path | None = None) -> tuple[str, list[str]]:
+    """The page ``text`` with every block refreshed, and the paths whose blocks changed. ``page_dir`` is
+    the folder the page lives in (default: ``root``, as README.md). A block whose file does not exist
+    yet is left as it is and reported as ``"<path> (missing: run its benchmark)"``."""
     changed: list[str] = []
+    where = root if page_dir is None else page_dir
 
     def fill(match: re.Match[str]) -> str:
         path = match.group("path")
@@ -32,12 +63,22 @@ def render(readme: str, root: Path = ROOT) -> tuple[str, list[str]]:
         if not source.is_file():
             changed.append(f"{path} (missing: run its benchmark)")
             return match.group(0)
-        body = source.read_text(encoding="utf-8").strip() + "\n"
+        body = rebase_links(source.read_text(encoding="utf-8").strip() + "\n", where, root)
         if body != match.group("body"):
             changed.append(path)
         return match.group(1) + body + match.group(4)
 
-    return _BLOCK.sub(fill, readme), changed
+    return _BLOCK.sub(fill, text), changed
+
+
+def render_all(root: Path = ROOT) -> dict[Path, tuple[str, str, list[str]]]:
+    """For every page: (current text, refreshed text, paths of its changed blocks)."""
+    out: dict[Path, tuple[str, str, list[str]]] = {}
+    for page in pages(root):
+        current = page.read_text(encoding="utf-8")
+        refreshed, changed = render(current, root, page.parent)
+        out[page] = (current, refreshed, changed)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,15 +86,17 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="report stale blocks, change nothing")
     args = parser.parse_args(argv)
-    readme_path = ROOT / "README.md"
-    text, changed = render(readme_path.read_text(encoding="utf-8"))
+    results = render_all()
+    stale = [(page.relative_to(ROOT).as_posix(), path)
+             for page, (_, _, changed) in results.items() for path in changed]
     if args.check:
-        for path in changed:
-            print(f"README block for {path} is stale; run python -m benchmarks.update_readme")
-        return 1 if changed else 0
-    if text != readme_path.read_text(encoding="utf-8"):
-        write_atomically(readme_path, text)
-    print(f"refreshed {len(changed)} block(s): {', '.join(changed) or 'none'}")
+        for page, path in stale:
+            print(f"{page}: block for {path} is stale; run python -m benchmarks.update_readme")
+        return 1 if stale else 0
+    for page, (current, refreshed, _) in results.items():
+        if refreshed != current:
+            write_atomically(page, refreshed)
+    print(f"refreshed {len(stale)} block(s): {', '.join(f'{p}: {b}' for p, b in stale) or 'none'}")
     return 0
 
 
