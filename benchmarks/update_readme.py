@@ -81,21 +81,27 @@ def render_all(root: Path = ROOT) -> dict[Path, tuple[str, str, list[str]]]:
     return out
 
 
+def refresh(root: Path = ROOT, *, check: bool = False) -> list[tuple[str, str]]:
+    """Refresh every page's blocks under ``root`` (with ``check``, write nothing); returns the stale
+    blocks found as ``(page, results path)`` pairs, the page relative to ``root``."""
+    stale: list[tuple[str, str]] = []
+    for page, (current, refreshed, changed) in render_all(root).items():
+        stale += [(page.relative_to(root).as_posix(), path) for path in changed]
+        if not check and refreshed != current:
+            write_atomically(page, refreshed)
+    return stale
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.update_readme", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="report stale blocks, change nothing")
     args = parser.parse_args(argv)
-    results = render_all()
-    stale = [(page.relative_to(ROOT).as_posix(), path)
-             for page, (_, _, changed) in results.items() for path in changed]
+    stale = refresh(check=args.check)
     if args.check:
         for page, path in stale:
             print(f"{page}: block for {path} is stale; run python -m benchmarks.update_readme")
         return 1 if stale else 0
-    for page, (current, refreshed, _) in results.items():
-        if refreshed != current:
-            write_atomically(page, refreshed)
     print(f"refreshed {len(stale)} block(s): {', '.join(f'{p}: {b}' for p, b in stale) or 'none'}")
     return 0
 

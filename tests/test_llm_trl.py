@@ -118,9 +118,9 @@ def test_grpo_trainer_conversational_with_length_reward(tmp_path: Path) -> None:
 
 
 def _readme_example() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Training a language model on these tasks", 1)
-    assert len(section) == 2, "README has no 'Training a language model on these tasks' section"
+    text = (ROOT / "docs" / "llm.md").read_text(encoding="utf-8")
+    section = text.split("# Training a language model on these tasks", 1)
+    assert len(section) == 2, "docs/llm.md has no 'Training a language model on these tasks' section"
     block = re.search(r"```python\n(.*?)```", section[1], re.S)
     assert block is not None
     return block.group(1)
@@ -129,7 +129,7 @@ def _readme_example() -> str:
 def test_readme_trl_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
-    exec(compile(_readme_example(), "README.md LLM example", "exec"), namespace)  # noqa: S102 - our doc
+    exec(compile(_readme_example(), "docs/llm.md LLM example", "exec"), namespace)  # noqa: S102 - our doc
     trainer = namespace["trainer"]
     assert trainer.state.global_step >= 1  # type: ignore[attr-defined]
     history = trainer.state.log_history  # type: ignore[attr-defined]

@@ -409,8 +409,8 @@ def test_readme_maps_every_variant_to_verl_and_trl() -> None:
 
     from agents.config import GRPOConfig
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("### GRPO variants (verl / TRL names)")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "variants.md").read_text(encoding="utf-8")
+    start = readme.index("# GRPO variants (verl / TRL names)")
     table = readme[start : readme.index("\n## ", start)]
     assert "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |" in table
     names = [*ADVANTAGE_ESTIMATORS, *KL_ESTIMATORS, *LOSS_AGGREGATIONS, *POLICY_LOSSES]

@@ -1,26 +1,151 @@
-"""The README's result tables are the files the benchmark commands write, and its commands exist."""
+"""README.md and the docs/ pages: their result tables are the files the benchmark commands write, their
+links resolve, their commands exist, the README stays short and its examples run."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from benchmarks.update_readme import render
+import pytest
+
+from benchmarks.update_readme import pages, rebase_links, refresh, render, render_all
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: the README is what a newcomer reads in five minutes (issue 15); everything else lives in docs/
+README_MAX_LINES = 300
+
+_FENCE = re.compile(r"^(```|~~~)")
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
 
 
-def test_readme_result_blocks_match_the_result_files() -> None:
-    _, stale = render(README)
-    assert stale == [], f"run `python -m benchmarks.update_readme`; stale blocks: {stale}"
+def _prose_lines(text: str) -> list[str]:
+    """The lines of a markdown page outside fenced code blocks."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if _FENCE.match(line.strip()):
+            fenced = not fenced
+            continue
+        if not fenced:
+            out.append(line)
+    return out
 
 
-def test_readme_commands_name_real_modules() -> None:
-    for module in set(re.findall(r"python -m ((?:benchmarks|agents)\.[a-z_.]+)", README)):
-        path = ROOT / (module.replace(".", "/") + ".py")
-        package = ROOT / module.replace(".", "/") / "__main__.py"
-        assert path.is_file() or package.is_file(), f"README names {module}, which does not exist"
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: the heading's text without markup, lower-cased,
+    every character that is not a letter, digit, ``_``, ``-`` or space dropped, spaces made ``-``;
+    a repeated anchor gets ``-1``, ``-2``, ..."""
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    for line in _prose_lines(text):
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading is None:
+            continue
+        title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1)).replace("`", "").replace("*", "")
+        slug = "".join(c for c in title.lower() if c.isalnum() or c in "_- ").replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def broken_links(page: Path) -> list[str]:
+    """Every relative link of ``page`` (outside code) whose file, or whose ``#anchor`` in a markdown
+    file, does not exist, as ``"target (reason)"``."""
+    text = page.read_text(encoding="utf-8")
+    broken = []
+    for line in _prose_lines(text):
+        for target in _LINK.findall(_CODE_SPAN.sub("", line)):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+                continue  # a URL: not checked offline
+            path, _, anchor = target.partition("#")
+            dest = page if not path else (page.parent / path).resolve()
+            if not dest.exists():
+                broken.append(f"{target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text(encoding="utf-8")):
+                broken.append(f"{target} (no heading with that anchor)")
+    return broken
+
+
+def test_every_page_block_matches_its_result_file() -> None:
+    stale = {page.relative_to(ROOT).as_posix(): changed
+             for page, (_, _, changed) in render_all().items() if changed}
+    assert stale == {}, f"run `python -m benchmarks.update_readme`; stale blocks: {stale}"
+
+
+def test_the_pages_are_the_readme_and_the_docs() -> None:
+    found = pages()
+    assert found[0] == ROOT / "README.md"
+    assert {p.name for p in found[1:]} >= {"results.md", "variants.md", "llm.md", "cluster.md"}
+    for page in found[1:]:
+        assert f"(docs/{page.name})" in README, f"README does not link docs/{page.name}"
+
+
+def test_every_result_table_is_on_a_page() -> None:
+    """Each markdown table a benchmark writes is shown on a page as a block, or its folder is named."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in pages())
+    missing = [md.relative_to(ROOT).as_posix() for md in sorted((ROOT / "benchmarks" / "results").rglob("*.md"))
+               if "runs" not in md.relative_to(ROOT).parts
+               and f"<!-- BEGIN {md.relative_to(ROOT).as_posix()} -->" not in text
+               and f"{md.parent.relative_to(ROOT).as_posix()}/`" not in text]
+    assert missing == [], f"result files shown on no page: {missing}"
+
+
+def test_a_stale_or_missing_block_is_reported_and_refreshed(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "benchmarks" / "results" / "t.md").write_text("| a |\n|---|\n| 2 | ![p](benchmarks/results/p.png)\n")
+    block = "<!-- BEGIN benchmarks/results/t.md -->\nold\n<!-- END benchmarks/results/t.md -->\n"
+    (tmp_path / "README.md").write_text("# r\n" + block)
+    (tmp_path / "docs" / "page.md").write_text("# p\n" + block + "<!-- BEGIN gone.md -->\nx\n<!-- END gone.md -->\n")
+    assert refresh(tmp_path, check=True) == [("README.md", "benchmarks/results/t.md"),
+                                             ("docs/page.md", "benchmarks/results/t.md"),
+                                             ("docs/page.md", "gone.md (missing: run its benchmark)")]
+    assert "old" in (tmp_path / "README.md").read_text()  # check mode writes nothing
+    refresh(tmp_path)
+    assert "](benchmarks/results/p.png)" in (tmp_path / "README.md").read_text()
+    assert "](../benchmarks/results/p.png)" in (tmp_path / "docs" / "page.md").read_text()  # rebased
+    assert refresh(tmp_path, check=True) == [("docs/page.md", "gone.md (missing: run its benchmark)")]
+
+
+def test_links_in_results_files_are_rebased_onto_the_page() -> None:
+    text = "[a](benchmarks/x.png) [b](https://x.org/y) [c](#here) [d](docs/llm.md#verl) ![e](/abs.png)"
+    assert rebase_links(text, ROOT / "docs", ROOT) == (
+        "[a](../benchmarks/x.png) [b](https://x.org/y) [c](#here) [d](llm.md#verl) ![e](/abs.png)")
+    assert rebase_links(text, ROOT, ROOT) == text
+    _, stale = render("<!-- BEGIN benchmarks/results/lab/lab.md -->\n\n<!-- END benchmarks/results/lab/lab.md -->",
+                      ROOT, ROOT / "docs")
+    assert stale == ["benchmarks/results/lab/lab.md"]
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_links_point_at_files_and_headings_that_exist(page: Path) -> None:
+    assert broken_links(page) == []
+
+
+def test_the_link_checker_finds_a_missing_file_and_a_missing_anchor(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Title `x` (y)\n\n## Title `x` (y)\n\n```\n# not a heading\n```\n")
+    assert anchors((tmp_path / "a.md").read_text()) == {"title-x-y", "title-x-y-1"}
+    page = tmp_path / "p.md"
+    page.write_text("[ok](a.md#title-x-y) [ok2](a.md#title-x-y-1) `[code](gone.md)` [f](gone.md) "
+                    "[h](a.md#not-a-heading) [self](#nope)\n```\n[in code](gone2.md)\n```\n")
+    assert broken_links(page) == ["gone.md (no such file)", "a.md#not-a-heading (no heading with that anchor)",
+                                  "#nope (no heading with that anchor)"]
+
+
+def test_readme_is_under_the_line_limit() -> None:
+    lines = len(README.splitlines())
+    assert lines < README_MAX_LINES, f"README.md has {lines} lines; move detail to a docs/ page"
+
+
+def test_commands_on_the_pages_name_real_modules() -> None:
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for module in set(re.findall(r"python -m ((?:benchmarks|agents)(?:\.[a-z_]+)+)", text)):
+            path = ROOT / (module.replace(".", "/") + ".py")
+            package = ROOT / module.replace(".", "/") / "__main__.py"
+            assert path.is_file() or package.is_file(), f"{page.name} names {module}, which does not exist"
 
 
 def test_ci_runs_the_readme_test_command() -> None:
@@ -32,9 +157,19 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert '".[test]"' in lines[0], lines[0]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python3 -m venv" in ci and "README.md" in ci and 'bash -c "$cmd"' in ci
+    # the two commands come first, before a newcomer scrolls
+    assert README.index(lines[0]) < README.index("## Quick start")
 
 
-def test_quick_start_runs_pasted_into_a_python_repl(tmp_path: Path, monkeypatch) -> None:
+def _python_block(heading: str) -> str:
+    section = README.split(f"\n{heading}\n", 1)
+    assert len(section) == 2, f"the README has no {heading!r} section"
+    block = re.search(r"```python\n(.*?)```", section[1].split("\n## ", 1)[0], re.S)
+    assert block is not None, f"the README's {heading!r} section has no python block"
+    return block.group(1)
+
+
+def test_quick_start_runs_pasted_into_a_python_repl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The quick start, fed line by line to an interactive console as a paste into ``python`` would be
     (so a compound statement needs its blank line), runs without an error; torch is set to one thread
     before SB3 trains."""
@@ -70,3 +205,32 @@ def test_quick_start_runs_pasted_into_a_python_repl(tmp_path: Path, monkeypatch)
         torch.set_num_threads(threads)
     assert (tmp_path / "grpo_arith.zip").is_file()
     assert 0.0 <= console.locals["model"].evaluate(split="test") <= 1.0
+
+
+def test_plug_in_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verifier, task and agent recipe runs as a script: the custom verifier's third part is paid,
+    GRPO trains on the registered task, and SB3 PPO is scored by the shared evaluator."""
+    import gymnasium as gym
+    import torch
+
+    text = _python_block("## Plug in your own verifier, task or agent")
+    threads = torch.get_num_threads()
+    namespace: dict[str, object] = {}
+    try:
+        exec(compile(text, "README.md plug-in example", "exec"), namespace)  # noqa: S102 - our own doc
+    finally:
+        torch.set_num_threads(threads)
+        gym.registry.pop("my/NearMiss-v0", None)
+    task = namespace["NearMiss"](n_numbers=3)  # type: ignore[operator]
+    from rlvr_env import Prompt, RewardWeights
+
+    prompt = Prompt((1, 2, 4), 7)
+
+    def score(*tokens: str):  # noqa: ANN202
+        return task.score(prompt, [task.vocab.index(s) for s in tokens], RewardWeights())
+
+    assert score("n0", "+", "n2", "<eos>").parts == {"accuracy": 0.0, "format": 0.1}  # 5 misses 7 by 2
+    near = score("n1", "+", "n2", "<eos>")  # 6 misses by one
+    assert near.parts == {"accuracy": 0.0, "format": 0.1, "near": 0.5} and near.reward == pytest.approx(0.6)
+    assert score("n0", "+", "n1", "+", "n2", "<eos>").parts == {"accuracy": 1.0, "format": 0.1}
+    assert namespace["model"].num_timesteps >= 5_000  # type: ignore[attr-defined]
