@@ -85,7 +85,8 @@ def test_the_pages_are_the_readme_and_the_docs() -> None:
 def test_every_result_table_is_on_a_page() -> None:
     """Each markdown table a benchmark writes is shown on a page as a block, or its folder is named."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in pages())
-    missing = [md.relative_to(ROOT).as_posix() for md in sorted((ROOT / "benchmarks" / "results").rglob("*.md"))
+    results = sorted((ROOT / "benchmarks" / "results").rglob("*.md"))
+    missing = [md.relative_to(ROOT).as_posix() for md in results
                if "runs" not in md.relative_to(ROOT).parts
                and f"<!-- BEGIN {md.relative_to(ROOT).as_posix()} -->" not in text
                and f"{md.parent.relative_to(ROOT).as_posix()}/`" not in text]
@@ -95,10 +96,12 @@ def test_every_result_table_is_on_a_page() -> None:
 def test_a_stale_or_missing_block_is_reported_and_refreshed(tmp_path: Path) -> None:
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     (tmp_path / "docs").mkdir()
-    (tmp_path / "benchmarks" / "results" / "t.md").write_text("| a |\n|---|\n| 2 | ![p](benchmarks/results/p.png)\n")
+    table = "| a |\n|---|\n| 2 | ![p](benchmarks/results/p.png)\n"
+    (tmp_path / "benchmarks" / "results" / "t.md").write_text(table)
     block = "<!-- BEGIN benchmarks/results/t.md -->\nold\n<!-- END benchmarks/results/t.md -->\n"
     (tmp_path / "README.md").write_text("# r\n" + block)
-    (tmp_path / "docs" / "page.md").write_text("# p\n" + block + "<!-- BEGIN gone.md -->\nx\n<!-- END gone.md -->\n")
+    gone = "<!-- BEGIN gone.md -->\nx\n<!-- END gone.md -->\n"
+    (tmp_path / "docs" / "page.md").write_text("# p\n" + block + gone)
     assert refresh(tmp_path, check=True) == [("README.md", "benchmarks/results/t.md"),
                                              ("docs/page.md", "benchmarks/results/t.md"),
                                              ("docs/page.md", "gone.md (missing: run its benchmark)")]
@@ -114,8 +117,8 @@ def test_links_in_results_files_are_rebased_onto_the_page() -> None:
     assert rebase_links(text, ROOT / "docs", ROOT) == (
         "[a](../benchmarks/x.png) [b](https://x.org/y) [c](#here) [d](llm.md#verl) ![e](/abs.png)")
     assert rebase_links(text, ROOT, ROOT) == text
-    _, stale = render("<!-- BEGIN benchmarks/results/lab/lab.md -->\n\n<!-- END benchmarks/results/lab/lab.md -->",
-                      ROOT, ROOT / "docs")
+    lab = "benchmarks/results/lab/lab.md"
+    _, stale = render(f"<!-- BEGIN {lab} -->\n\n<!-- END {lab} -->", ROOT, ROOT / "docs")
     assert stale == ["benchmarks/results/lab/lab.md"]
 
 
@@ -130,7 +133,8 @@ def test_the_link_checker_finds_a_missing_file_and_a_missing_anchor(tmp_path: Pa
     page = tmp_path / "p.md"
     page.write_text("[ok](a.md#title-x-y) [ok2](a.md#title-x-y-1) `[code](gone.md)` [f](gone.md) "
                     "[h](a.md#not-a-heading) [self](#nope)\n```\n[in code](gone2.md)\n```\n")
-    assert broken_links(page) == ["gone.md (no such file)", "a.md#not-a-heading (no heading with that anchor)",
+    assert broken_links(page) == ["gone.md (no such file)",
+                                  "a.md#not-a-heading (no heading with that anchor)",
                                   "#nope (no heading with that anchor)"]
 
 
