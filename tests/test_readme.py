@@ -238,3 +238,16 @@ def test_plug_in_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> Non
     assert near.parts == {"accuracy": 0.0, "format": 0.1, "near": 0.5} and near.reward == pytest.approx(0.6)
     assert score("n0", "+", "n1", "+", "n2", "<eos>").parts == {"accuracy": 1.0, "format": 0.1}
     assert namespace["model"].num_timesteps >= 5_000  # type: ignore[attr-defined]
+
+
+def test_readme_preset_table_matches_the_presets() -> None:
+    """The README's preset table is typed from ``GRPOConfig``'s presets; G, B, advantage and beta must
+    be what ``GRPOConfig.preset(name)`` resolves to."""
+    from agents import GRPOConfig
+
+    rows = re.findall(r"^\| `\"(\w+)\"` \| (\d+) \| (\d+) \| `(\w+)`[^|]*\|[^|]*\| ([\d.]+) \|", README, re.M)
+    assert {r[0] for r in rows} == {"paper", "tabular", "mlp", "countdown"}, rows
+    for name, group, prompts, advantage, beta in rows:
+        config = GRPOConfig.preset(name)
+        assert (config.group_size, config.prompts_per_iter, config.advantage, config.beta) == (
+            int(group), int(prompts), advantage, float(beta)), name
