@@ -140,8 +140,8 @@ class GRPOConfig:
     sigmoid(tau (rho - 1)) 4 / tau in place of the clip (SAPO, Gao et al. 2025, arXiv 2511.20347; verl and
     TRL "sapo"; see sapo_tau_pos); "geo_mean" = the geometric mean of each answer's token ratios, clipped
     in log space to [-clip_eps, clip_eps_high] (GMPO, Zhao et al. 2025, arXiv 2507.20673; verl "geo_mean";
-    the paper's range is 0.4); "cispo" = REINFORCE with the clipped importance weight as a constant (MiniMax-M1,
-    2025; TRL loss_type="cispo"); "kl_cov" = unclipped ratio, KL penalty on the
+    the paper's range is 0.4); "cispo" = REINFORCE with the clipped importance weight as a constant
+    (MiniMax-M1, 2025; TRL loss_type="cispo"); "kl_cov" = unclipped ratio, KL penalty on the
     highest-covariance tokens (KL-Cov, Cui et al. 2025, arXiv 2505.22617); "clip_cov" = PPO-clip with
     a random few high-covariance tokens left out of the loss (Clip-Cov, same paper)."""
 

@@ -149,7 +149,8 @@ def reinforce_pp_baseline_verl_advantages(
     r = _check_rewards(rewards)
     n_tok = np.ones_like(r) if lengths is None else np.asarray(lengths, dtype=np.float64).reshape(r.shape)
     if np.any(n_tok < 0) or n_tok.sum() < 2:
-        raise ValueError(f"lengths must be non-negative token counts summing to at least 2, got {n_tok.sum()}")
+        raise ValueError(f"lengths must be non-negative token counts summing to at least 2, got "
+                         f"{n_tok.sum()}")
     a = r - r.mean(axis=1, keepdims=True)  # (B, G)
     total = n_tok.sum()
     m = (n_tok * a).sum() / total

@@ -49,7 +49,8 @@ NEW_CLAIMS: dict[str, NewClaim] = {c.name: c for c in (
         "agree if the paired difference sapo - clip has its 95% interval above 0; disagree if below 0",
         "clip_hi", "sapo_hi",
         (NewArm("clip_hi", f"PPO clip, mu={MU_HI}", {"epochs": MU_HI}),
-         NewArm("sapo_hi", f"SAPO gate (tau 1.0 / 1.05), mu={MU_HI}", {"epochs": MU_HI, "policy_loss": "sapo"})),
+         NewArm("sapo_hi", f"SAPO gate (tau 1.0 / 1.05), mu={MU_HI}",
+                {"epochs": MU_HI, "policy_loss": "sapo"})),
     ),
     NewClaim(
         "gmpo", "GMPO (Zhao et al. 2025, arXiv 2507.20673)",
@@ -73,7 +74,8 @@ NEW_CLAIMS: dict[str, NewClaim] = {c.name: c for c in (
          NewArm("passk", "pass@k advantage", {"advantage": "grpo_passk"})),
     ),
     NewClaim(
-        "high_entropy", "Wang et al. 2025, \"Beyond the 80/20 Rule\" (arXiv 2506.01939; TRL top_entropy_quantile)",
+        "high_entropy",
+        "Wang et al. 2025, \"Beyond the 80/20 Rule\" (arXiv 2506.01939; TRL top_entropy_quantile)",
         "training only on the 20% highest-entropy tokens matches or beats training on every token",
         "held-out sampled success (k = 8) after training",
         f"agree if the paired difference top20 - all has its 95% interval above -{MATCH_MARGIN}; "

@@ -246,7 +246,8 @@ def test_top_entropy_loss_matches_trl_to_1e10() -> None:
     logp_ref = logp_old + rng.normal(scale=0.2, size=logp.shape)
     chosen = high_entropy_tokens(rng.uniform(0, 2, size=mask.shape), mask, 0.2)
     beta = 0.04
-    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=beta, policy_tokens=chosen)
+    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=beta,
+                            policy_tokens=chosen)
 
     def trl(x):
         coef_1 = torch.exp(x - _t(logp_old))
@@ -310,7 +311,7 @@ def test_log_ratio_clamps_differ_from_verl_where_pinned() -> None:
 
 def test_config_defaults_and_messages_say_what_verl_does() -> None:
     assert GRPOConfig().kl_cov_coef == 0.1  # verl's ppo_kl_coef config default
-    with pytest.raises(ValueError, match="verl hard-codes it for 'sapo' and 'geo_mean' and accepts other modes"):
+    with pytest.raises(ValueError, match="hard-codes it for 'sapo' and 'geo_mean' and accepts other modes"):
         GRPOConfig(policy_loss="gspo", loss_aggregation="token_mean")
     for name in ("sapo", "geo_mean"):
         with pytest.raises(ValueError, match=f"policy_loss='{name}' needs loss_aggregation"):
