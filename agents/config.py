@@ -18,7 +18,14 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from agents.objective import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
+from agents.objective import (
+    ADVANTAGE_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    PER_ANSWER_LOSSES,
+    POLICY_LOSSES,
+    SEQ_MEAN_ROWS,
+)
 
 __all__ = ["GRPOConfig", "PRESETS", "PRESET_FIELDS"]
 
@@ -62,7 +69,10 @@ class GRPOConfig:
     """Advantage estimator: "grpo" = (r - mean) / (std + eps) (DeepSeekMath 4.1.2), "dr_grpo" = r - mean
     (Liu et al. 2025), "rloo" = leave-one-out baseline (Ahmadian et al. 2024), "grpo_batch_std" = (r -
     group mean) / (batch std + eps) (TRL scale_rewards="batch"), "reinforce_pp_baseline" = group mean
-    subtracted, then the batch normalised (REINFORCE++-baseline, Hu et al. 2025). None: the preset."""
+    subtracted, then the batch normalised over answers (REINFORCE++-baseline, Hu et al. 2025),
+    "reinforce_pp_baseline_verl" = the same normalised over token copies as verl does (its exact numbers),
+    "grpo_passk" = only each group's best answer credited, (r_max - r_second) / (std + eps) (pass@k
+    training, Tang et al. 2025, arXiv 2503.19595; verl adv_estimator="grpo_passk"). None: the preset."""
 
     unbiased_std: bool = True
     """Use the sample std (ddof=1) in the "grpo" advantage, as TRL and verl do."""
@@ -73,8 +83,13 @@ class GRPOConfig:
     loss_aggregation: str = "seq_mean_token_mean"
     """How token losses are averaged: "seq_mean_token_mean" (GRPO paper eq. 3), "token_mean" (DAPO),
     "seq_mean_token_sum" (Dr. GRPO: token sums over N x max_length, max_length fixed: see
-    token_sum_norm; TRL loss_type="dr_grpo"; verl "seq-mean-token-sum-norm" divides by max_length only,
-    so its loss is N times ours)."""
+    token_sum_norm; TRL loss_type="dr_grpo"; verl 0.9.1 "seq-mean-token-sum-norm" with loss_scale_factor
+    = max_length is equal to it; see seq_mean_rows for answers with no token in the loss)."""
+
+    seq_mean_rows: str = "all"
+    """How "seq_mean_token_mean" and "seq_mean_token_sum" count answers: "all" = divide by every answer
+    of the minibatch (ours and TRL's), "non_empty" = only by answers with a token in the loss (verl's
+    agg_loss). They differ only when mask_truncated removes whole answers."""
 
     length_weight: float = 0.1
     """Weight of the Kimi k1.5 length reward (Kimi k1.5 section 2.3.3) added to each group's rewards,
@@ -121,8 +136,12 @@ class GRPOConfig:
     """The surrogate (verl actor.policy_loss.loss_mode): "vanilla" = PPO-clip per token (DeepSeekMath
     eq. 3); "gspo" = one length-normalised ratio per answer, clipped per answer (GSPO, Zheng et al.
     2025; TRL importance_sampling_level="sequence"; GSPO uses far smaller clip ranges, e.g.
-    3e-4 / 4e-4); "cispo" = REINFORCE with the clipped importance weight as a constant (MiniMax-M1,
-    2025; TRL loss_type="cispo"); "kl_cov" = unclipped ratio, KL penalty on the
+    3e-4 / 4e-4; verl clamps its log-ratio at +10, we at +-20); "sapo" = a smooth gate
+    sigmoid(tau (rho - 1)) 4 / tau in place of the clip (SAPO, Gao et al. 2025, arXiv 2511.20347; verl and
+    TRL "sapo"; see sapo_tau_pos); "geo_mean" = the geometric mean of each answer's token ratios, clipped
+    in log space to [-clip_eps, clip_eps_high] (GMPO, Zhao et al. 2025, arXiv 2507.20673; verl "geo_mean";
+    the paper's range is 0.4); "cispo" = REINFORCE with the clipped importance weight as a constant
+    (MiniMax-M1, 2025; TRL loss_type="cispo"); "kl_cov" = unclipped ratio, KL penalty on the
     highest-covariance tokens (KL-Cov, Cui et al. 2025, arXiv 2505.22617); "clip_cov" = PPO-clip with
     a random few high-covariance tokens left out of the loss (Clip-Cov, same paper)."""
 
@@ -130,9 +149,24 @@ class GRPOConfig:
     """k: fraction of a minibatch's tokens that KL-Cov penalises (Cui et al. 2025; verl kl_cov_ratio,
     2e-4 there; at least one token is always chosen). In (0, 1]. Used by policy_loss="kl_cov"."""
 
-    kl_cov_coef: float = 1.0
-    """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025;
-    verl ppo_kl_coef). >= 0. Used by policy_loss="kl_cov"."""
+    kl_cov_coef: float = 0.1
+    """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025; verl
+    ppo_kl_coef, whose config default is 0.1; it was 1.0 here before issue 17, verl's fallback when the
+    config gives None). >= 0. Used by policy_loss="kl_cov"."""
+
+    sapo_tau_pos: float = 1.0
+    """tau_pos: SAPO's gate temperature on tokens with A > 0 (Gao et al. 2025; verl tau_pos, TRL
+    sapo_temperature_pos; 1.0 in all three). > 0. Used by policy_loss="sapo"."""
+
+    sapo_tau_neg: float = 1.05
+    """tau_neg: SAPO's temperature on tokens with A <= 0; larger than tau_pos, so negative updates fade
+    sooner off-policy (verl tau_neg, TRL sapo_temperature_neg; 1.05). > 0. Used by policy_loss="sapo"."""
+
+    top_entropy_quantile: float = 1.0
+    """rho: train the policy term only on the top-rho fraction of a minibatch's tokens by policy entropy
+    (Wang et al. 2025, "Beyond the 80/20 Rule", arXiv 2506.01939, rho = 0.2 there; TRL
+    top_entropy_quantile). The KL term and the loss's normalisation still cover every token; the entropy
+    bonus covers the selected ones (as in TRL). 1.0 = every token (off). In [0, 1]."""
 
     clip_cov_ratio: float = 2e-4
     """r: fraction of a minibatch's tokens that Clip-Cov removes from the loss (Cui et al. 2025; verl
@@ -215,12 +249,22 @@ class GRPOConfig:
                 f"clip_eps_high={self.clip_eps_high!r} has no effect with policy_loss='kl_cov': KL-Cov "
                 "does not clip the ratio"
             )
-        if self.policy_loss == "gspo" and self.loss_aggregation != "seq_mean_token_mean":
+        if self.policy_loss in PER_ANSWER_LOSSES and self.loss_aggregation != "seq_mean_token_mean":
             raise ValueError(
-                f"policy_loss='gspo' needs loss_aggregation='seq_mean_token_mean', not "
-                f"{self.loss_aggregation!r}: GSPO's ratio is one number per answer, so each answer is "
-                "weighted once (GSPO's objective; verl forces it)"
+                f"policy_loss={self.policy_loss!r} needs loss_aggregation='seq_mean_token_mean', not "
+                f"{self.loss_aggregation!r}: its objective is one number per answer, so each answer is "
+                "weighted once (the paper's objective; verl hard-codes it for 'sapo' and 'geo_mean' and "
+                "accepts other modes for 'gspo', where the answer-level ratio is then reweighted by length)"
             )
+        _choice("seq_mean_rows", self.seq_mean_rows, SEQ_MEAN_ROWS)
+        if self.seq_mean_rows != "all" and not self.loss_aggregation.startswith("seq_mean"):
+            raise ValueError(
+                f"seq_mean_rows={self.seq_mean_rows!r} has no effect with loss_aggregation="
+                f"{self.loss_aggregation!r}: it only changes how seq_mean_* aggregations count answers"
+            )
+        _real_in("sapo_tau_pos", self.sapo_tau_pos, lo=0.0, lo_open=True)
+        _real_in("sapo_tau_neg", self.sapo_tau_neg, lo=0.0, lo_open=True)
+        _real_in("top_entropy_quantile", self.top_entropy_quantile, lo=0.0, hi=1.0)
         _real_in("kl_cov_ratio", self.kl_cov_ratio, lo=0.0, lo_open=True, hi=1.0)
         _real_in("kl_cov_coef", self.kl_cov_coef, lo=0.0)
         _real_in("clip_cov_ratio", self.clip_cov_ratio, lo=0.0, lo_open=True, hi=1.0)

@@ -34,6 +34,15 @@ __all__ = [
     "gspo_surrogate",
     "informative_groups",
     "kl_cov_surrogate",
+    "geo_mean_surrogate",
+    "sapo_surrogate",
+    "high_entropy_tokens",
+    "non_empty_rows",
+    "token_entropies",
+    "PER_ANSWER_LOSSES",
+    "SEQ_MEAN_ROWS",
+    "grpo_passk_advantages",
+    "reinforce_pp_baseline_verl_advantages",
     "mask_truncated",
     "grpo_advantages",
     "grpo_batch_std_advantages",
@@ -50,7 +59,9 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------
 # Advantages: one scalar per answer, broadcast to its tokens (outcome supervision, DeepSeekMath 4.1.2)
 # --------------------------------------------------------------------------------------------------
-def grpo_advantages(rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True) -> np.ndarray:
+def grpo_advantages(
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
+) -> np.ndarray:
     """GRPO group-relative advantages ``A_i = (r_i - mean(r)) / (std(r) + eps)`` per group.
 
     Args:
@@ -72,7 +83,9 @@ def grpo_advantages(rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool =
     return np.where(tied, 0.0, centered / (std + eps))
 
 
-def dr_grpo_advantages(rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True) -> np.ndarray:
+def dr_grpo_advantages(
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
+) -> np.ndarray:
     """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training", section 3.1): mean-centred
     rewards without the std division, which removes GRPO's question-difficulty bias. ``eps`` and
     ``unbiased_std`` are accepted for a uniform signature and unused."""
@@ -81,7 +94,9 @@ def dr_grpo_advantages(rewards: np.ndarray, eps: float = 1e-4, unbiased_std: boo
     return np.where(tied, 0.0, r - r.mean(axis=1, keepdims=True))
 
 
-def rloo_advantages(rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True) -> np.ndarray:
+def rloo_advantages(
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
+) -> np.ndarray:
     """RLOO (Ahmadian et al. 2024): ``r_i`` minus the mean of the other G-1 rewards of its group,
     i.e. ``G/(G-1) * (r_i - mean(r))``. ``eps``/``unbiased_std`` are unused (uniform signature)."""
     r = _check_rewards(rewards)
@@ -91,7 +106,7 @@ def rloo_advantages(rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool =
 
 
 def grpo_batch_std_advantages(
-    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
     """Group-mean baseline scaled by the *batch's* reward std: ``(r_i - mean(r_group)) / (std(r_batch) +
     eps)`` (TRL ``scale_rewards="batch"``, after "PPO Lite", Liu et al. 2025 "Tricks or Traps?").
@@ -104,13 +119,16 @@ def grpo_batch_std_advantages(
 
 
 def reinforce_pp_baseline_advantages(
-    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
     """REINFORCE++-baseline (Hu et al. 2025, "REINFORCE++", arXiv 2501.03262): subtract each
     group's mean reward, then normalise the whole batch, ``A = (a - mean(a)) / (std(a) + eps)`` over all
-    B x G centred rewards ``a``. Each answer counts once (verl's ``reinforce_plus_plus_baseline``
-    whitens over tokens, so there a long answer counts once per token; equal on fixed-length tasks).
-    A tied group's centred rewards are exactly zero before the batch shift, and stay zero after it."""
+    B x G centred rewards ``a``. Each answer counts once, and a tied group's centred rewards are exactly
+    zero before the batch shift and stay zero after it. This is not verl's ``reinforce_plus_plus_baseline``,
+    even on fixed-length tasks: verl whitens the token copies (``masked_whiten``: mean and Bessel-corrected
+    variance over all T tokens, ``(a - m) / sqrt(v + 1e-8)``), so rewards [[1, 0], [1, 0]] with 3 tokens
+    each give +-0.8659 here and +-0.9574 there; :func:`reinforce_pp_baseline_verl_advantages` is verl's.
+    ``lengths`` is unused (uniform signature)."""
     r = _check_rewards(rewards)
     tied = np.all(r == r[:, :1], axis=1, keepdims=True)
     centred = np.where(tied, 0.0, r - r.mean(axis=1, keepdims=True))
@@ -118,13 +136,54 @@ def reinforce_pp_baseline_advantages(
     return np.where(tied, 0.0, (centred - centred.mean()) / (std + eps))
 
 
-AdvantageFn = Callable[[np.ndarray, float, bool], np.ndarray]
+def reinforce_pp_baseline_verl_advantages(
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """verl's ``reinforce_plus_plus_baseline`` exactly: group mean subtracted, then whitened over the
+    batch's *token copies*. With ``a_i`` the centred reward of answer i and ``L_i`` its token count
+    (``lengths``, (B, G); None = one token each), T = sum L_i, ``m = sum L_i a_i / T``, ``v = sum L_i
+    (a_i - m)^2 / (T - 1)`` (``/ T`` if not ``unbiased_std``) and ``A_i = (a_i - m) / sqrt(v + 1e-8)``
+    (verl ``masked_whiten``; its 1e-8 is fixed, so ``eps`` is unused). A long answer weighs once per
+    token, and, unlike every other estimator here, a tied group gets ``-m / sqrt(v + 1e-8)``, not 0.
+    """
+    r = _check_rewards(rewards)
+    n_tok = np.ones_like(r) if lengths is None else np.asarray(lengths, dtype=np.float64).reshape(r.shape)
+    if np.any(n_tok < 0) or n_tok.sum() < 2:
+        raise ValueError(f"lengths must be non-negative token counts summing to at least 2, got "
+                         f"{n_tok.sum()}")
+    a = r - r.mean(axis=1, keepdims=True)  # (B, G)
+    total = n_tok.sum()
+    m = (n_tok * a).sum() / total
+    v = (n_tok * (a - m) ** 2).sum() / (total - 1.0 if unbiased_std else total)
+    return (a - m) / np.sqrt(v + 1e-8)
+
+
+def grpo_passk_advantages(
+    rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """Pass@k training (verl ``adv_estimator="grpo_passk"``, after Tang et al. 2025, "Optimizing Language
+    Models for Inference Time Objectives using Reinforcement Learning", arXiv 2503.19595): only each
+    group's best answer is credited, ``A = (r_max - r_second) / (std(r) + eps)``, every other answer
+    gets 0. The group is worth its best reward (pass@G), and an answer is pushed up only by what it adds
+    over the rest of the group (the leave-one-out pass@k gradient with k = G). A tied best, or a tied
+    group, gives 0 (so the first of tied bests is credited with 0). ``lengths`` is unused."""
+    r = _check_rewards(rewards)
+    top2 = -np.sort(-r, axis=1)[:, :2]  # (B, 2): r_max, r_second (equal when the best is tied)
+    std = r.std(axis=1, ddof=1 if unbiased_std else 0)  # (B,)
+    out = np.zeros_like(r)
+    out[np.arange(r.shape[0]), r.argmax(axis=1)] = (top2[:, 0] - top2[:, 1]) / (std + eps)
+    return out
+
+
+AdvantageFn = Callable[..., np.ndarray]  # (rewards (B, G), eps, unbiased_std, lengths=(B, G) | None)
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {
     "grpo": grpo_advantages,
     "dr_grpo": dr_grpo_advantages,
     "rloo": rloo_advantages,
     "grpo_batch_std": grpo_batch_std_advantages,
     "reinforce_pp_baseline": reinforce_pp_baseline_advantages,
+    "reinforce_pp_baseline_verl": reinforce_pp_baseline_verl_advantages,
+    "grpo_passk": grpo_passk_advantages,
 }
 
 
@@ -149,9 +208,11 @@ def _check_rewards(rewards: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 # Importance ratio and the policy-gradient surrogates (one per POLICY_LOSSES entry)
 # --------------------------------------------------------------------------------------------------
-#: log(pi / pi_old) is clamped to +-LOG_RATIO_CLAMP before exp(), as verl does
-#: (``negative_approx_kl.clamp(-20, 20)``): beyond ~710 exp() overflows to inf and inf * 0 gives NaN.
-#: Where the clamp is active the ratio is constant, so the token has no ratio gradient.
+#: log(pi / pi_old) is clamped to +-LOG_RATIO_CLAMP before exp() in every ratio-based loss here
+#: (vanilla, GSPO's sequence ratio, CISPO, KL-Cov, Clip-Cov, SAPO): beyond ~710 exp() overflows to inf
+#: and inf * 0 gives NaN. Where the clamp is active the ratio is constant (no ratio gradient). verl 0.9.1
+#: clamps at +-20 only in vanilla, CISPO and SAPO; it clamps GSPO's sequence log-ratio at +10 one-sided
+#: and KL-Cov, Clip-Cov and geo_mean not at all (tests/test_variants_parity.py pins the difference).
 LOG_RATIO_CLAMP = 20.0
 
 
@@ -168,16 +229,20 @@ class SurrogateSettings:
       2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617).
     * ``clip_cov_ratio``, ``clip_cov_bounds``, ``rng``: Clip-Cov's fraction r of tokens, the covariance
       window (omega_low, omega_high) they are drawn from, and the generator that draws them (same paper).
+    * ``sapo_tau_pos``, ``sapo_tau_neg``: SAPO's gate temperatures for A > 0 and A <= 0 (Gao et al.
+      2025, arXiv 2511.20347; verl ``tau_pos`` / ``tau_neg``, TRL ``sapo_temperature_pos`` / ``_neg``).
     """
 
     clip_eps: float = 0.2
     clip_eps_high: float | None = None
     dual_clip_c: float | None = None
     kl_cov_ratio: float = 2e-4
-    kl_cov_coef: float = 1.0
+    kl_cov_coef: float = 0.1
     clip_cov_ratio: float = 2e-4
     clip_cov_bounds: tuple[float, float] = (1.0, 5.0)
     rng: np.random.Generator | None = None
+    sapo_tau_pos: float = 1.0
+    sapo_tau_neg: float = 1.05
 
     @property
     def eps_high(self) -> float:
@@ -345,6 +410,54 @@ def clip_cov_surrogate(
     return np.where(removed, 0.0, objective), np.where(removed, 0.0, grad), clipped | removed
 
 
+def sapo_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """SAPO (Gao et al. 2025, "Soft Adaptive Policy Optimization", arXiv 2511.20347; verl
+    ``loss_mode="sapo"``, TRL ``loss_type="sapo"``): the hard clip replaced by a smooth gate,
+    ``f(rho) A`` with ``f(rho) = sigmoid(tau (rho - 1)) * 4 / tau`` per token, ``tau = sapo_tau_pos`` where
+    A > 0 and ``sapo_tau_neg`` elsewhere. ``f'(1) = 1``, so on-policy it is the plain policy gradient; far
+    from ``rho = 1`` the gradient ``f'(rho) rho A = 4 sigma (1 - sigma) rho A`` fades instead of dropping to
+    zero at a clip edge. No token is clipped (``clipped`` is all False). verl and TRL average it per answer
+    (``seq_mean_token_mean``, which the config requires)."""
+    log_ratio, live = _log_ratio(logp, logp_old)
+    ratio = np.exp(log_ratio)  # (N, L)
+    tau = np.where(adv > 0, s.sapo_tau_pos, s.sapo_tau_neg)
+    sig = 1.0 / (1.0 + np.exp(-tau * (ratio - 1.0)))
+    objective = sig * (4.0 / tau) * adv
+    grad = np.where(live, 4.0 * sig * (1.0 - sig) * ratio * adv, 0.0)
+    return objective, grad, np.zeros(logp.shape, dtype=bool)
+
+
+def geo_mean_surrogate(
+    logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GMPO (Zhao et al. 2025, "Geometric-Mean Policy Optimization", arXiv 2507.20673; verl
+    ``loss_mode="geo_mean"``): the answer's objective is ``A_i`` times the *geometric* mean of its token
+    ratios, each clipped in log space on the side that would profit: ``m_t = sgn(A) min(sgn(A) d_t,
+    sgn(A) clip(d_t, -clip_eps, clip_eps_high))`` with ``d_t = log(pi / pi_old)`` (so ``clip_eps`` bounds
+    the *log*-ratio here; the paper uses 0.4), and ``A_i exp(mean_t m_t)``, written on each of its tokens.
+    A geometric mean is less swayed by one outlier token than GRPO's arithmetic one.
+
+    As for GSPO, ``seq_mean_token_mean`` (each answer once, verl's ``mean`` over answers; the config
+    requires it) makes the loss exactly GMPO's and the returned per-token gradient ``A_i exp(mean m)`` on
+    tokens whose clip is inactive supplies, with the aggregation's ``1 / |y_i|``, its derivative. verl
+    applies no log-ratio clamp here, nor do we (the clip bounds every ``m_t``); it divides by ``|y_i| +
+    1e-8`` where we divide by ``|y_i|``. ``clipped`` marks tokens whose clip is active.
+    """
+    sgn = np.sign(adv)
+    d = logp - logp_old  # (N, L)
+    high = s.clip_eps if s.clip_eps_high is None else s.clip_eps_high
+    d_clip = np.clip(d, -s.clip_eps, high)
+    clipped = sgn * d_clip < sgn * d  # the clipped branch wins the min
+    m = np.where(clipped, d_clip, d) * mask
+    lengths = np.maximum(mask.sum(axis=1, keepdims=True), 1.0)  # (N, 1)
+    seq_adv = (adv * mask).sum(axis=1, keepdims=True) / lengths  # (N, 1): the answer's advantage
+    value = np.broadcast_to(seq_adv * np.exp(m.sum(axis=1, keepdims=True) / lengths), logp.shape)
+    grad = np.where(clipped, 0.0, value) * mask
+    return value, grad, clipped & (mask > 0)
+
+
 SurrogateFn = Callable[
     [np.ndarray, np.ndarray, np.ndarray, np.ndarray, SurrogateSettings],
     tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -356,7 +469,11 @@ POLICY_LOSSES: dict[str, SurrogateFn] = {
     "cispo": cispo_surrogate,
     "kl_cov": kl_cov_surrogate,
     "clip_cov": clip_cov_surrogate,
+    "sapo": sapo_surrogate,
+    "geo_mean": geo_mean_surrogate,
 }
+#: Policy losses whose objective is one number per answer, so the loss must weight each answer once.
+PER_ANSWER_LOSSES = frozenset({"gspo", "sapo", "geo_mean"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -427,6 +544,41 @@ LOSS_AGGREGATIONS: dict[str, AggregationFn] = {
 }
 
 
+def non_empty_rows(weights: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Token weights of a ``seq_mean_*`` aggregation re-averaged over the answers that have a token in the
+    loss, as verl's ``agg_loss`` does (it divides by the non-empty rows; ours and TRL's by all N rows).
+    They differ only when whole answers are out of the loss (``mask_truncated``): with 1 of 4 answers
+    masked, verl's loss is 4/3 of ours."""
+    n_rows = float((mask.sum(axis=1) > 0).sum())
+    return weights * (mask.shape[0] / n_rows) if n_rows else weights
+
+
+#: How ``seq_mean_*`` aggregations count answers: "all" (ours, TRL) or "non_empty" (verl).
+SEQ_MEAN_ROWS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "all": lambda weights, mask: weights,
+    "non_empty": non_empty_rows,
+}
+
+
+def token_entropies(logp_all: np.ndarray) -> np.ndarray:
+    """(T,) entropy ``-sum_v p_v log p_v`` (nats) of each row of (T, V) log-probabilities (-inf = masked)."""
+    p = np.exp(logp_all)
+    return -(p * np.where(p > 0, logp_all, 0.0)).sum(axis=-1)
+
+
+def high_entropy_tokens(entropies: np.ndarray, mask: np.ndarray, quantile: float) -> np.ndarray:
+    """(N, L) True on the tokens of the loss whose entropy is in the top ``quantile`` (rho) of the batch's
+    tokens: ``H_t >= q``, q the (1 - rho) quantile (linear interpolation) of the entropies where ``mask``
+    is 1. Wang et al. 2025, "Beyond the 80/20 Rule: High-Entropy Minority Tokens Drive Effective RL for
+    LLM Reasoning" (arXiv 2506.01939; rho = 0.2 there): the policy gradient only on these "forking"
+    tokens. TRL ``top_entropy_quantile`` (``get_high_entropy_mask``); rho = 0 keeps the highest only."""
+    valid = mask > 0
+    if not valid.any():
+        return np.zeros(mask.shape, dtype=bool)
+    threshold = np.quantile(entropies[valid], 1.0 - quantile)
+    return (entropies >= threshold) & valid
+
+
 def mask_truncated(mask: np.ndarray, truncated: np.ndarray) -> np.ndarray:
     """The loss mask with every truncated answer's tokens removed (DAPO section 3.4, "overlong
     filtering"; TRL ``mask_truncated_completions``): an answer cut off at the length limit is neither
@@ -485,11 +637,14 @@ def grpo_token_loss(
     dual_clip_c: float | None = None,
     policy_loss: str = "vanilla",
     kl_cov_ratio: float = 2e-4,
-    kl_cov_coef: float = 1.0,
+    kl_cov_coef: float = 0.1,
     clip_cov_ratio: float = 2e-4,
     clip_cov_bounds: tuple[float, float] = (1.0, 5.0),
     rng: np.random.Generator | None = None,
     max_length: int | None = None,
+    sapo_taus: tuple[float, float] = (1.0, 1.05),
+    seq_mean_rows: str = "all",
+    policy_tokens: np.ndarray | None = None,
 ) -> LossTerms:
     """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
 
@@ -504,11 +659,21 @@ def grpo_token_loss(
         clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef, clip_cov_ratio, clip_cov_bounds, rng: see
             :class:`SurrogateSettings` (``rng`` is needed by "clip_cov" only).
         policy_loss: a key of :data:`POLICY_LOSSES` ("vanilla" is PPO-clip).
+        sapo_taus: SAPO's (tau_pos, tau_neg).
+        seq_mean_rows: a key of :data:`SEQ_MEAN_ROWS` (for the ``seq_mean_*`` aggregations).
+        policy_tokens: (N, L) bool or None: only these tokens carry the policy term (value and gradient),
+            e.g. :func:`high_entropy_tokens`; the KL term and the aggregation still use ``mask``, as TRL
+            applies ``top_entropy_quantile``.
     """
     weights = LOSS_AGGREGATIONS[aggregation](mask, max_length)  # (N, L), zero on padding
+    if aggregation.startswith("seq_mean"):
+        weights = SEQ_MEAN_ROWS[seq_mean_rows](weights, mask)
     settings = SurrogateSettings(clip_eps, clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef,
-                                 clip_cov_ratio, tuple(clip_cov_bounds), rng)  # type: ignore[arg-type]
+                                 clip_cov_ratio, tuple(clip_cov_bounds), rng,  # type: ignore[arg-type]
+                                 *sapo_taus)
     surrogate, d_surrogate, clipped = POLICY_LOSSES[policy_loss](logp, logp_old, adv, mask, settings)
+    if policy_tokens is not None:
+        surrogate, d_surrogate = surrogate * policy_tokens, d_surrogate * policy_tokens
     kl, d_kl = KL_ESTIMATORS[kl_estimator](logp, logp_ref)
     per_token = -(surrogate - beta * kl)  # (N, L)
     grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)

@@ -22,10 +22,19 @@ from agents.objective import (
     ADVANTAGE_ESTIMATORS,
     LossTerms,
     grpo_token_loss,
+    high_entropy_tokens,
     informative_groups,
     mask_truncated,
+    token_entropies,
 )
-from agents.policies import POLICY_NAMES, Policy, check_tabular_observations, make_policy
+from agents.policies import (
+    POLICY_NAMES,
+    Policy,
+    apply_mask,
+    check_tabular_observations,
+    log_softmax,
+    make_policy,
+)
 from agents.rollout import (
     GroupBatch,
     GroupMode,
@@ -223,7 +232,8 @@ class GRPO:
                 train_stats: dict[str, float] = {}
                 if batch is not None:
                     adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
-                        rewards, self.config.adv_eps, self.config.unbiased_std
+                        rewards, self.config.adv_eps, self.config.unbiased_std,
+                        lengths=batch.mask.sum(axis=1).reshape(rewards.shape),  # token counts, (B, G)
                     )  # (B, G)
                     train_stats = self._update(batch, adv.reshape(-1))  # mu clipped epochs
                 self.num_timesteps += sampled.n_steps  # every rolled-out step, kept or dropped
@@ -333,13 +343,19 @@ class GRPO:
                 n_tokens = int(sub_valid.sum())
                 if n_tokens == 0:  # e.g. every answer of the minibatch was truncated and masked out
                     continue
+                sub_masks = None if masks is None else masks[rows][sub_valid]
+                chosen = self._high_entropy_tokens(batch.obs[rows], sub_valid, loss_mask[rows],
+                                                   None if masks is None else masks[rows])
                 entropy_weights = None
                 if cfg.entropy_coef > 0:  # mean entropy of the tokens in the loss (TRL's definition)
                     entropy_weights = np.full(n_tokens, cfg.entropy_coef / n_tokens)
-                loss_fn = functools.partial(self._token_loss, batch, rows, logp_ref, adv_tok, loss_mask)
+                    if chosen is not None:  # ... of the tokens the policy term trains on (as TRL)
+                        picked = chosen[sub_valid]
+                        entropy_weights = picked * (cfg.entropy_coef / max(int(picked.sum()), 1))
+                loss_fn = functools.partial(self._token_loss, batch, rows, logp_ref, adv_tok, loss_mask,
+                                            policy_tokens=chosen)
                 result = self.policy.update(batch.obs[rows][sub_valid], batch.actions[rows][sub_valid],
-                                            loss_fn, entropy_weights=entropy_weights,
-                                            masks=None if masks is None else masks[rows][sub_valid])
+                                            loss_fn, entropy_weights=entropy_weights, masks=sub_masks)
                 stats.append((result.terms, result.entropy))
         if not stats:
             return {}
@@ -351,8 +367,21 @@ class GRPO:
             "train/entropy": float(np.mean([e for _, e in stats])),
         }
 
+    def _high_entropy_tokens(self, obs: np.ndarray, valid: np.ndarray, mask: np.ndarray,
+                             masks: np.ndarray | None) -> np.ndarray | None:
+        """(n, L) the top-rho tokens by the current policy's entropy (``top_entropy_quantile``), or None."""
+        rho = self.config.top_entropy_quantile
+        if rho >= 1.0:
+            return None
+        logp_all = log_softmax(apply_mask(self.policy.logits(obs[valid]),
+                                          None if masks is None else masks[valid]))  # (T, V)
+        entropies = np.zeros(valid.shape)
+        entropies[valid] = token_entropies(logp_all)
+        return high_entropy_tokens(entropies, mask, rho)
+
     def _token_loss(self, batch: GroupBatch, rows: np.ndarray, logp_ref: np.ndarray, adv_tok: np.ndarray,
-                    loss_mask: np.ndarray, logp_tokens: np.ndarray) -> LossTerms:
+                    loss_mask: np.ndarray, logp_tokens: np.ndarray,
+                    policy_tokens: np.ndarray | None = None) -> LossTerms:
         """The GRPO loss of episodes ``rows`` given the (T,) log-probs of their tokens in the loss; the
         gradient comes back per such token, in the same order."""
         cfg = self.config
@@ -369,6 +398,8 @@ class GRPO:
             clip_cov_bounds=(cfg.clip_cov_lb, cfg.clip_cov_ub),
             rng=self.rng if cfg.policy_loss == "clip_cov" else None,  # Clip-Cov's draw; seeded
             max_length=self._token_sum_norm(mask.shape[1]),
+            sapo_taus=(cfg.sapo_tau_pos, cfg.sapo_tau_neg), seq_mean_rows=cfg.seq_mean_rows,
+            policy_tokens=policy_tokens,
         )
         return dataclasses.replace(terms, grad_logp=terms.grad_logp[valid])
 

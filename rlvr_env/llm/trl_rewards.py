@@ -22,7 +22,7 @@ No import of trl here: the functions are plain callables (picklable, for TRL's w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion, score_parts
@@ -63,6 +63,26 @@ def score_batch(
             for c, nums, t in zip(completions, numbers, target)]
 
 
+def _freeze(value: Any) -> Any:
+    """A value snapshot of a batch's inputs for the cache key: equal to another snapshot exactly when the
+    inputs are equal by value. Strings and ints stay as they are, other scalars are tagged with their
+    type (so ``1.0`` and ``True`` do not stand for ``1``), lists, tuples and numpy arrays become tuples,
+    mappings sorted item tuples. Anything else gets a fresh object, so a batch holding it never hits."""
+    kind = type(value)
+    if kind is str or kind is int:
+        return value
+    if isinstance(value, (str, bytes, int, float)) or value is None:  # bool, float, subclasses
+        return (kind.__name__, value)
+    if isinstance(value, Mapping):
+        return ("map", tuple(sorted((repr(k), _freeze(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars: plain Python values
+    if callable(tolist) and hasattr(value, "dtype"):
+        return _freeze(tolist())
+    return object()
+
+
 class _VerifierReward:
     """Shared machinery: the task's grammar, the weights, the extraction format, and a one-batch cache so
     that the accuracy and format functions of one trainer step verify each completion once."""
@@ -93,9 +113,11 @@ class _VerifierReward:
                target: Any) -> tuple[list[float], list[float], list[str | None], list[bool]]:
         """``(accuracy parts, format parts, reasons, correct)`` for the batch
         (:func:`rlvr_env.completions.score_parts`: each entry equals :func:`score_batch`'s verdicts')."""
-        # The cache hits only for equal inputs (TRL passes the very same lists to every reward function
-        # of a step, so the comparison is one identity check per row).
-        key = (tuple(completions), numbers, target)
+        # The cache hits only for inputs equal *by value* to the last batch's: the key is a frozen copy
+        # (tuples of ints and strings), so numpy rows compare without "ambiguous truth value" errors,
+        # a column changed in place between two calls is a miss, and the entry is written only after
+        # scoring succeeded (a failing batch leaves the previous entry, never a half-made one).
+        key = _freeze((completions, numbers, target))
         cached = self._cache.get("batch")
         if cached is not None and cached[0] == key:
             return cached[1]  # type: ignore[no-any-return]

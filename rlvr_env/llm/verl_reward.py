@@ -15,7 +15,12 @@ and build the parquet rows with :func:`verl_rows` (``data_source``, ``prompt`` a
 - ``"operators"`` (a string, subset of ``"+-*/"``), ``"parentheses"`` (bool), ``"number_use"``
   (``"exactly_once"`` or ``"at_most_once"``), ``"integer_division"`` (bool): the grammar. Missing fields
   take the defaults of the task that ``data_source`` names (``"rlvr/Countdown"`` or
-  ``"rlvr/Arithmetic"``); with another ``data_source`` every grammar field is required;
+  ``"rlvr/Arithmetic"``, see :data:`DATA_SOURCES`); with another ``data_source`` every grammar field is
+  required. ``data_source="countdown"`` with ground truth ``{"target", "numbers"}`` (the rows of
+  TinyZero's and verl's Countdown examples) takes ``"rlvr/Countdown"``'s defaults: ``+-*/``,
+  parentheses, each number at most once, exact division. TinyZero's own scorer also demands that
+  every number is used (``"number_use": "exactly_once"`` in the ground truth gives that rule) and pays
+  1.0 / 0.1 where ours pays ``accuracy_weight + format_weight`` / ``format_weight``;
 - optional ``"open_tag"``, ``"close_tag"`` (strings) and ``"whole"`` (bool): the extraction format
   (default: the last ``<answer>...</answer>``).
 
@@ -50,6 +55,8 @@ DATA_SOURCES: dict[str, dict[str, Any]] = {
     "rlvr/Arithmetic": {"operators": "+*", "parentheses": False, "number_use": "exactly_once",
                         "integer_division": False},
 }
+# TinyZero's and verl's Countdown datasets name their rows data_source="countdown" (module doc).
+DATA_SOURCES["countdown"] = DATA_SOURCES["rlvr/Countdown"]
 _GRAMMAR_FIELDS = ("operators", "parentheses", "number_use", "integer_division")
 _DEFAULT_WEIGHTS = RewardWeights()
 
