@@ -14,11 +14,12 @@ import pytest
 
 import rlvr_env  # noqa: F401
 from agents import GRPO, GRPOConfig
-from agents.objective import LossTerms, grpo_token_loss
-from agents.policies import TabularPolicy, log_softmax
-from agents.rollout import detect_group_mode
+from agents.grpo.objective import LossSettings, LossTerms, SurrogateSettings, grpo_token_loss
+from agents.grpo.policies import TabularPolicy, log_softmax
+from agents.grpo.rollout import detect_group_mode
 
 ENV = "rlvr/Arithmetic-v0"
+PPO_CLIP = LossSettings(beta=0.04, surrogate=SurrogateSettings(clip_eps=0.2))  # the paper's loss
 
 
 # ------------------------------------------------------------------------------------------------
@@ -127,10 +128,10 @@ def test_tabular_gradient_matches_finite_differences() -> None:
 
     def loss_of(table: np.ndarray) -> float:
         logp = log_softmax(table[rows])[np.arange(len(rows)), actions][:, None]
-        return grpo_token_loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04).loss
+        return grpo_token_loss(logp, logp_old, logp_ref, adv, mask, PPO_CLIP).loss
 
     def loss_fn(logp: np.ndarray) -> LossTerms:
-        t = grpo_token_loss(logp[:, None], logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04)
+        t = grpo_token_loss(logp[:, None], logp_old, logp_ref, adv, mask, PPO_CLIP)
         return LossTerms(t.loss, t.grad_logp.reshape(-1), t.policy_loss, t.kl, t.clip_frac)
 
     before = policy.table.copy()
@@ -147,7 +148,7 @@ def test_tabular_gradient_matches_finite_differences() -> None:
 
 def test_mlp_gradient_matches_autograd_of_the_same_loss() -> None:
     torch = pytest.importorskip("torch")
-    from agents.mlp_policy import MLPPolicy
+    from agents.grpo.mlp import MLPPolicy
 
     rng = np.random.default_rng(1)
     obs, actions = _random_batch(rng, dim=6)
@@ -172,7 +173,8 @@ def test_mlp_gradient_matches_autograd_of_the_same_loss() -> None:
 
     def loss_fn(lp: np.ndarray) -> LossTerms:
         t = grpo_token_loss(lp[:, None], logp_old[:, None], logp_ref[:, None], adv[:, None],
-                            np.ones((len(lp), 1)), clip_eps=eps, beta=beta)
+                            np.ones((len(lp), 1)),
+                            LossSettings(beta=beta, surrogate=SurrogateSettings(clip_eps=eps)))
         return LossTerms(t.loss, t.grad_logp.reshape(-1), t.policy_loss, t.kl, t.clip_frac)
 
     original_step = policy.optimizer.step
@@ -476,7 +478,7 @@ def test_cli_steps_per_second_counts_only_training(monkeypatch, capsys) -> None:
 
 
 def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
-    from agents.grpo import agent as agent_module
+    from agents.grpo import hooks
 
     class FakeBar:
         def __init__(self, total: int) -> None:
@@ -492,7 +494,7 @@ def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
             pass
 
     bars: list[FakeBar] = []
-    monkeypatch.setattr(agent_module, "_progress",
+    monkeypatch.setattr(hooks, "progress_bar",
                         lambda enabled, total: bars.append(FakeBar(total)) or bars[-1])
     model = GRPO(ENV, seed=0)  # tabular preset: 64 episodes x 5 tokens = 320 steps per iteration
     model.learn(1000, progress_bar=True)
@@ -505,7 +507,7 @@ def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
 # Issue 8 section 8: direct tests of what only a seeded training run used to catch
 # ------------------------------------------------------------------------------------------------
 def test_vector_rollout_groups_replay_their_own_prompt() -> None:
-    from agents.rollout import VectorGroupRunner, draw_prompts
+    from agents.grpo.rollout import VectorGroupRunner, draw_prompts
 
     env = gym.make(ENV)
     model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=6), seed=0, vectorized=True)
@@ -532,9 +534,9 @@ def test_reference_logprobs_come_from_the_frozen_reference(policy: str, monkeypa
     seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     original = agent_module.grpo_token_loss
 
-    def spy(logp, logp_old, logp_ref, adv, mask, **kw):
+    def spy(logp, logp_old, logp_ref, adv, mask, settings):
         seen.append((logp_old.copy(), logp_ref.copy(), mask.copy()))
-        return original(logp, logp_old, logp_ref, adv, mask, **kw)
+        return original(logp, logp_old, logp_ref, adv, mask, settings)
 
     monkeypatch.setattr(agent_module, "grpo_token_loss", spy)
     batch = model._runner.collect(model.policy, model.rng)
@@ -563,7 +565,7 @@ def test_seq_mean_token_sum_uses_the_tasks_fixed_length(monkeypatch) -> None:
     seen: list = []
     original = agent_module.grpo_token_loss
     monkeypatch.setattr(agent_module, "grpo_token_loss",
-                        lambda *a, **kw: seen.append(kw["max_length"]) or original(*a, **kw))
+                        lambda *a: seen.append(a[5].max_length) or original(*a))
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=2,
                                                  loss_aggregation="seq_mean_token_sum"), policy="mlp")
     model.learn(50)
@@ -643,7 +645,7 @@ def test_mask_truncated_removes_truncated_answers_from_the_loss(monkeypatch) -> 
     seen: list = []
     original = agent_module.grpo_token_loss
     monkeypatch.setattr(agent_module, "grpo_token_loss",
-                        lambda *a, **kw: seen.append(a[4].copy()) or original(*a, **kw))
+                        lambda *a: seen.append(a[4].copy()) or original(*a))
     # unmasked: grammar-masked decoding (the default) never runs past max_length
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=4, mask_truncated=True,
                                                  epochs=1, action_masks=False), policy="mlp", seed=0)
@@ -689,7 +691,7 @@ def _zero_loss(lp: np.ndarray) -> LossTerms:
 
 def test_entropy_bonus_gradient_matches_autograd_for_the_mlp() -> None:
     torch = pytest.importorskip("torch")
-    from agents.mlp_policy import MLPPolicy
+    from agents.grpo.mlp import MLPPolicy
 
     rng = np.random.default_rng(2)
     obs, actions = _random_batch(rng, dim=6)

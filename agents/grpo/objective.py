@@ -24,6 +24,7 @@ __all__ = [
     "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
     "POLICY_LOSSES",
+    "LossSettings",
     "LossTerms",
     "SurrogateSettings",
     "clip_ratio",
@@ -178,10 +179,6 @@ class SurrogateSettings:
     clip_cov_ratio: float = 2e-4
     clip_cov_bounds: tuple[float, float] = (1.0, 5.0)
     rng: np.random.Generator | None = None
-
-    @property
-    def eps_high(self) -> float:
-        return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
 
 
 def clip_ratio(ratio: np.ndarray, clip_eps: float, clip_eps_high: float | None = None) -> np.ndarray:
@@ -470,26 +467,33 @@ class LossTerms:
     clip_frac: float  # fraction of valid tokens on a clipped branch (or selected, for kl_cov)
 
 
+@dataclass(frozen=True)
+class LossSettings:
+    """Everything :func:`grpo_token_loss` reads besides the arrays; the agent builds it once from its
+    config (:meth:`agents.grpo.config.GRPOConfig.loss_settings`).
+
+    * ``beta``: the KL weight. ``kl_estimator``: a key of :data:`KL_ESTIMATORS`.
+    * ``aggregation``: a key of :data:`LOSS_AGGREGATIONS`; ``max_length`` is its fixed length
+      ("seq_mean_token_sum" only; None falls back to the batch's padded length).
+    * ``policy_loss``: a key of :data:`POLICY_LOSSES` ("vanilla" is PPO-clip), with its constants in
+      ``surrogate``.
+    """
+
+    beta: float
+    kl_estimator: str = "k3"
+    aggregation: str = "seq_mean_token_mean"
+    policy_loss: str = "vanilla"
+    max_length: int | None = None
+    surrogate: SurrogateSettings = SurrogateSettings()
+
+
 def grpo_token_loss(
     logp: np.ndarray,
     logp_old: np.ndarray,
     logp_ref: np.ndarray,
     adv: np.ndarray,
     mask: np.ndarray,
-    *,
-    clip_eps: float,
-    beta: float,
-    kl_estimator: str = "k3",
-    aggregation: str = "seq_mean_token_mean",
-    clip_eps_high: float | None = None,
-    dual_clip_c: float | None = None,
-    policy_loss: str = "vanilla",
-    kl_cov_ratio: float = 2e-4,
-    kl_cov_coef: float = 1.0,
-    clip_cov_ratio: float = 2e-4,
-    clip_cov_bounds: tuple[float, float] = (1.0, 5.0),
-    rng: np.random.Generator | None = None,
-    max_length: int | None = None,
+    settings: LossSettings,
 ) -> LossTerms:
     """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
 
@@ -498,18 +502,14 @@ def grpo_token_loss(
             sampling and reference policies.
         adv: (N, L) advantages.
         mask: (N, L) 1.0 on tokens in the loss, 0.0 on padding (and on masked-out answers).
-        clip_eps, beta: the clip range and the KL weight.
-        kl_estimator: a key of :data:`KL_ESTIMATORS`.
-        aggregation: a key of :data:`LOSS_AGGREGATIONS`; ``max_length`` is its fixed length.
-        clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef, clip_cov_ratio, clip_cov_bounds, rng: see
-            :class:`SurrogateSettings` (``rng`` is needed by "clip_cov" only).
-        policy_loss: a key of :data:`POLICY_LOSSES` ("vanilla" is PPO-clip).
+        settings: the variant and its constants (:class:`LossSettings`).
     """
-    weights = LOSS_AGGREGATIONS[aggregation](mask, max_length)  # (N, L), zero on padding
-    settings = SurrogateSettings(clip_eps, clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef,
-                                 clip_cov_ratio, tuple(clip_cov_bounds), rng)  # type: ignore[arg-type]
-    surrogate, d_surrogate, clipped = POLICY_LOSSES[policy_loss](logp, logp_old, adv, mask, settings)
-    kl, d_kl = KL_ESTIMATORS[kl_estimator](logp, logp_ref)
+    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)  # (N, L), zero on padding
+    surrogate, d_surrogate, clipped = POLICY_LOSSES[settings.policy_loss](
+        logp, logp_old, adv, mask, settings.surrogate
+    )
+    kl, d_kl = KL_ESTIMATORS[settings.kl_estimator](logp, logp_ref)
+    beta = settings.beta
     per_token = -(surrogate - beta * kl)  # (N, L)
     grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)
     n_valid = max(float(mask.sum()), 1.0)
