@@ -15,6 +15,19 @@ ENV = "rlvr/Arithmetic-v0"
 KW = {"format_weight": 1.0}
 
 
+def _spy_rollouts(model: GRPO, monkeypatch) -> list:
+    """Every GroupBatch the model's runner rolls out, in order."""
+    batches: list = []
+    original = model._runner.collect
+
+    def collect(*args):
+        batches.append(original(*args))
+        return batches[-1]
+
+    monkeypatch.setattr(model._runner, "collect", collect)
+    return batches
+
+
 def _spy_updates(model: GRPO, monkeypatch) -> list[tuple[np.ndarray, np.ndarray]]:
     """(returns (B, G), advantages (B*G,)) of every update the model runs."""
     seen: list[tuple[np.ndarray, np.ndarray]] = []
@@ -54,18 +67,17 @@ def test_one_event_per_iteration_matching_a_hand_run(monkeypatch) -> None:
     np.testing.assert_array_equal(first.rewards, rewards)
     np.testing.assert_array_equal(first.lengths, batch.lengths.reshape(3, 4))
     np.testing.assert_array_equal(first.correct, batch.correct.reshape(3, 4) == 1.0)
+    assert twin.config.advantage is not None  # resolved from the preset
     expected = ADVANTAGE_ESTIMATORS[twin.config.advantage](rewards, cfg.adv_eps, cfg.unbiased_std)
     np.testing.assert_array_equal(first.advantages, expected)
 
 
-def test_event_rewards_are_the_returns_plus_the_length_term() -> None:
+def test_event_rewards_are_the_returns_plus_the_length_term(monkeypatch) -> None:
     # Countdown's answers differ in length, so the Kimi k1.5 term is not zero
     w = 0.5
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=4, length_weight=w),
                  policy="mlp", seed=0)
-    batches: list = []
-    original = model._runner.collect
-    model._runner.collect = lambda *a: batches.append(original(*a)) or batches[-1]  # type: ignore[method-assign]
+    batches = _spy_rollouts(model, monkeypatch)
     events: list[GroupEvent] = []
     model.add_group_hook(events.append)
     model.learn(200)
@@ -100,7 +112,8 @@ def test_dynamic_sampling_events_hold_every_round_and_mark_the_trained_groups(mo
         assert not np.any(np.isnan(event.advantages[event.trained]))
         # the first informative groups, in sampling order, are the ones trained on
         informative = np.flatnonzero(~tied)
-        np.testing.assert_array_equal(np.flatnonzero(event.trained), informative[: int(event.trained.sum())])
+        n_trained = int(event.trained.sum())
+        np.testing.assert_array_equal(np.flatnonzero(event.trained), informative[:n_trained])
         if event.trained.any():
             returns, adv = next(updates_iter)
             np.testing.assert_array_equal(adv, event.advantages[event.trained].reshape(-1))
@@ -127,7 +140,7 @@ def test_an_iteration_that_trains_nothing_still_reports_its_groups(monkeypatch) 
     ("mlp", "rlvr/Countdown-v0", dict(group_size=4, prompts_per_iter=2), 600),
 ])
 def test_a_run_with_hooks_is_bit_for_bit_the_run_without(policy: str, env: str, cfg: dict,
-                                                          steps: int) -> None:
+                                                         steps: int) -> None:
     def run(with_hooks: bool):
         model = GRPO(env, GRPOConfig(**cfg), policy=policy, seed=1,
                      env_kwargs=KW if env == ENV else None)
@@ -152,9 +165,7 @@ def test_a_run_with_hooks_is_bit_for_bit_the_run_without(policy: str, env: str, 
 
 def test_event_arrays_are_read_only_copies(monkeypatch) -> None:
     model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=2), seed=0, env_kwargs=KW)
-    batches: list = []
-    original = model._runner.collect
-    monkeypatch.setattr(model._runner, "collect", lambda *a: batches.append(original(*a)) or batches[-1])
+    batches = _spy_rollouts(model, monkeypatch)
     events: list[GroupEvent] = []
     model.add_group_hook(events.append)
     model.learn(40)

@@ -248,8 +248,8 @@ def test_gspo_hand_computed() -> None:
     np.testing.assert_allclose(grad, [[s, s], [0.0, 0.0]])
     assert clipped[:, 0].tolist() == [False, True]
     # the loss is GSPO's: each answer's clipped sequence objective once, averaged over answers
-    terms = grpo_token_loss(logp, logp_old, logp, adv, mask,
-                            LossSettings(beta=0.0, policy_loss="gspo", surrogate=SurrogateSettings(clip_eps=0.2)))
+    settings = LossSettings(beta=0.0, policy_loss="gspo", surrogate=SurrogateSettings(clip_eps=0.2))
+    terms = grpo_token_loss(logp, logp_old, logp, adv, mask, settings)
     np.testing.assert_allclose(terms.policy_loss, -(s + 2.4) / 2)
 
 

@@ -18,7 +18,7 @@ from agents.extras import missing_extra
 try:  # SB3 imports torch; a missing (or broken) install leaves the plain logger
     from stable_baselines3.common import logger as sb3_logger
 except ImportError as err:
-    sb3_logger = None
+    sb3_logger = None  # type: ignore[assignment]
     _SB3_MISSING: ImportError | None = err
 else:
     _SB3_MISSING = None

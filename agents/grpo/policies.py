@@ -13,7 +13,6 @@ import abc
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
