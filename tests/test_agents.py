@@ -575,6 +575,27 @@ def test_seq_mean_token_sum_uses_the_tasks_fixed_length(monkeypatch) -> None:
              policy="mlp")
 
 
+def test_the_config_becomes_the_loss_settings_once_at_construction(monkeypatch) -> None:
+    cfg = GRPOConfig(group_size=4, prompts_per_iter=2, policy_loss="clip_cov", clip_eps=0.15,
+                     clip_eps_high=0.3, clip_cov_ratio=0.05, clip_cov_lb=0.5, clip_cov_ub=4.0,
+                     kl_estimator="k2", loss_aggregation="seq_mean_token_sum", beta=0.02)
+    built: list = []
+    original = GRPOConfig.loss_settings
+    monkeypatch.setattr(GRPOConfig, "loss_settings", lambda self, *a: built.append(1) or original(self, *a))
+    model = GRPO(ENV, cfg, seed=0, env_kwargs={"format_weight": 1.0})
+    model.learn(200)
+    assert built == [1]  # once, at construction; training only reads it
+    s = model._loss_settings
+    assert (s.beta, s.kl_estimator, s.aggregation, s.policy_loss, s.max_length) == (
+        0.02, "k2", "seq_mean_token_sum", "clip_cov", 5)  # Arithmetic's max_length
+    assert s.surrogate == SurrogateSettings(0.15, 0.3, None, cfg.kl_cov_ratio, cfg.kl_cov_coef, 0.05,
+                                            (0.5, 4.0), model.rng)
+    assert s.surrogate.rng is model.rng  # Clip-Cov draws with the agent's seeded generator
+    assert GRPO(ENV, GRPOConfig(), seed=0)._loss_settings.surrogate.rng is None  # only clip_cov keeps it
+    with pytest.raises(ValueError, match="resolve the config first"):
+        GRPOConfig().loss_settings()
+
+
 # ------------------------------------------------------------------------------------------------
 # Issue 11: every variant can be turned on from GRPOConfig and trains
 # ------------------------------------------------------------------------------------------------
