@@ -1,10 +1,12 @@
 """Agents that train on rlvr_env (and on any Discrete-action Gymnasium env): a generic GRPO agent.
 
-``from agents import GRPO, GRPOConfig``. Importing this package does not import torch; the "mlp"
-policy and SB3's logger import it when they are used.
+``from agents import GRPO, GRPOConfig``. Importing this package does not import torch: the tabular
+GRPO needs NumPy only, and the "mlp" policy and SB3's logger import torch where they are used (the
+``torch`` extra, ``pip install "rlvr-env[torch]"``). Everything GRPO is made of is in
+:mod:`agents.grpo`.
 """
 
-from agents.config import GRPOConfig
 from agents.grpo.agent import GRPO
+from agents.grpo.config import GRPOConfig
 
 __all__ = ["GRPO", "GRPOConfig"]

@@ -19,10 +19,15 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from agents.evaluation import as_token_env
+from agents.extras import missing_extra
 from rlvr_env.tasks.base import Prompt
+
+try:
+    import torch
+except ImportError as err:  # installed without the torch extra
+    raise missing_extra("behaviour cloning (agents.bc)", "torch") from err
 
 __all__ = ["Demonstrations", "behaviour_clone", "copy_actor_to_sb3", "demonstrations", "warm_start"]
 
@@ -94,10 +99,10 @@ def behaviour_clone(
     seed: int = 0,
     masked: bool = True,
 ) -> list[float]:
-    """Fit an :class:`agents.mlp_policy.MLPPolicy` to ``demos`` by minibatch cross-entropy (Adam),
+    """Fit an :class:`agents.grpo.mlp.MLPPolicy` to ``demos`` by minibatch cross-entropy (Adam),
     under the demonstrations' grammar masks when ``masked``. Returns the mean loss of each epoch.
     The policy's RL optimiser and reference network are left alone (see :func:`warm_start`)."""
-    from agents.mlp_policy import _masked_log_softmax
+    from agents.grpo.mlp import _masked_log_softmax
 
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs={epochs!r} must be a positive integer")

@@ -96,7 +96,7 @@ def grpo_run(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, 
 
     import rlvr_env  # noqa: F401
     from agents.bc import demonstrations, warm_start
-    from agents.config import GRPOConfig
+    from agents.grpo.config import GRPOConfig
     from agents.grpo import GRPO
 
     config = GRPOConfig.preset(preset, **cfg)
@@ -167,7 +167,7 @@ def maskable_run(seed: int, budget: int, env_kwargs: dict[str, Any], prompts: di
     out: dict[str, Any] = {"seed": seed, "env_kwargs": kwargs}
     if demos:
         from agents.bc import behaviour_clone, copy_actor_to_sb3, demonstrations
-        from agents.mlp_policy import MLPPolicy
+        from agents.grpo.mlp import MLPPolicy
 
         actor = MLPPolicy(env.observation_space, int(env.action_space.n), 1e-3, seed=seed)
         behaviour_clone(actor, demonstrations(env, demos, seed=seed), epochs=BC_EPOCHS, seed=seed)

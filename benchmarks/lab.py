@@ -65,10 +65,10 @@ ENV_ID = "rlvr/Countdown-v0"
 
 def _best_countdown_setting() -> tuple[str, dict[str, Any], dict[str, Any]]:
     """The best Countdown GRPO setting the code base offers: the "countdown" preset of
-    ``agents.config.PRESETS`` when it exists (else the mlp preset), and the richest observation the
+    ``agents.grpo.config.PRESETS`` when it exists (else the mlp preset), and the richest observation the
     Countdown task offers ("lookahead", else "relations"). Both go into every run's key, so stored runs
     made with another setting are rerun."""
-    from agents.config import PRESETS
+    from agents.grpo.config import PRESETS
     from rlvr_env.tasks import countdown
 
     preset = "countdown" if "countdown" in PRESETS else "mlp"
@@ -145,7 +145,7 @@ def run_one(key: dict[str, Any]) -> dict[str, Any]:
     limit_threads(1)
     import rlvr_env  # noqa: F401  (registers the env ids)
     from agents import GRPO, GRPOConfig
-    from agents.objective import ADVANTAGE_ESTIMATORS
+    from agents.grpo.objective import ADVANTAGE_ESTIMATORS
 
     cfg = GRPOConfig.from_dict(key["config"])
     seed = int(key["seed"])

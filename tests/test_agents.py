@@ -14,11 +14,12 @@ import pytest
 
 import rlvr_env  # noqa: F401
 from agents import GRPO, GRPOConfig
-from agents.objective import LossTerms, grpo_token_loss
-from agents.policies import TabularPolicy, log_softmax
-from agents.rollout import detect_group_mode
+from agents.grpo.objective import LossSettings, LossTerms, SurrogateSettings, grpo_token_loss
+from agents.grpo.policies import TabularPolicy, log_softmax
+from agents.grpo.rollout import detect_group_mode
 
 ENV = "rlvr/Arithmetic-v0"
+PPO_CLIP = LossSettings(beta=0.04, surrogate=SurrogateSettings(clip_eps=0.2))  # the paper's loss
 
 
 # ------------------------------------------------------------------------------------------------
@@ -127,10 +128,10 @@ def test_tabular_gradient_matches_finite_differences() -> None:
 
     def loss_of(table: np.ndarray) -> float:
         logp = log_softmax(table[rows])[np.arange(len(rows)), actions][:, None]
-        return grpo_token_loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04).loss
+        return grpo_token_loss(logp, logp_old, logp_ref, adv, mask, PPO_CLIP).loss
 
     def loss_fn(logp: np.ndarray) -> LossTerms:
-        t = grpo_token_loss(logp[:, None], logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04)
+        t = grpo_token_loss(logp[:, None], logp_old, logp_ref, adv, mask, PPO_CLIP)
         return LossTerms(t.loss, t.grad_logp.reshape(-1), t.policy_loss, t.kl, t.clip_frac)
 
     before = policy.table.copy()
@@ -147,7 +148,7 @@ def test_tabular_gradient_matches_finite_differences() -> None:
 
 def test_mlp_gradient_matches_autograd_of_the_same_loss() -> None:
     torch = pytest.importorskip("torch")
-    from agents.mlp_policy import MLPPolicy
+    from agents.grpo.mlp import MLPPolicy
 
     rng = np.random.default_rng(1)
     obs, actions = _random_batch(rng, dim=6)
@@ -172,7 +173,8 @@ def test_mlp_gradient_matches_autograd_of_the_same_loss() -> None:
 
     def loss_fn(lp: np.ndarray) -> LossTerms:
         t = grpo_token_loss(lp[:, None], logp_old[:, None], logp_ref[:, None], adv[:, None],
-                            np.ones((len(lp), 1)), clip_eps=eps, beta=beta)
+                            np.ones((len(lp), 1)),
+                            LossSettings(beta=beta, surrogate=SurrogateSettings(clip_eps=eps)))
         return LossTerms(t.loss, t.grad_logp.reshape(-1), t.policy_loss, t.kl, t.clip_frac)
 
     original_step = policy.optimizer.step
@@ -476,7 +478,7 @@ def test_cli_steps_per_second_counts_only_training(monkeypatch, capsys) -> None:
 
 
 def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
-    from agents.grpo import agent as agent_module
+    from agents.grpo import hooks
 
     class FakeBar:
         def __init__(self, total: int) -> None:
@@ -492,7 +494,7 @@ def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
             pass
 
     bars: list[FakeBar] = []
-    monkeypatch.setattr(agent_module, "_progress",
+    monkeypatch.setattr(hooks, "progress_bar",
                         lambda enabled, total: bars.append(FakeBar(total)) or bars[-1])
     model = GRPO(ENV, seed=0)  # tabular preset: 64 episodes x 5 tokens = 320 steps per iteration
     model.learn(1000, progress_bar=True)
@@ -505,7 +507,7 @@ def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
 # Issue 8 section 8: direct tests of what only a seeded training run used to catch
 # ------------------------------------------------------------------------------------------------
 def test_vector_rollout_groups_replay_their_own_prompt() -> None:
-    from agents.rollout import VectorGroupRunner, draw_prompts
+    from agents.grpo.rollout import VectorGroupRunner, draw_prompts
 
     env = gym.make(ENV)
     model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=6), seed=0, vectorized=True)
@@ -532,9 +534,9 @@ def test_reference_logprobs_come_from_the_frozen_reference(policy: str, monkeypa
     seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     original = agent_module.grpo_token_loss
 
-    def spy(logp, logp_old, logp_ref, adv, mask, **kw):
+    def spy(logp, logp_old, logp_ref, adv, mask, settings, **kw):
         seen.append((logp_old.copy(), logp_ref.copy(), mask.copy()))
-        return original(logp, logp_old, logp_ref, adv, mask, **kw)
+        return original(logp, logp_old, logp_ref, adv, mask, settings, **kw)
 
     monkeypatch.setattr(agent_module, "grpo_token_loss", spy)
     batch = model._runner.collect(model.policy, model.rng)
@@ -563,7 +565,7 @@ def test_seq_mean_token_sum_uses_the_tasks_fixed_length(monkeypatch) -> None:
     seen: list = []
     original = agent_module.grpo_token_loss
     monkeypatch.setattr(agent_module, "grpo_token_loss",
-                        lambda *a, **kw: seen.append(kw["max_length"]) or original(*a, **kw))
+                        lambda *a, **kw: seen.append(a[5].max_length) or original(*a, **kw))
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=2,
                                                  loss_aggregation="seq_mean_token_sum"), policy="mlp")
     model.learn(50)
@@ -571,6 +573,27 @@ def test_seq_mean_token_sum_uses_the_tasks_fixed_length(monkeypatch) -> None:
     with pytest.raises(ValueError, match="token_sum_norm=5 is shorter than the env's maximum"):
         GRPO("rlvr/Countdown-v0", GRPOConfig(loss_aggregation="seq_mean_token_sum", token_sum_norm=5),
              policy="mlp")
+
+
+def test_the_config_becomes_the_loss_settings_once_at_construction(monkeypatch) -> None:
+    cfg = GRPOConfig(group_size=4, prompts_per_iter=2, policy_loss="clip_cov", clip_eps=0.15,
+                     clip_eps_high=0.3, clip_cov_ratio=0.05, clip_cov_lb=0.5, clip_cov_ub=4.0,
+                     kl_estimator="k2", loss_aggregation="seq_mean_token_sum", beta=0.02)
+    built: list = []
+    original = GRPOConfig.loss_settings
+    monkeypatch.setattr(GRPOConfig, "loss_settings", lambda self, *a: built.append(1) or original(self, *a))
+    model = GRPO(ENV, cfg, seed=0, env_kwargs={"format_weight": 1.0})
+    model.learn(200)
+    assert built == [1]  # once, at construction; training only reads it
+    s = model._loss_settings
+    assert (s.beta, s.kl_estimator, s.aggregation, s.policy_loss, s.max_length) == (
+        0.02, "k2", "seq_mean_token_sum", "clip_cov", 5)  # Arithmetic's max_length
+    assert s.surrogate == SurrogateSettings(0.15, 0.3, None, cfg.kl_cov_ratio, cfg.kl_cov_coef, 0.05,
+                                            (0.5, 4.0), model.rng)
+    assert s.surrogate.rng is model.rng  # Clip-Cov draws with the agent's seeded generator
+    assert GRPO(ENV, GRPOConfig(), seed=0)._loss_settings.surrogate.rng is None  # only clip_cov keeps it
+    with pytest.raises(ValueError, match="resolve the config first"):
+        GRPOConfig().loss_settings()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -689,7 +712,7 @@ def _zero_loss(lp: np.ndarray) -> LossTerms:
 
 def test_entropy_bonus_gradient_matches_autograd_for_the_mlp() -> None:
     torch = pytest.importorskip("torch")
-    from agents.mlp_policy import MLPPolicy
+    from agents.grpo.mlp import MLPPolicy
 
     rng = np.random.default_rng(2)
     obs, actions = _random_batch(rng, dim=6)

@@ -10,7 +10,7 @@ import torch
 
 import rlvr_env  # noqa: F401
 from agents.bc import behaviour_clone, copy_actor_to_sb3, demonstrations, warm_start
-from agents.config import GRPOConfig
+from agents.grpo.config import GRPOConfig
 from agents.grpo import GRPO
 
 TINY = {"n_numbers": 2, "number_range": (1, 4), "target_range": (1, 16), "operators": "+*"}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlvr_env  # noqa: F401
-from agents.config import GRPOConfig
+from agents.grpo.config import GRPOConfig
 from agents.grpo import GRPO
 
 

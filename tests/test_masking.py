@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import rlvr_env  # noqa: F401
-from agents.config import GRPOConfig
+from agents.grpo.config import GRPOConfig
 from agents.grpo import GRPO
-from agents.mlp_policy import MLPPolicy, _masked_log_softmax
-from agents.objective import LossTerms
-from agents.policies import TabularPolicy, apply_mask, log_softmax, sample_categorical
+from agents.grpo.mlp import MLPPolicy, _masked_log_softmax
+from agents.grpo.objective import LossTerms
+from agents.grpo.policies import TabularPolicy, apply_mask, log_softmax, sample_categorical
 
 
 def _masks(rng: np.random.Generator, n: int, v: int) -> np.ndarray:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.objective import (
+from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
     K3_CLAMP,
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
     POLICY_LOSSES,
+    LossSettings,
     SurrogateSettings,
     cispo_surrogate,
     clip_cov_surrogate,
@@ -29,7 +30,7 @@ from agents.objective import (
     reinforce_pp_baseline_advantages,
     rloo_advantages,
 )
-from agents.policies import log_softmax
+from agents.grpo.policies import log_softmax
 
 
 def test_grpo_advantages_hand_computed() -> None:
@@ -159,13 +160,13 @@ def test_loss_gradient_matches_finite_differences(kl: str, agg: str, policy_loss
     if policy_loss == "gspo" and agg != "seq_mean_token_mean":
         pytest.skip("GSPO is defined with each answer weighted once (the config enforces it)")
     logp, logp_old, logp_ref, adv, mask = _fd_case()
-    kwargs = dict(clip_eps=0.2, beta=0.04, kl_estimator=kl, aggregation=agg, policy_loss=policy_loss,
-                  max_length=6, **extra)
+    settings = LossSettings(beta=0.04, kl_estimator=kl, aggregation=agg, policy_loss=policy_loss,
+                            max_length=6, surrogate=SurrogateSettings(clip_eps=0.2, **extra))
 
     def loss(x: np.ndarray) -> float:
-        return grpo_token_loss(x, logp_old, logp_ref, adv, mask, **kwargs).loss
+        return grpo_token_loss(x, logp_old, logp_ref, adv, mask, settings).loss
 
-    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, **kwargs)
+    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, settings)
     np.testing.assert_allclose(terms.grad_logp, _numeric_grad(loss, logp), atol=1e-7)
     assert np.all(terms.grad_logp[mask == 0] == 0)
 
@@ -174,13 +175,14 @@ def test_cispo_gradient_is_the_stop_gradient_weight_times_the_advantage() -> Non
     # With the ratio held at its current value (the stop-gradient), the loss is linear in logp with
     # slope -w * clip(rho) * A: finite differences of that frozen-ratio loss match the gradient.
     logp, logp_old, logp_ref, adv, mask = _fd_case(4)
-    kwargs = dict(clip_eps=0.2, beta=0.04, policy_loss="cispo", clip_eps_high=0.28)
+    settings = LossSettings(beta=0.04, policy_loss="cispo",
+                            surrogate=SurrogateSettings(clip_eps=0.2, clip_eps_high=0.28))
     shift = logp - logp_old
 
     def frozen_ratio_loss(x: np.ndarray) -> float:
-        return grpo_token_loss(x, x - shift, logp_ref, adv, mask, **kwargs).loss
+        return grpo_token_loss(x, x - shift, logp_ref, adv, mask, settings).loss
 
-    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, **kwargs)
+    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, settings)
     np.testing.assert_allclose(terms.grad_logp, _numeric_grad(frozen_ratio_loss, logp), atol=1e-7)
 
 
@@ -251,7 +253,8 @@ def test_gspo_hand_computed() -> None:
     np.testing.assert_allclose(grad, [[s, s], [0.0, 0.0]])
     assert clipped[:, 0].tolist() == [False, True]
     # the loss is GSPO's: each answer's clipped sequence objective once, averaged over answers
-    terms = grpo_token_loss(logp, logp_old, logp, adv, mask, clip_eps=0.2, beta=0.0, policy_loss="gspo")
+    settings = LossSettings(beta=0.0, policy_loss="gspo", surrogate=SurrogateSettings(clip_eps=0.2))
+    terms = grpo_token_loss(logp, logp_old, logp, adv, mask, settings)
     np.testing.assert_allclose(terms.policy_loss, -(s + 2.4) / 2)
 
 
@@ -321,9 +324,10 @@ def test_clip_cov_gradient_matches_finite_differences(agg: str) -> None:
     adv = adv * 4.0  # covariances reach the (1, 5) window
 
     def terms_at(x: np.ndarray):
-        return grpo_token_loss(x, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=0.04,
-                               aggregation=agg, policy_loss="clip_cov", clip_cov_ratio=0.1,
-                               rng=np.random.default_rng(1), max_length=6)
+        surrogate = SurrogateSettings(clip_eps=0.2, clip_cov_ratio=0.1, rng=np.random.default_rng(1))
+        return grpo_token_loss(x, logp_old, logp_ref, adv, mask,
+                               LossSettings(beta=0.04, aggregation=agg, policy_loss="clip_cov",
+                                            max_length=6, surrogate=surrogate))
 
     terms = terms_at(logp)
     assert terms.clip_frac > 0
@@ -412,7 +416,7 @@ def test_readme_maps_every_variant_to_verl_and_trl() -> None:
     import dataclasses
     from pathlib import Path
 
-    from agents.config import GRPOConfig
+    from agents.grpo.config import GRPOConfig
 
     root = Path(__file__).resolve().parent.parent
     readme = (root / "docs" / "variants.md").read_text(encoding="utf-8")

@@ -97,7 +97,7 @@ def test_the_agent_adds_the_length_term_with_its_sign_where_lengths_vary() -> No
     # wrong sign where the agent adds it went unnoticed. Here lengths vary within a group (as Countdown's
     # do): the shaped reward must be the verifier's reward PLUS length_weight * length_reward.
     from agents import GRPO, GRPOConfig
-    from agents.rollout import GroupBatch
+    from agents.grpo.rollout import GroupBatch
 
     w = 0.2
     agent = GRPO("rlvr/Arithmetic-v0", GRPOConfig(length_weight=w), policy="tabular", seed=0)

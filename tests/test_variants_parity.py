@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from agents import GRPO, GRPOConfig
-from agents.objective import (
+from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
     LOSS_AGGREGATIONS,
+    LossSettings,
     SurrogateSettings,
     geo_mean_surrogate,
     gspo_surrogate,
@@ -42,6 +43,17 @@ def _batch(seed: int = 0, n: int = 6, length: int = 5, empty_row: bool = False, 
     return logp, logp_old, adv, mask
 
 
+def _loss(logp, logp_old, logp_ref, adv, mask, *, policy_tokens=None, clip_eps=0.2, beta=0.0,
+          kl_estimator="k3", aggregation="seq_mean_token_mean", policy_loss="vanilla", max_length=None,
+          seq_mean_rows="all", sapo_taus=(1.0, 1.05), **surrogate):
+    """grpo_token_loss with its settings spelled as keywords (the names of GRPOConfig's fields)."""
+    settings = LossSettings(beta=beta, kl_estimator=kl_estimator, aggregation=aggregation, policy_loss=policy_loss,
+                            max_length=max_length, seq_mean_rows=seq_mean_rows,
+                            surrogate=SurrogateSettings(clip_eps=clip_eps, sapo_tau_pos=sapo_taus[0],
+                                                        sapo_tau_neg=sapo_taus[1], **surrogate))
+    return grpo_token_loss(logp, logp_old, logp_ref, adv, mask, settings, policy_tokens=policy_tokens)
+
+
 def _loss_and_grad(fn, logp: np.ndarray):
     """A torch transcription's loss and d loss / d logp (autograd), in float64."""
     x = torch.tensor(logp, dtype=torch.float64, requires_grad=True)
@@ -51,7 +63,7 @@ def _loss_and_grad(fn, logp: np.ndarray):
 
 
 def _ours(logp, logp_old, adv, mask, **kw):
-    terms = grpo_token_loss(logp, logp_old, logp_old, adv, mask, clip_eps=kw.pop("clip_eps", 0.2), beta=0.0,
+    terms = _loss(logp, logp_old, logp_old, adv, mask, clip_eps=kw.pop("clip_eps", 0.2), beta=0.0,
                             aggregation=kw.pop("aggregation", "seq_mean_token_mean"), **kw)
     return terms.loss, terms.grad_logp
 
@@ -246,7 +258,7 @@ def test_top_entropy_loss_matches_trl_to_1e10() -> None:
     logp_ref = logp_old + rng.normal(scale=0.2, size=logp.shape)
     chosen = high_entropy_tokens(rng.uniform(0, 2, size=mask.shape), mask, 0.2)
     beta = 0.04
-    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=beta,
+    terms = _loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=beta,
                             policy_tokens=chosen)
 
     def trl(x):
@@ -290,8 +302,8 @@ def test_seq_mean_token_sum_equals_verl_norm_mode_and_non_empty_rows_are_verls()
     logp, logp_old, adv, _ = _batch(7, n=4, length=5)
     for agg, mode in (("seq_mean_token_sum", "seq-mean-token-sum-norm"), ("seq_mean_token_mean", None)):
         kw = dict(clip_eps=0.2, beta=0.0, aggregation=agg, max_length=8 if mode else None)
-        all_rows = grpo_token_loss(logp, logp_old, logp_old, adv, mask, **kw)
-        non_empty = grpo_token_loss(logp, logp_old, logp_old, adv, mask, seq_mean_rows="non_empty", **kw)
+        all_rows = _loss(logp, logp_old, logp_old, adv, mask, **kw)
+        non_empty = _loss(logp, logp_old, logp_old, adv, mask, seq_mean_rows="non_empty", **kw)
         assert non_empty.loss == pytest.approx(all_rows.loss * 4 / 3, abs=1e-14)
     with pytest.raises(ValueError, match="seq_mean_rows='non_empty' has no effect with loss_aggregation="):
         GRPOConfig(seq_mean_rows="non_empty", loss_aggregation="token_mean")

@@ -3,7 +3,8 @@
 Prints one line per iteration (group reward mean, solve rate, format violations, share of tied groups,
 KL to the reference, clip fraction, entropy, fps; with ``--eval-freq`` also greedy and sampled success
 and pass@k per split), then an evaluation on the train and held-out prompts: greedy success, sampled
-success (mean over k answers per prompt), pass@k and the worst prompt's sampled success. Every :class:`~agents.config.GRPOConfig` field is a flag (``--group-size``, ``--beta``, ...).
+success (mean over k answers per prompt), pass@k and the worst prompt's sampled success. Every
+:class:`~agents.grpo.config.GRPOConfig` field is a flag (``--group-size``, ``--beta``, ...).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import sys
 import typing
 
 import rlvr_env  # noqa: F401  (registers the rlvr/* environments)
-from agents.config import PRESETS, GRPOConfig
 from agents.grpo.agent import GRPO
-from agents.policies import POLICY_NAMES
+from agents.grpo.config import PRESETS, GRPOConfig
+from agents.grpo.policies import POLICY_NAMES
 from rlvr_env.envs import TokenEnv
 
 

@@ -4,55 +4,49 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
-import json
 import time
-import warnings
-import zipfile
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from agents.config import GRPOConfig
 from agents.evaluation import SuccessReport, greedy_success, success_report
-from agents.objective import (
+from agents.grpo import checkpoint, hooks
+from agents.grpo.config import GRPOConfig
+from agents.grpo.hooks import Callback, GroupHook, GroupHooks
+from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
     LossTerms,
     grpo_token_loss,
     high_entropy_tokens,
-    informative_groups,
     mask_truncated,
     token_entropies,
 )
-from agents.policies import (
+from agents.grpo.policies import (
     POLICY_NAMES,
+    TABULAR_DEFAULT_LR,
     Policy,
+    TabularPolicy,
     apply_mask,
     check_tabular_observations,
     log_softmax,
-    make_policy,
 )
-from agents.rollout import (
+from agents.grpo.rollout import (
     GroupBatch,
     GroupMode,
-    concat_groups,
+    collect_groups,
     detect_group_mode,
     env_has_masks,
     env_masks,
     make_runner,
+    rollout_metrics,
 )
 from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
-__all__ = ["GRPO", "Callback", "CHECKPOINT_FORMAT"]
-
-#: ``callback(model, metrics)`` after each iteration; returning False stops ``learn``.
-Callback = Callable[["GRPO", dict[str, float]], "bool | None"]
-CHECKPOINT_FORMAT = "rlvr-env/grpo-checkpoint/v1"
-_MAX_CHECKPOINT_MEMBER = 512 * 1024 * 1024
+__all__ = ["GRPO", "Callback", "make_policy"]
 
 
 class GRPO:
@@ -62,20 +56,32 @@ class GRPO:
     turns each group's rewards into advantages with the group as the baseline (no critic), and takes
     mu epochs of PPO-clipped steps with a KL penalty to a frozen reference policy.
 
+    Observing training: ``learn(callback=...)`` gets each iteration's metrics, and
+    ``add_group_hook(fn)`` registers ``fn(event)``, called once per iteration after the advantages
+    are computed and before the update with an :class:`agents.grpo.hooks.GroupEvent`: every group
+    the iteration sampled (all rounds under dynamic sampling, in order), with ``rewards`` (B', G)
+    (verifier reward + length term), ``lengths`` and ``correct`` (B', G), ``trained`` (B',) (False for
+    groups dynamic sampling dropped), ``advantages`` (B', G) (NaN rows where not trained),
+    ``iteration`` (1-based) and ``num_timesteps`` (before this iteration's steps). The arrays are
+    read-only copies, so hooks cannot change training: a run with hooks is bit-for-bit the run
+    without (as long as a hook draws nothing from ``model.rng``).
+
     Args:
         env: an env id (made with ``gym.make(env, **env_kwargs)``) or an env instance. Its action space
             must be ``Discrete``. Groups share a start by prompt replay, or by a deterministic seeded
-            reset (checked; see :mod:`agents.rollout`).
+            reset (checked; see :mod:`agents.grpo.rollout`).
         config: the hyperparameters (:class:`GRPOConfig`). Fields it leaves unset (None), and all of
             them when ``config`` is None, take ``policy``'s preset (``GRPOConfig.preset(policy)``);
             ``GRPOConfig.preset("paper")`` is the papers' values. The resolved config is ``self.config``.
-        policy: ``"tabular"`` (NumPy softmax table) or ``"mlp"`` (SB3 PPO's actor network, torch).
+        policy: ``"tabular"`` (NumPy softmax table) or ``"mlp"`` (SB3 PPO's actor network; needs the
+            ``torch`` extra, ``pip install "rlvr-env[torch]"``).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
         policy_kwargs: for ``"mlp"``: ``net_arch`` (default ``[64, 64]``) and ``activation``.
-        verbose: 0 silent, 1 one line per logged iteration, 2 SB3's full tables.
+        verbose: 0 silent, 1 one line per logged iteration, 2 SB3's full tables (needs SB3).
         log_interval: iterations between logger dumps.
-        log_dir: if set, also write SB3 logger CSV (and TensorBoard when ``tensorboard=True``) there.
+        log_dir: if set, also write SB3 logger CSV (and TensorBoard when ``tensorboard=True``) there
+            (needs SB3, from the ``torch`` extra; without it only ``verbose`` 0 and 1 work).
         vectorized: roll out in the env id's native vector env (``gym.make_vec(...,
             vectorization_mode="vector_entry_point")``); None uses it whenever the id has one. Both paths
             draw the same prompts and samples, so on fixed-length tasks they train identically.
@@ -156,18 +162,8 @@ class GRPO:
         if policy == "tabular":
             check_tabular_observations(self.env)
         self.max_episode_length = self._max_episode_length()
-        if config.loss_aggregation == "seq_mean_token_sum" and config.token_sum_norm is None \
-                and self.max_episode_length is None:
-            raise ValueError(
-                "loss_aggregation='seq_mean_token_sum' divides by a fixed maximum length, and this env "
-                "declares none (no task max_length, no spec max_episode_steps); set token_sum_norm"
-            )
-        if (config.token_sum_norm is not None and self.max_episode_length is not None
-                and config.token_sum_norm < self.max_episode_length):
-            raise ValueError(
-                f"token_sum_norm={config.token_sum_norm} is shorter than the env's maximum episode length "
-                f"{self.max_episode_length}: the normaliser must bound every answer's length"
-            )
+        # The config becomes the loss's constants once, here (Clip-Cov draws with the agent's generator).
+        self._loss_settings = config.loss_settings(self.max_episode_length, self.rng)
         self.feature_slices = self._tabular_slices() if policy == "tabular" else None
         self.policy: Policy = make_policy(
             policy,
@@ -190,6 +186,7 @@ class GRPO:
         self.last_metrics: dict[str, float] = {}
         self.train_seconds = 0.0  # wall time of the last learn() loop (rollouts + updates + logging)
         self._logger: Any = None
+        self._group_hooks = GroupHooks()
 
     def _max_episode_length(self) -> int | None:
         task = getattr(self.env.unwrapped, "task", None)
@@ -223,32 +220,37 @@ class GRPO:
         goal = self.num_timesteps + int(total_timesteps)
         if self.verbose or self.log_dir is not None:
             _ = self.logger  # set up (and import torch for) SB3's logger before the clock starts
-        bar = _progress(progress_bar, int(total_timesteps))
+        bar = hooks.progress_bar(progress_bar, int(total_timesteps))
         start_steps, start_time = self.num_timesteps, time.perf_counter()
         try:
             while self.num_timesteps < goal:
                 # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
-                sampled, sampled_rewards, batch, rewards, rounds = self._collect(goal)
+                got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards,
+                                     self.config, goal - self.num_timesteps)
                 train_stats: dict[str, float] = {}
-                if batch is not None:
+                adv = None
+                if got.train is not None:
                     adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
-                        rewards, self.config.adv_eps, self.config.unbiased_std,
-                        lengths=batch.mask.sum(axis=1).reshape(rewards.shape),  # token counts, (B, G)
+                        got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
+                        lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),  # token counts
                     )  # (B, G)
-                    train_stats = self._update(batch, adv.reshape(-1))  # mu clipped epochs
-                self.num_timesteps += sampled.n_steps  # every rolled-out step, kept or dropped
+                self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv,
+                                       self.iterations + 1, self.num_timesteps)
+                if got.train is not None and adv is not None:
+                    train_stats = self._update(got.train, adv.reshape(-1))  # mu clipped epochs
+                self.num_timesteps += got.sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
                 elapsed = time.perf_counter() - start_time
                 metrics = {
-                    **_rollout_metrics(sampled, sampled_rewards),
+                    **rollout_metrics(got.sampled, got.rewards),
                     **train_stats,
                     "time/fps": (self.num_timesteps - start_steps) / max(elapsed, 1e-9),
                     "time/iterations": float(self.iterations),
                     "time/total_timesteps": float(self.num_timesteps),
                 }
                 if self.config.dynamic_sampling:
-                    metrics["rollout/sampling_rounds"] = float(rounds)
-                    metrics["rollout/trained_groups"] = float(0 if batch is None else batch.n_groups)
+                    metrics["rollout/sampling_rounds"] = float(got.rounds)
+                    metrics["rollout/trained_groups"] = float(len(got.train_groups))
                 if self.eval_freq and self.iterations % self.eval_freq == 0:
                     eval_start = time.perf_counter()
                     for split in ("train", "test"):
@@ -258,7 +260,7 @@ class GRPO:
                 self.last_metrics = metrics
                 self._log(metrics)
                 if bar is not None:  # the bar's total is the budget; the last iteration may run past it
-                    bar.update(min(sampled.n_steps, int(total_timesteps) - bar.n))
+                    bar.update(min(got.sampled.n_steps, int(total_timesteps) - bar.n))
                 if callback is not None and callback(self, metrics) is False:
                     break
         finally:
@@ -269,46 +271,6 @@ class GRPO:
                     bar.set_postfix_str(f"+{over} steps to finish the last iteration", refresh=True)
                 bar.close()
         return self
-
-    def _collect(
-        self, goal: int
-    ) -> tuple[GroupBatch, np.ndarray, GroupBatch | None, np.ndarray, int]:
-        """One iteration's rollouts: (everything sampled, its (B', G) rewards, the groups to train on or
-        None, their rewards, rollout rounds). Without dynamic sampling both are the one rollout of B
-        groups. With it (DAPO), rounds of B groups are rolled out until B groups with untied rewards
-        are kept, the round budget is spent, or the step budget ``goal`` is reached."""
-        cfg = self.config
-        first = self._runner.collect(self.policy, self.rng)
-        first_rewards = self._group_rewards(first)  # (B, G) verifier reward + k1.5 length term
-        if not cfg.dynamic_sampling:
-            return first, first_rewards, first, first_rewards, 1
-        target = first.n_groups
-        sampled, sampled_rewards = [first], [first_rewards]
-        kept: list[GroupBatch] = []
-        kept_rewards: list[np.ndarray] = []
-        steps = 0
-        while True:
-            batch, rewards = sampled[-1], sampled_rewards[-1]
-            steps += batch.n_steps
-            keep = np.flatnonzero(informative_groups(rewards))
-            if keep.size:
-                kept.append(batch.select_groups(keep))
-                kept_rewards.append(rewards[keep])
-            n_kept = sum(len(r) for r in kept_rewards)
-            if (n_kept >= target or len(sampled) >= cfg.dynamic_sampling_max_rounds
-                    or self.num_timesteps + steps >= goal):
-                break
-            sampled.append(self._runner.collect(self.policy, self.rng))
-            sampled_rewards.append(self._group_rewards(sampled[-1]))
-        all_batch = concat_groups(sampled) if len(sampled) > 1 else first
-        all_rewards = np.concatenate(sampled_rewards)
-        if not kept:
-            return all_batch, all_rewards, None, np.zeros((0, first.group_size)), len(sampled)
-        train = concat_groups(kept)
-        train_rewards = np.concatenate(kept_rewards)
-        if train.n_groups > target:  # the last round overshot: keep the first B informative groups
-            train, train_rewards = train.select_groups(np.arange(target)), train_rewards[:target]
-        return all_batch, all_rewards, train, train_rewards, len(sampled)
 
     def _group_rewards(self, batch: GroupBatch) -> np.ndarray:
         rewards = batch.returns.reshape(batch.n_groups, batch.group_size).copy()  # (B, G)
@@ -384,31 +346,13 @@ class GRPO:
                     policy_tokens: np.ndarray | None = None) -> LossTerms:
         """The GRPO loss of episodes ``rows`` given the (T,) log-probs of their tokens in the loss; the
         gradient comes back per such token, in the same order."""
-        cfg = self.config
         mask = loss_mask[rows]  # (n, L)
         valid = mask > 0
         logp = np.zeros(mask.shape)
         logp[valid] = logp_tokens
-        terms = grpo_token_loss(
-            logp, batch.logp_old[rows], logp_ref[rows], adv_tok[rows], mask,
-            clip_eps=cfg.clip_eps, beta=cfg.beta, kl_estimator=cfg.kl_estimator,  # type: ignore[arg-type]
-            aggregation=cfg.loss_aggregation, clip_eps_high=cfg.clip_eps_high,
-            dual_clip_c=cfg.dual_clip_c, policy_loss=cfg.policy_loss, kl_cov_ratio=cfg.kl_cov_ratio,
-            kl_cov_coef=cfg.kl_cov_coef, clip_cov_ratio=cfg.clip_cov_ratio,
-            clip_cov_bounds=(cfg.clip_cov_lb, cfg.clip_cov_ub),
-            rng=self.rng if cfg.policy_loss == "clip_cov" else None,  # Clip-Cov's draw; seeded
-            max_length=self._token_sum_norm(mask.shape[1]),
-            sapo_taus=(cfg.sapo_tau_pos, cfg.sapo_tau_neg), seq_mean_rows=cfg.seq_mean_rows,
-            policy_tokens=policy_tokens,
-        )
+        terms = grpo_token_loss(logp, batch.logp_old[rows], logp_ref[rows], adv_tok[rows], mask,
+                                self._loss_settings, policy_tokens=policy_tokens)
         return dataclasses.replace(terms, grad_logp=terms.grad_logp[valid])
-
-    def _token_sum_norm(self, padded: int) -> int | None:
-        """The fixed length of "seq_mean_token_sum" (never shorter than this batch's padding)."""
-        if self.config.loss_aggregation != "seq_mean_token_sum":
-            return None
-        norm = self.config.token_sum_norm or self.max_episode_length
-        return int(norm) if norm is not None else padded
 
     # ---------------------------------------------------------------------------------------------
     # Inference and evaluation
@@ -489,14 +433,19 @@ class GRPO:
         """Trainable parameters of the policy (GRPO has no critic)."""
         return self.policy.num_parameters()
 
+    def add_group_hook(self, fn: GroupHook) -> None:
+        """Register ``fn(event: GroupEvent) -> None``, called once per iteration with every group it
+        sampled, after the advantages and before the update (see the class docstring)."""
+        self._group_hooks.add(fn)
+
     # ---------------------------------------------------------------------------------------------
-    # Logging (SB3's logger; imported lazily because it imports torch)
+    # Logging (SB3's logger, imported lazily because it imports torch; a plain one without SB3)
     # ---------------------------------------------------------------------------------------------
     @property
     def logger(self) -> Any:
-        """The SB3 ``Logger`` (created on first use)."""
+        """The SB3 ``Logger`` (created on first use; :mod:`agents.grpo.logging`)."""
         if self._logger is None:
-            from agents.sb3_logging import make_logger
+            from agents.grpo.logging import make_logger
 
             self._logger = make_logger(self.verbose, self.log_dir, self.tensorboard)
         return self._logger
@@ -514,7 +463,7 @@ class GRPO:
             self.logger.dump(self.num_timesteps)
 
     # ---------------------------------------------------------------------------------------------
-    # Checkpoints: a zip of JSON + NumPy arrays; nothing in it is ever unpickled
+    # Checkpoints: a zip of JSON + NumPy arrays; nothing in it is ever unpickled (agents.grpo.checkpoint)
     # ---------------------------------------------------------------------------------------------
     def _tabular_slices(self) -> list[slice] | None:
         inner = self.env.unwrapped
@@ -526,38 +475,7 @@ class GRPO:
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint (zip: ``grpo.json`` metadata + ``policy.npz`` arrays)."""
-        meta = {
-            "format": CHECKPOINT_FORMAT,
-            "policy": self.policy_name,
-            "config": self.config.to_dict(),
-            "seed": self.seed,
-            "env_id": self.env_id,
-            "env_kwargs": self.env_kwargs,
-            "policy_kwargs": self.policy_kwargs,
-            "num_timesteps": self.num_timesteps,
-            "iterations": self.iterations,
-            "observation_shape": list(self.observation_space.shape or ()),
-            "n_actions": self.n_actions,
-            "rng_state": self.rng.bit_generator.state,
-        }
-        try:
-            meta_text = json.dumps(meta)
-        except TypeError as err:
-            raise ValueError(f"env_kwargs or policy_kwargs are not JSON-serialisable: {err}") from err
-        arrays = io.BytesIO()
-        np.savez(arrays, **self.policy.state())  # type: ignore[arg-type]
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr("grpo.json", meta_text)
-            zf.writestr("policy.npz", arrays.getvalue())
-            if self.policy_name == "mlp":
-                import torch
-
-                opt = io.BytesIO()
-                torch.save(self.policy.optimizer_state(), opt)  # type: ignore[attr-defined]
-                zf.writestr("optimizer.pt", opt.getvalue())
-        tmp.replace(path)  # atomic: an interrupted save never leaves a half-written checkpoint
+        checkpoint.save(self, path)
 
     @classmethod
     def load(cls, path: str | Path, env: str | gym.Env | None = None) -> GRPO:
@@ -567,104 +485,43 @@ class GRPO:
         raises ``ValueError`` naming the file and what is wrong. Arrays are read with
         ``allow_pickle=False`` and torch optimiser state with ``weights_only=True``.
         """
-        path = Path(path)
-        try:
-            zf = zipfile.ZipFile(path)
-        except FileNotFoundError:
-            raise
-        except (zipfile.BadZipFile, OSError) as err:
-            raise ValueError(f"{path} is not a GRPO checkpoint (not a readable zip file: {err})") from err
-        with zf:
-            names = set(zf.namelist())
-            for member in ("grpo.json", "policy.npz"):
-                if member not in names:
-                    raise ValueError(f"{path} is not a GRPO checkpoint: it has no {member!r}")
-            meta = _read_json(zf, path)
-            arrays = _read_npz(zf, path)
-            opt_bytes = zf.read("optimizer.pt") if "optimizer.pt" in names else None
-        policy = meta["policy"]
-        if env is None:
-            if not meta.get("env_id"):
-                raise ValueError(f"{path} was trained on an env without an id; pass env= to load it")
-            env = meta["env_id"]
-            model = cls(env, GRPOConfig.from_dict(meta["config"]), policy, meta["seed"],
-                        env_kwargs=meta.get("env_kwargs") or {}, policy_kwargs=meta.get("policy_kwargs"))
-        else:
-            model = cls(env, GRPOConfig.from_dict(meta["config"]), policy, meta["seed"],
-                        policy_kwargs=meta.get("policy_kwargs"))
-        if list(model.observation_space.shape or ()) != list(meta["observation_shape"]):
-            raise ValueError(
-                f"{path} was trained on observations of shape {meta['observation_shape']}, the env gives "
-                f"{model.observation_space.shape}"
-            )
-        if model.n_actions != meta["n_actions"]:
-            raise ValueError(f"{path} has {meta['n_actions']} actions, the env has {model.n_actions}")
-        model.policy.load_state(arrays)
-        if opt_bytes is not None and policy == "mlp":
-            import torch
-
-            try:
-                state = torch.load(io.BytesIO(opt_bytes), weights_only=True)
-                model.policy.optimizer.load_state_dict(state)  # type: ignore[attr-defined]
-            except Exception as err:  # torch raises many types for a bad file
-                raise ValueError(f"{path}: optimiser state is unreadable: {err}") from err
-        model.num_timesteps = int(meta["num_timesteps"])
-        model.iterations = int(meta["iterations"])
-        try:
-            model.rng.bit_generator.state = meta["rng_state"]
-        except (TypeError, ValueError, KeyError) as err:
-            raise ValueError(f"{path}: generator state is malformed: {err}") from err
+        model: GRPO = checkpoint.load(cls, path, env)
         return model
 
 
-def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
-    info = zf.getinfo("grpo.json")
-    if info.file_size > 1024 * 1024:
-        raise ValueError(f"{path}: grpo.json is {info.file_size} bytes; a checkpoint's is a few KB")
-    try:
-        meta = json.loads(zf.read("grpo.json").decode("utf-8"))
-    except (zipfile.BadZipFile, UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError) as err:
-        raise ValueError(f"{path}: grpo.json is corrupt: {err}") from err
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a GRPO checkpoint (format tag {CHECKPOINT_FORMAT!r} missing)")
-    required = ("policy", "config", "seed", "num_timesteps", "iterations", "observation_shape",
-                "n_actions", "rng_state")
-    missing = [k for k in required if k not in meta]
-    if missing:
-        raise ValueError(f"{path}: grpo.json lacks {missing}")
-    if meta["policy"] not in POLICY_NAMES:
-        raise ValueError(f"{path}: unknown policy {meta['policy']!r}")
-    return meta
+def make_policy(
+    kind: str,
+    observation_space: gym.Space,
+    n_actions: int,
+    learning_rate: float | None,
+    seed: int,
+    *,
+    feature_slices: Sequence[slice] | None = None,
+    max_grad_norm: float | None = None,
+    tabular_optimizer: str = "sgd",
+    policy_kwargs: dict[str, Any] | None = None,
+) -> Policy:
+    """Build a policy by name ("tabular" or "mlp"). Here, not in :mod:`agents.grpo.policies`, because
+    the mlp policy builds on that module; torch is imported only for "mlp" (``ImportError`` naming
+    the ``torch`` extra when it is not installed)."""
+    kwargs = dict(policy_kwargs or {})
+    if kind == "tabular":
+        if kwargs:
+            raise ValueError(f"the tabular policy takes no policy_kwargs, got {sorted(kwargs)}")
+        if learning_rate is None:
+            learning_rate = TABULAR_DEFAULT_LR[tabular_optimizer]
+        return TabularPolicy(
+            observation_space, n_actions, learning_rate, feature_slices, optimizer=tabular_optimizer
+        )
+    if kind == "mlp":
+        from agents.grpo.mlp import MLPPolicy  # lazy: torch
 
-
-def _read_npz(zf: zipfile.ZipFile, path: Path) -> dict[str, np.ndarray]:
-    if zf.getinfo("policy.npz").file_size > _MAX_CHECKPOINT_MEMBER:
-        raise ValueError(f"{path}: policy.npz is larger than {_MAX_CHECKPOINT_MEMBER} bytes")
-    try:
-        raw = zf.read("policy.npz")
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
-        raise ValueError(f"{path}: policy.npz is corrupt or holds pickled objects: {err}") from err
-
-
-def _rollout_metrics(batch: GroupBatch, rewards: np.ndarray) -> dict[str, float]:
-    tied = np.all(rewards == rewards[:, :1], axis=1)  # (B,)
-    out = {
-        "rollout/reward_mean": float(batch.returns.mean()),
-        "rollout/ep_len_mean": float(batch.lengths.mean()),
-        "rollout/zero_std_group_frac": float(tied.mean()),
-    }
-    if not np.isnan(batch.correct).any():
-        out["rollout/solve_rate"] = float(batch.correct.mean())
-    if not np.isnan(batch.well_formed).any():
-        out["rollout/format_violations"] = float(1.0 - batch.well_formed.mean())
-    return out
-
-
-def _progress(enabled: bool, total: int) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="step", desc="GRPO", dynamic_ncols=True)
+        return MLPPolicy(
+            observation_space,
+            n_actions,
+            3e-4 if learning_rate is None else learning_rate,
+            seed=seed,
+            max_grad_norm=max_grad_norm,
+            **kwargs,
+        )
+    raise ValueError(f"policy={kind!r} is not one of {POLICY_NAMES}")

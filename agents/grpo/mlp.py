@@ -16,11 +16,16 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
-import torch
-from torch import nn
 
-from agents.objective import entropy_bonus
-from agents.policies import LossFn, Policy, UpdateStats
+from agents.extras import missing_extra
+from agents.grpo.objective import entropy_bonus
+from agents.grpo.policies import LossFn, Policy, UpdateStats
+
+try:
+    import torch
+    from torch import nn
+except ImportError as err:  # installed without the torch extra: the tabular policy still works
+    raise missing_extra("the mlp policy (agents.grpo.mlp)", "torch") from err
 
 __all__ = ["MLPPolicy"]
 
@@ -115,7 +120,7 @@ class MLPPolicy(Policy):
         logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
         terms = loss_fn(logp.detach().numpy())
         self.optimizer.zero_grad()
-        # The objective's math lives in NumPy (agents.objective); autograd only chains its gradient
+        # The objective's math lives in NumPy (agents.grpo.objective); autograd only chains its gradient
         # with respect to logp (and, for the entropy bonus, the logits) through the network.
         tensors, grads = [logp], [torch.as_tensor(terms.grad_logp.reshape(-1))]
         if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient

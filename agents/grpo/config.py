@@ -18,13 +18,17 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from agents.objective import (
+import numpy as np
+
+from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
     PER_ANSWER_LOSSES,
     POLICY_LOSSES,
     SEQ_MEAN_ROWS,
+    LossSettings,
+    SurrogateSettings,
 )
 
 __all__ = ["GRPOConfig", "PRESETS", "PRESET_FIELDS"]
@@ -284,6 +288,43 @@ class GRPOConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def loss_settings(self, max_length: int | None = None,
+                      rng: np.random.Generator | None = None) -> LossSettings:
+        """The settings :func:`agents.grpo.objective.grpo_token_loss` reads, built from this (resolved)
+        config: the one place a config field becomes a loss constant. ``max_length`` is the fixed length
+        of "seq_mean_token_sum" (``token_sum_norm`` when set, else this one: the env's maximum episode
+        length); ``rng`` is the generator Clip-Cov draws its tokens with (kept only for "clip_cov")."""
+        if self.beta is None:
+            raise ValueError("beta is unset: resolve the config first (GRPOConfig.resolve(policy))")
+        if self.token_sum_norm is not None and max_length is not None and self.token_sum_norm < max_length:
+            raise ValueError(
+                f"token_sum_norm={self.token_sum_norm} is shorter than the env's maximum episode length "
+                f"{max_length}: the normaliser must bound every answer's length"
+            )
+        norm = None
+        if self.loss_aggregation == "seq_mean_token_sum":
+            norm = self.token_sum_norm or max_length
+            if norm is None:
+                raise ValueError(
+                    "loss_aggregation='seq_mean_token_sum' divides by a fixed maximum length, and this "
+                    "env declares none (no task max_length, no spec max_episode_steps); set token_sum_norm"
+                )
+        surrogate = SurrogateSettings(
+            clip_eps=self.clip_eps,
+            clip_eps_high=self.clip_eps_high,
+            dual_clip_c=self.dual_clip_c,
+            kl_cov_ratio=self.kl_cov_ratio,
+            kl_cov_coef=self.kl_cov_coef,
+            clip_cov_ratio=self.clip_cov_ratio,
+            clip_cov_bounds=(self.clip_cov_lb, self.clip_cov_ub),
+            rng=rng if self.policy_loss == "clip_cov" else None,
+            sapo_tau_pos=self.sapo_tau_pos,
+            sapo_tau_neg=self.sapo_tau_neg,
+        )
+        return LossSettings(beta=self.beta, kl_estimator=self.kl_estimator, aggregation=self.loss_aggregation,
+                            policy_loss=self.policy_loss, max_length=None if norm is None else int(norm),
+                            surrogate=surrogate, seq_mean_rows=self.seq_mean_rows)
 
     def resolve(self, policy: str) -> GRPOConfig:
         """This config with every unset field (None among :data:`PRESET_FIELDS`) taken from ``policy``'s

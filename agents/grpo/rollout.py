@@ -17,19 +17,24 @@ operations; otherwise :class:`ListGroupRunner` steps a list of env copies.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
-from agents.policies import Policy, apply_mask, log_softmax, sample_categorical
+from agents.grpo.config import GRPOConfig
+from agents.grpo.objective import informative_groups
+from agents.grpo.policies import Policy, apply_mask, log_softmax, sample_categorical
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Prompt, Task
 
 __all__ = [
+    "Collected",
     "GroupBatch",
     "GroupMode",
+    "collect_groups",
     "concat_groups",
     "ListGroupRunner",
     "VectorGroupRunner",
@@ -39,6 +44,7 @@ __all__ = [
     "env_masks",
     "make_runner",
     "obs_equal",
+    "rollout_metrics",
 ]
 
 GroupMode = Literal["replay", "seed"]
@@ -376,3 +382,83 @@ def env_has_masks(env: gym.Env) -> bool:
     return callable(getattr(env, "action_masks", None)) or callable(
         getattr(env.unwrapped, "action_masks", None)
     )
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One iteration's rollouts (see :func:`collect_groups`)."""
+
+    sampled: GroupBatch  # every group rolled out, B' of them (all rounds, in order)
+    rewards: np.ndarray  # (B', G) their rewards (verifier reward + length term)
+    train: GroupBatch | None  # the groups to train on (None: none)
+    train_rewards: np.ndarray  # (B_train, G) their rewards
+    train_groups: np.ndarray  # (B_train,) their indices among the B' sampled groups
+    rounds: int  # rollout rounds of B groups
+
+
+def collect_groups(
+    runner: ListGroupRunner | VectorGroupRunner,
+    policy: Policy,
+    rng: np.random.Generator,
+    group_rewards: Callable[[GroupBatch], np.ndarray],
+    config: GRPOConfig,
+    steps_left: int,
+) -> Collected:
+    """Roll out one iteration's groups and score them with ``group_rewards`` ((B, G) per rollout).
+
+    Without dynamic sampling, the one rollout of B groups is both sampled and trained on. With it
+    (DAPO, ``config.dynamic_sampling``), rounds of B groups are rolled out until B groups with untied
+    rewards are kept, ``config.dynamic_sampling_max_rounds`` is spent, or the rounds' steps reach
+    ``steps_left`` (the rest of the step budget); only the first B informative groups are trained on.
+    """
+    first = runner.collect(policy, rng)
+    first_rewards = group_rewards(first)  # (B, G)
+    if not config.dynamic_sampling:
+        return Collected(first, first_rewards, first, first_rewards, np.arange(first.n_groups), 1)
+    target = first.n_groups
+    sampled, sampled_rewards = [first], [first_rewards]
+    kept: list[GroupBatch] = []
+    kept_rewards: list[np.ndarray] = []
+    kept_index: list[np.ndarray] = []  # indices of the kept groups among all sampled ones
+    steps, offset = 0, 0
+    while True:
+        batch, rewards = sampled[-1], sampled_rewards[-1]
+        steps += batch.n_steps
+        keep = np.flatnonzero(informative_groups(rewards))
+        if keep.size:
+            kept.append(batch.select_groups(keep))
+            kept_rewards.append(rewards[keep])
+            kept_index.append(offset + keep)
+        offset += len(rewards)
+        n_kept = sum(len(r) for r in kept_rewards)
+        if n_kept >= target or len(sampled) >= config.dynamic_sampling_max_rounds or steps >= steps_left:
+            break
+        sampled.append(runner.collect(policy, rng))
+        sampled_rewards.append(group_rewards(sampled[-1]))
+    all_batch = concat_groups(sampled) if len(sampled) > 1 else first
+    all_rewards = np.concatenate(sampled_rewards)
+    if not kept:
+        return Collected(all_batch, all_rewards, None, np.zeros((0, first.group_size)),
+                         np.zeros(0, dtype=np.int64), len(sampled))
+    train = concat_groups(kept)
+    train_rewards = np.concatenate(kept_rewards)
+    train_index = np.concatenate(kept_index)
+    if train.n_groups > target:  # the last round overshot: keep the first B informative groups
+        train, train_rewards = train.select_groups(np.arange(target)), train_rewards[:target]
+        train_index = train_index[:target]
+    return Collected(all_batch, all_rewards, train, train_rewards, train_index, len(sampled))
+
+
+def rollout_metrics(batch: GroupBatch, rewards: np.ndarray) -> dict[str, float]:
+    """The ``rollout/*`` metrics of an iteration's sampled groups and their (B', G) rewards."""
+    tied = np.all(rewards == rewards[:, :1], axis=1)  # (B,)
+    out = {
+        "rollout/reward_mean": float(batch.returns.mean()),
+        "rollout/ep_len_mean": float(batch.lengths.mean()),
+        "rollout/zero_std_group_frac": float(tied.mean()),
+    }
+    if not np.isnan(batch.correct).any():
+        out["rollout/solve_rate"] = float(batch.correct.mean())
+    if not np.isnan(batch.well_formed).any():
+        out["rollout/format_violations"] = float(1.0 - batch.well_formed.mean())
+    return out

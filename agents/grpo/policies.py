@@ -1,8 +1,9 @@
 """Policies the GRPO agent can train: the lesson's tabular softmax (NumPy only) and, lazily imported,
-a torch MLP whose network is SB3 PPO's actor (:mod:`agents.mlp_policy`).
+a torch MLP whose network is SB3 PPO's actor (:mod:`agents.grpo.mlp`, which imports this module, never
+the other way round: the agent picks the policy class, see :func:`agents.grpo.agent.make_policy`).
 
 Both implement :class:`Policy`. The trainer never sees a gradient formula: it passes
-``loss_fn(logp) -> LossTerms`` (from :mod:`agents.objective`) to :meth:`Policy.update`, and the policy
+``loss_fn(logp) -> LossTerms`` (from :mod:`agents.grpo.objective`) to :meth:`Policy.update`, and the policy
 chains ``LossTerms.grad_logp`` through its own parameters.
 """
 
@@ -12,12 +13,11 @@ import abc
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from agents.objective import LossTerms, entropy_bonus
+from agents.grpo.objective import LossTerms, entropy_bonus
 
 __all__ = [
     "Policy",
@@ -26,7 +26,7 @@ __all__ = [
     "log_softmax",
     "sample_categorical",
     "apply_mask",
-    "make_policy",
+    "TABULAR_DEFAULT_LR",
     "check_tabular_observations",
     "POLICY_NAMES",
 ]
@@ -89,7 +89,7 @@ class Policy(abc.ABC):
                masks: np.ndarray | None = None) -> UpdateStats:
         """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``, minus
         the entropy bonus ``sum_t entropy_weights[t] * H_t`` when ``entropy_weights`` (T,) is given
-        (:func:`agents.objective.entropy_bonus` supplies its value and logit gradient). With ``masks``
+        (:func:`agents.grpo.objective.entropy_bonus` supplies its value and logit gradient). With ``masks``
         (T, V), log-probs and entropies are those of the distribution restricted to the allowed tokens
         (masked tokens get no probability and no gradient)."""
 
@@ -161,7 +161,7 @@ class _SGD:
 
 
 #: Default step sizes of the tabular optimisers (see GRPOConfig.learning_rate).
-_TABULAR_DEFAULT_LR = {"sgd": 300.0, "adam": 0.1}
+TABULAR_DEFAULT_LR = {"sgd": 300.0, "adam": 0.1}
 _TABULAR_OPTIMIZERS: dict[str, type[_Adam] | type[_SGD]] = {"adam": _Adam, "sgd": _SGD}
 
 
@@ -339,39 +339,3 @@ def check_tabular_observations(env: gym.Env) -> None:
             "almost never repeat, so a table would give every state its own untrained row. Use "
             "policy='mlp', or discretise the observations (an ObservationWrapper to an integer Box)"
         )
-
-
-def make_policy(
-    kind: str,
-    observation_space: gym.Space,
-    n_actions: int,
-    learning_rate: float | None,
-    seed: int,
-    *,
-    feature_slices: Sequence[slice] | None = None,
-    max_grad_norm: float | None = None,
-    tabular_optimizer: str = "sgd",
-    policy_kwargs: dict[str, Any] | None = None,
-) -> Policy:
-    """Build a policy by name ("tabular" or "mlp"); torch is imported only for "mlp"."""
-    kwargs = dict(policy_kwargs or {})
-    if kind == "tabular":
-        if kwargs:
-            raise ValueError(f"the tabular policy takes no policy_kwargs, got {sorted(kwargs)}")
-        if learning_rate is None:
-            learning_rate = _TABULAR_DEFAULT_LR[tabular_optimizer]
-        return TabularPolicy(
-            observation_space, n_actions, learning_rate, feature_slices, optimizer=tabular_optimizer
-        )
-    if kind == "mlp":
-        from agents.mlp_policy import MLPPolicy  # lazy: torch
-
-        return MLPPolicy(
-            observation_space,
-            n_actions,
-            3e-4 if learning_rate is None else learning_rate,
-            seed=seed,
-            max_grad_norm=max_grad_norm,
-            **kwargs,
-        )
-    raise ValueError(f"policy={kind!r} is not one of {POLICY_NAMES}")

@@ -24,6 +24,7 @@ __all__ = [
     "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
     "POLICY_LOSSES",
+    "LossSettings",
     "LossTerms",
     "SurrogateSettings",
     "clip_ratio",
@@ -243,10 +244,6 @@ class SurrogateSettings:
     rng: np.random.Generator | None = None
     sapo_tau_pos: float = 1.0
     sapo_tau_neg: float = 1.05
-
-    @property
-    def eps_high(self) -> float:
-        return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
 
 
 def clip_ratio(ratio: np.ndarray, clip_eps: float, clip_eps_high: float | None = None) -> np.ndarray:
@@ -622,28 +619,36 @@ class LossTerms:
     clip_frac: float  # fraction of valid tokens on a clipped branch (or selected, for kl_cov)
 
 
+@dataclass(frozen=True)
+class LossSettings:
+    """Everything :func:`grpo_token_loss` reads besides the arrays; the agent builds it once from its
+    config (:meth:`agents.grpo.config.GRPOConfig.loss_settings`).
+
+    * ``beta``: the KL weight. ``kl_estimator``: a key of :data:`KL_ESTIMATORS`.
+    * ``aggregation``: a key of :data:`LOSS_AGGREGATIONS`; ``max_length`` is its fixed length
+      ("seq_mean_token_sum" only; None falls back to the batch's padded length).
+    * ``policy_loss``: a key of :data:`POLICY_LOSSES` ("vanilla" is PPO-clip), with its constants in
+      ``surrogate``.
+    * ``seq_mean_rows``: a key of :data:`SEQ_MEAN_ROWS` (which answers the ``seq_mean_*`` aggregations
+      divide by).
+    """
+
+    beta: float
+    kl_estimator: str = "k3"
+    aggregation: str = "seq_mean_token_mean"
+    policy_loss: str = "vanilla"
+    max_length: int | None = None
+    surrogate: SurrogateSettings = SurrogateSettings()
+    seq_mean_rows: str = "all"
+
+
 def grpo_token_loss(
     logp: np.ndarray,
     logp_old: np.ndarray,
     logp_ref: np.ndarray,
     adv: np.ndarray,
     mask: np.ndarray,
-    *,
-    clip_eps: float,
-    beta: float,
-    kl_estimator: str = "k3",
-    aggregation: str = "seq_mean_token_mean",
-    clip_eps_high: float | None = None,
-    dual_clip_c: float | None = None,
-    policy_loss: str = "vanilla",
-    kl_cov_ratio: float = 2e-4,
-    kl_cov_coef: float = 0.1,
-    clip_cov_ratio: float = 2e-4,
-    clip_cov_bounds: tuple[float, float] = (1.0, 5.0),
-    rng: np.random.Generator | None = None,
-    max_length: int | None = None,
-    sapo_taus: tuple[float, float] = (1.0, 1.05),
-    seq_mean_rows: str = "all",
+    settings: LossSettings,
     policy_tokens: np.ndarray | None = None,
 ) -> LossTerms:
     """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
@@ -653,28 +658,21 @@ def grpo_token_loss(
             sampling and reference policies.
         adv: (N, L) advantages.
         mask: (N, L) 1.0 on tokens in the loss, 0.0 on padding (and on masked-out answers).
-        clip_eps, beta: the clip range and the KL weight.
-        kl_estimator: a key of :data:`KL_ESTIMATORS`.
-        aggregation: a key of :data:`LOSS_AGGREGATIONS`; ``max_length`` is its fixed length.
-        clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef, clip_cov_ratio, clip_cov_bounds, rng: see
-            :class:`SurrogateSettings` (``rng`` is needed by "clip_cov" only).
-        policy_loss: a key of :data:`POLICY_LOSSES` ("vanilla" is PPO-clip).
-        sapo_taus: SAPO's (tau_pos, tau_neg).
-        seq_mean_rows: a key of :data:`SEQ_MEAN_ROWS` (for the ``seq_mean_*`` aggregations).
+        settings: the variant and its constants (:class:`LossSettings`).
         policy_tokens: (N, L) bool or None: only these tokens carry the policy term (value and gradient),
             e.g. :func:`high_entropy_tokens`; the KL term and the aggregation still use ``mask``, as TRL
             applies ``top_entropy_quantile``.
     """
-    weights = LOSS_AGGREGATIONS[aggregation](mask, max_length)  # (N, L), zero on padding
-    if aggregation.startswith("seq_mean"):
-        weights = SEQ_MEAN_ROWS[seq_mean_rows](weights, mask)
-    settings = SurrogateSettings(clip_eps, clip_eps_high, dual_clip_c, kl_cov_ratio, kl_cov_coef,
-                                 clip_cov_ratio, tuple(clip_cov_bounds), rng,  # type: ignore[arg-type]
-                                 *sapo_taus)
-    surrogate, d_surrogate, clipped = POLICY_LOSSES[policy_loss](logp, logp_old, adv, mask, settings)
+    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)  # (N, L), zero on padding
+    if settings.aggregation.startswith("seq_mean"):
+        weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
+    surrogate, d_surrogate, clipped = POLICY_LOSSES[settings.policy_loss](
+        logp, logp_old, adv, mask, settings.surrogate
+    )
     if policy_tokens is not None:
         surrogate, d_surrogate = surrogate * policy_tokens, d_surrogate * policy_tokens
-    kl, d_kl = KL_ESTIMATORS[kl_estimator](logp, logp_ref)
+    kl, d_kl = KL_ESTIMATORS[settings.kl_estimator](logp, logp_ref)
+    beta = settings.beta
     per_token = -(surrogate - beta * kl)  # (N, L)
     grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)
     n_valid = max(float(mask.sum()), 1.0)

@@ -1,0 +1,146 @@
+"""GRPO checkpoints: a zip of ``grpo.json`` (metadata, the resolved config, the generator state) and
+``policy.npz`` (the policy's arrays), plus ``optimizer.pt`` (torch's Adam state) for the mlp policy.
+
+Nothing in a checkpoint is ever unpickled: arrays are read with ``allow_pickle=False`` and the optimiser
+state with ``weights_only=True``. The format tag :data:`CHECKPOINT_FORMAT` names the layout; a file
+without it, or truncated, or tampered with, raises ``ValueError`` naming the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents.grpo.config import GRPOConfig
+from agents.grpo.policies import POLICY_NAMES
+
+__all__ = ["CHECKPOINT_FORMAT", "load", "save"]
+
+CHECKPOINT_FORMAT = "rlvr-env/grpo-checkpoint/v1"
+_MAX_CHECKPOINT_MEMBER = 512 * 1024 * 1024
+
+
+def save(model: Any, path: str | Path) -> None:
+    """Write ``model`` (an :class:`agents.grpo.GRPO`) to ``path`` atomically (see the module docstring)."""
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "policy": model.policy_name,
+        "config": model.config.to_dict(),
+        "seed": model.seed,
+        "env_id": model.env_id,
+        "env_kwargs": model.env_kwargs,
+        "policy_kwargs": model.policy_kwargs,
+        "num_timesteps": model.num_timesteps,
+        "iterations": model.iterations,
+        "observation_shape": list(model.observation_space.shape or ()),
+        "n_actions": model.n_actions,
+        "rng_state": model.rng.bit_generator.state,
+    }
+    try:
+        meta_text = json.dumps(meta)
+    except TypeError as err:
+        raise ValueError(f"env_kwargs or policy_kwargs are not JSON-serialisable: {err}") from err
+    arrays = io.BytesIO()
+    np.savez(arrays, **model.policy.state())
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("grpo.json", meta_text)
+        zf.writestr("policy.npz", arrays.getvalue())
+        if model.policy_name == "mlp":
+            import torch  # the mlp policy exists, so torch is installed
+
+            opt = io.BytesIO()
+            torch.save(model.policy.optimizer_state(), opt)
+            zf.writestr("optimizer.pt", opt.getvalue())
+    tmp.replace(path)  # atomic: an interrupted save never leaves a half-written checkpoint
+
+
+def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
+    """The ``cls`` (:class:`agents.grpo.GRPO`) model saved at ``path``; it predicts exactly as the saved
+    one and continues training from the same generator state. ``env`` defaults to the stored env id."""
+    path = Path(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise
+    except (zipfile.BadZipFile, OSError) as err:
+        raise ValueError(f"{path} is not a GRPO checkpoint (not a readable zip file: {err})") from err
+    with zf:
+        names = set(zf.namelist())
+        for member in ("grpo.json", "policy.npz"):
+            if member not in names:
+                raise ValueError(f"{path} is not a GRPO checkpoint: it has no {member!r}")
+        meta = _read_json(zf, path)
+        arrays = _read_npz(zf, path)
+        opt_bytes = zf.read("optimizer.pt") if "optimizer.pt" in names else None
+    policy = meta["policy"]
+    if env is None:
+        if not meta.get("env_id"):
+            raise ValueError(f"{path} was trained on an env without an id; pass env= to load it")
+        env = meta["env_id"]
+        model = cls(env, GRPOConfig.from_dict(meta["config"]), policy, meta["seed"],
+                    env_kwargs=meta.get("env_kwargs") or {}, policy_kwargs=meta.get("policy_kwargs"))
+    else:
+        model = cls(env, GRPOConfig.from_dict(meta["config"]), policy, meta["seed"],
+                    policy_kwargs=meta.get("policy_kwargs"))
+    if list(model.observation_space.shape or ()) != list(meta["observation_shape"]):
+        raise ValueError(
+            f"{path} was trained on observations of shape {meta['observation_shape']}, the env gives "
+            f"{model.observation_space.shape}"
+        )
+    if model.n_actions != meta["n_actions"]:
+        raise ValueError(f"{path} has {meta['n_actions']} actions, the env has {model.n_actions}")
+    model.policy.load_state(arrays)
+    if opt_bytes is not None and policy == "mlp":
+        import torch  # the mlp model above was built, so torch is installed
+
+        try:
+            state = torch.load(io.BytesIO(opt_bytes), weights_only=True)
+            model.policy.optimizer.load_state_dict(state)
+        except Exception as err:  # torch raises many types for a bad file
+            raise ValueError(f"{path}: optimiser state is unreadable: {err}") from err
+    model.num_timesteps = int(meta["num_timesteps"])
+    model.iterations = int(meta["iterations"])
+    try:
+        model.rng.bit_generator.state = meta["rng_state"]
+    except (TypeError, ValueError, KeyError) as err:
+        raise ValueError(f"{path}: generator state is malformed: {err}") from err
+    return model
+
+
+def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
+    info = zf.getinfo("grpo.json")
+    if info.file_size > 1024 * 1024:
+        raise ValueError(f"{path}: grpo.json is {info.file_size} bytes; a checkpoint's is a few KB")
+    try:
+        meta = json.loads(zf.read("grpo.json").decode("utf-8"))
+    except (zipfile.BadZipFile, UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError) as err:
+        raise ValueError(f"{path}: grpo.json is corrupt: {err}") from err
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a GRPO checkpoint (format tag {CHECKPOINT_FORMAT!r} missing)")
+    required = ("policy", "config", "seed", "num_timesteps", "iterations", "observation_shape",
+                "n_actions", "rng_state")
+    missing = [k for k in required if k not in meta]
+    if missing:
+        raise ValueError(f"{path}: grpo.json lacks {missing}")
+    if meta["policy"] not in POLICY_NAMES:
+        raise ValueError(f"{path}: unknown policy {meta['policy']!r}")
+    return meta
+
+
+def _read_npz(zf: zipfile.ZipFile, path: Path) -> dict[str, np.ndarray]:
+    if zf.getinfo("policy.npz").file_size > _MAX_CHECKPOINT_MEMBER:
+        raise ValueError(f"{path}: policy.npz is larger than {_MAX_CHECKPOINT_MEMBER} bytes")
+    try:
+        raw = zf.read("policy.npz")
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
+        raise ValueError(f"{path}: policy.npz is corrupt or holds pickled objects: {err}") from err

@@ -1,0 +1,135 @@
+"""The import graph of ``rlvr_env``, ``agents`` and ``benchmarks`` has no circle, and its arrows point one
+way: ``benchmarks -> agents -> rlvr_env`` (DESIGN.md, "The layout").
+
+The graph is read from the source with ``ast``: every ``import`` and ``from ... import`` statement,
+module-level or inside a function (a lazy import is still an arrow), resolved to the project module it
+names (``from a.b import c`` is an arrow to ``a.b.c`` when that is a module, else to ``a.b``). The
+packages are walked, so new modules are covered without naming them here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("rlvr_env", "agents", "benchmarks")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            modules[_module_name(path)] = path
+    return modules
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest prefix of dotted ``name`` that is a project module (None: not ours)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules that ``module`` (at ``path``) imports anywhere in its source."""
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the current package, up level - 1 packages
+                base_parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            # `from a.b import c`: the submodule a.b.c when it is one, else a.b itself
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            resolved = _resolve(target, modules)
+            if resolved is not None and resolved != module:
+                out.add(resolved)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle (as a path that returns to its start), or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def test_the_graph_is_read_from_every_module_including_lazy_imports() -> None:
+    graph = import_graph()
+    assert {"rlvr_env", "agents", "agents.grpo.agent", "agents.grpo.mlp"} <= set(graph)
+    assert len(graph) > 40 and sum(map(len, graph.values())) > 80
+    # make_policy imports the mlp policy inside the function: the arrow is seen
+    assert "agents.grpo.mlp" in graph["agents.grpo.agent"]
+    assert "agents.grpo.policies" in graph["agents.grpo.mlp"]
+
+
+def test_find_cycle_finds_a_planted_circle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_circle() -> None:
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize(("package", "forbidden"), [
+    ("rlvr_env", ("agents", "benchmarks")),
+    ("agents", ("benchmarks",)),
+])
+def test_arrows_point_one_way(package: str, forbidden: tuple[str, ...]) -> None:
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        if module.split(".")[0] == package
+        for target in targets
+        if target.split(".")[0] in forbidden
+    )
+    assert not wrong, wrong
