@@ -11,7 +11,12 @@ Two views of one policy, because greedy success alone cannot tell a learned prom
   says whether *every* prompt is learned).
 
 Both take grammar masks: a masked agent (GRPO with ``action_masks=True``, MaskablePPO) is given the
-env's ``action_masks()`` at every step, as in training."""
+env's ``action_masks()`` at every step, as in training.
+
+Any SB3-shaped model plugs in through :func:`sb3_predictor`: ``greedy_success(sb3_predictor(model), env)``
+and ``success_report(sb3_predictor(model), env, masked=...)``. A recurrent model (sb3-contrib's
+RecurrentPPO) gets its hidden state carried from step to step of each episode and reset at each
+episode's start (``episode_start``), as ``evaluate_policy`` does in SB3."""
 
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from rlvr_env.tasks.base import Prompt, check_split
 __all__ = [
     "BatchPredict",
     "MaskedPredict",
+    "SB3Predictor",
     "SuccessReport",
     "answer_correct",
     "as_token_env",
@@ -86,13 +92,17 @@ def greedy_success(
 ) -> float:
     """Fraction of ``prompts`` (default: :func:`evaluation_prompts`) that ``predict`` answers correctly.
 
-    All episodes advance in lockstep: one ``predict`` call per token position for the whole batch.
-    ``predict`` should be deterministic (greedy) for a greedy success rate. Unmasked; a masked agent
-    uses :func:`success_report` (or :func:`answer_correct` with ``masked=True``).
+    ``predict`` is a :data:`BatchPredict` (``obs -> actions``, which should be greedy) or an
+    :class:`SB3Predictor` (``sb3_predictor(model)``, asked for greedy actions; a recurrent model's
+    state is carried). All episodes advance in lockstep: one ``predict`` call per token position for
+    the whole batch. Unmasked; a masked agent uses :func:`success_report` (or :func:`answer_correct`
+    with ``masked=True``).
     """
     if prompts is None:
         prompts = evaluation_prompts(env, split, n_prompts, seed)
-    return float(answer_correct(lambda o, m, d: predict(o), env, prompts, deterministic=True).mean())
+    masked_predict: MaskedPredict = (
+        predict if isinstance(predict, SB3Predictor) else lambda o, m, d: predict(o))
+    return float(answer_correct(masked_predict, env, prompts, deterministic=True).mean())
 
 
 def answer_correct(
@@ -117,6 +127,8 @@ def answer_correct(
     if masked and not callable(getattr(base, "action_masks", None)):
         raise ValueError(f"masked=True, but {type(base).__name__} has no action_masks()")
     episodes = [p for p in prompts for _ in range(repeats)]
+    if isinstance(predict, SB3Predictor):
+        predict = predict.episodes(len(episodes))  # a fresh state per episode, for recurrent models
     if _has_arrays(base.task):
         return _answer_correct_vector(predict, base, episodes, deterministic, masked).reshape(
             len(prompts), repeats)
@@ -127,7 +139,7 @@ def answer_correct(
     while active.any():
         idx = np.flatnonzero(active)
         masks = np.stack([envs[i].action_masks() for i in idx]) if masked else None
-        actions = np.asarray(predict(obs[idx], masks, deterministic)).reshape(-1)  # (n_active,)
+        actions = _predict_rows(predict, obs[idx], masks, deterministic, idx)  # (n_active,)
         for j, i in enumerate(idx):
             o, _, terminated, truncated, info = envs[i].step(int(actions[j]))
             obs[i] = o
@@ -135,6 +147,14 @@ def answer_correct(
                 active[i] = False
                 correct[i] = bool(info["correct"])
     return correct.reshape(len(prompts), repeats)
+
+
+def _predict_rows(predict: MaskedPredict, obs: np.ndarray, masks: np.ndarray | None,
+                  deterministic: bool, rows: np.ndarray) -> np.ndarray:
+    """Actions (n,) for the episodes at ``rows`` (an :class:`_EpisodeState` is told which they are)."""
+    if isinstance(predict, _EpisodeState):
+        return predict.step(obs, masks, deterministic, rows)
+    return np.asarray(predict(obs, masks, deterministic)).reshape(-1)
 
 
 def _has_arrays(task: object) -> bool:
@@ -159,7 +179,7 @@ def _answer_correct_vector(predict: MaskedPredict, base: TokenEnv, episodes: lis
     while active.any():
         idx = np.flatnonzero(active)
         masks = venv.action_masks()[idx] if masked else None
-        actions[idx] = np.asarray(predict(obs[idx], masks, deterministic)).reshape(-1)
+        actions[idx] = _predict_rows(predict, obs[idx], masks, deterministic, idx)
         obs, _, terminated, truncated, info = venv.step(actions)
         ended = active & (terminated | truncated)
         if ended.any():
@@ -221,18 +241,75 @@ def success_report(
     )
 
 
-def sb3_predictor(model: object) -> MaskedPredict:
-    """A :data:`MaskedPredict` for any model with SB3's ``predict(obs, deterministic=...)`` (PPO, A2C,
-    the GRPO agent) or sb3-contrib's ``predict(obs, action_masks=..., deterministic=...)``
-    (MaskablePPO): masks are passed when the evaluation is masked. Sampling uses the model's own
-    generator (torch's for SB3 models: seed it with ``set_random_seed`` for a repeatable score)."""
-    predict = getattr(model, "predict", None)
-    if not callable(predict):
-        raise TypeError(f"{type(model).__name__} has no predict() method")
+class SB3Predictor:
+    """A :data:`MaskedPredict` for any model with SB3's ``predict(obs, state, episode_start,
+    deterministic)`` (PPO, A2C, DQN, the GRPO agent, sb3-contrib's RecurrentPPO) or sb3-contrib's
+    ``predict(..., action_masks=...)`` (MaskablePPO): masks are passed when the evaluation is masked.
 
-    def run(obs: np.ndarray, masks: np.ndarray | None, deterministic: bool) -> np.ndarray:
-        if masks is None:
-            return np.asarray(predict(obs, deterministic=deterministic)[0])
-        return np.asarray(predict(obs, deterministic=deterministic, action_masks=masks)[0])
+    Called as ``predictor(obs, masks=None, deterministic=True)`` it is state-less. The evaluators
+    (:func:`answer_correct`, so :func:`greedy_success` and :func:`success_report`) run it per batch of
+    episodes instead: a model that returns a state (RecurrentPPO's LSTM ``(h, c)``, each
+    ``(layers, n_envs, hidden)``) gets each episode's own state back on its next step, and
+    ``episode_start`` True on its first step, so the hidden state restarts with every episode.
+    Sampling uses the model's own generator (torch's for SB3 models: seed it with ``set_random_seed``
+    for a repeatable score)."""
 
-    return run
+    def __init__(self, model: object) -> None:
+        predict = getattr(model, "predict", None)
+        if not callable(predict):
+            raise TypeError(f"{type(model).__name__} has no predict() method")
+        self.model = model
+        self._predict = predict
+
+    def __call__(self, obs: np.ndarray, masks: np.ndarray | None = None,
+                 deterministic: bool = True) -> np.ndarray:
+        return self.predict(obs, masks, deterministic, None, None)[0]
+
+    def predict(self, obs: np.ndarray, masks: np.ndarray | None, deterministic: bool,
+                state: object, episode_start: np.ndarray | None) -> tuple[np.ndarray, object]:
+        """One call of the model's ``predict``: (actions (n,), the state it returns)."""
+        kwargs: dict[str, object] = {"deterministic": deterministic}
+        if state is not None or episode_start is not None:
+            kwargs.update(state=state, episode_start=episode_start)
+        if masks is not None:
+            kwargs["action_masks"] = masks
+        actions, new_state = self._predict(obs, **kwargs)
+        return np.asarray(actions).reshape(-1), new_state
+
+    def episodes(self, n: int) -> _EpisodeState:
+        """A predictor for ``n`` episodes that start now (it carries their states)."""
+        return _EpisodeState(self, n)
+
+
+class _EpisodeState:
+    """The per-episode recurrent state of one :class:`SB3Predictor` over a batch of ``n`` episodes."""
+
+    def __init__(self, predictor: SB3Predictor, n: int) -> None:
+        self.predictor = predictor
+        self.started = np.zeros(n, dtype=bool)  # (n,) whether the episode took its first step
+        self.state: tuple[np.ndarray, ...] | None = None  # each (layers, n, hidden) once known
+
+    def __call__(self, obs: np.ndarray, masks: np.ndarray | None, deterministic: bool) -> np.ndarray:
+        return self.step(obs, masks, deterministic, np.arange(len(obs)))
+
+    def step(self, obs: np.ndarray, masks: np.ndarray | None, deterministic: bool,
+             rows: np.ndarray) -> np.ndarray:
+        """Actions for the episodes ``rows`` (their observations ``obs``), carrying their states."""
+        state = None if self.state is None else tuple(s[:, rows] for s in self.state)
+        actions, new_state = self.predictor.predict(obs, masks, deterministic, state,
+                                                    ~self.started[rows])
+        self.started[rows] = True
+        if new_state is not None:
+            parts = ((np.asarray(new_state),) if isinstance(new_state, np.ndarray)
+                     else tuple(np.asarray(s) for s in new_state))
+            if self.state is None:  # the first call has every episode: take the layout from it
+                self.state = tuple(np.zeros((s.shape[0], len(self.started), *s.shape[2:]), s.dtype)
+                                   for s in parts)
+            for full, part in zip(self.state, parts):
+                full[:, rows] = part
+        return actions
+
+
+def sb3_predictor(model: object) -> SB3Predictor:
+    """:class:`SB3Predictor` of ``model``: the evaluators' adapter for any SB3-shaped model."""
+    return SB3Predictor(model)
