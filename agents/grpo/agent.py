@@ -14,8 +14,9 @@ import numpy as np
 
 from agents.evaluation import SuccessReport, greedy_success, success_report
 from agents.grpo import checkpoint, hooks
+from agents.grpo.callbacks import Callback, make_callbacks
 from agents.grpo.config import GRPOConfig
-from agents.grpo.hooks import Callback, GroupHook, GroupHooks
+from agents.grpo.hooks import GroupHook, GroupHooks
 from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
     LossTerms,
@@ -202,15 +203,18 @@ class GRPO:
     def learn(
         self,
         total_timesteps: int,
-        callback: Callback | None = None,
+        callback: Callback | Any = None,
         progress_bar: bool = False,
         reset_num_timesteps: bool = True,
     ) -> GRPO:
         """Train for ``total_timesteps`` environment steps (rounded up to whole iterations).
 
         As in SB3, ``reset_num_timesteps=False`` continues counting, and ``total_timesteps`` is then
-        the number of *additional* steps.
+        the number of *additional* steps. ``callback``: ``fn(model, metrics)`` after each iteration
+        (False stops), an SB3 ``BaseCallback`` / ``CallbackList``, or a list of these; an SB3
+        callback's ``on_step`` runs once per iteration (:mod:`agents.grpo.callbacks`).
         """
+        callbacks = make_callbacks(callback)
         if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
             raise ValueError(f"total_timesteps={total_timesteps!r} must be an integer")
         if total_timesteps < 1:
@@ -221,12 +225,18 @@ class GRPO:
         if self.verbose or self.log_dir is not None:
             _ = self.logger  # set up (and import torch for) SB3's logger before the clock starts
         bar = hooks.progress_bar(progress_bar, int(total_timesteps))
+        if callbacks is not None:
+            callbacks.start(self, locals(), globals())
         start_steps, start_time = self.num_timesteps, time.perf_counter()
         try:
             while self.num_timesteps < goal:
+                if callbacks is not None:
+                    callbacks.rollout_start()
                 # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
                 got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards,
                                      self.config, goal - self.num_timesteps)
+                if callbacks is not None:
+                    callbacks.rollout_end()
                 train_stats: dict[str, float] = {}
                 adv = None
                 if got.train is not None:
@@ -261,8 +271,10 @@ class GRPO:
                 self._log(metrics)
                 if bar is not None:  # the bar's total is the budget; the last iteration may run past it
                     bar.update(min(got.sampled.n_steps, int(total_timesteps) - bar.n))
-                if callback is not None and callback(self, metrics) is False:
+                if callbacks is not None and not callbacks.step(self, metrics, locals()):
                     break
+            if callbacks is not None:
+                callbacks.end()
         finally:
             self.train_seconds = time.perf_counter() - start_time
             if bar is not None:
@@ -428,6 +440,14 @@ class GRPO:
                 total += float(r)
                 done = terminated or truncated
         return total / n_episodes
+
+    def get_env(self) -> gym.Env:
+        """The env this agent was made with (SB3's name; SB3 callbacks read it)."""
+        return self.env
+
+    def get_vec_normalize_env(self) -> None:
+        """None: GRPO never normalises observations (SB3's name; its callbacks ask)."""
+        return None
 
     def num_parameters(self) -> int:
         """Trainable parameters of the policy (GRPO has no critic)."""

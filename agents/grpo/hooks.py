@@ -1,5 +1,5 @@
 """What an outside observer of GRPO training gets: the per-iteration ``callback`` of ``learn`` (SB3's
-habit), its progress bar, and the group hook (``GRPO.add_group_hook``), which sees every group an
+habit; :mod:`agents.grpo.callbacks` runs it, SB3 ``BaseCallback`` objects included), its progress bar, and the group hook (``GRPO.add_group_hook``), which sees every group an
 iteration sampled.
 
 Both are read-only views: a hook receives copies (read-only arrays), so a run with hooks trains
@@ -16,13 +16,10 @@ from typing import Any
 import numpy as np
 
 from agents.extras import missing_extra
+from agents.grpo.callbacks import Callback
 from agents.grpo.rollout import GroupBatch
 
 __all__ = ["Callback", "GroupEvent", "GroupHook", "GroupHooks", "progress_bar"]
-
-#: ``callback(model, metrics)`` after each iteration of ``learn``; returning False stops it.
-Callback = Callable[[Any, dict[str, float]], "bool | None"]
-
 
 @dataclass(frozen=True)
 class GroupEvent:
