@@ -101,10 +101,10 @@ class GRPOConfig:
     fixed-length Arithmetic task). Applied only on envs whose final info says "correct" and "length"."""
 
     learning_rate: float | None = None
-    """Step size. None picks the policy's default: for "tabular", 300 with SGD (the aggregated loss
-    averages over the B x G x L tokens of a batch, so one answer's gradient on its table rows is
-    ~1/(B G L) of its advantage) or 0.1 with Adam; for "mlp", 3e-4 (SB3 PPO's Adam default, so the
-    two agents share an optimiser setting)."""
+    """Step size. Unset (None) takes the policy's preset: 300 for "tabular" (plain SGD: the aggregated
+    loss averages over the B x G x L tokens of a batch, so one answer's gradient on its table rows is
+    ~1/(B G L) of its advantage) and 1e-3 for "mlp" (Adam, as SB3 PPO, whose default is 3e-4). The
+    tabular 300 belongs to SGD: with ``tabular_optimizer="adam"`` an unset step size is 0.1."""
 
     tabular_optimizer: str = "sgd"
     """Optimiser of the tabular policy: "sgd" (plain gradient steps, the lesson's) or "adam". Adam
@@ -329,8 +329,8 @@ class GRPOConfig:
     def resolve(self, policy: str) -> GRPOConfig:
         """This config with every unset field (None among :data:`PRESET_FIELDS`) taken from ``policy``'s
         preset, or from the ``"paper"`` preset where that one does not set it. Fields already set are
-        kept. (``learning_rate`` may stay None: the paper preset has none, and the policy then uses its
-        own default step size.)"""
+        kept. A preset's ``learning_rate`` is for its optimiser: a tabular config with another
+        ``tabular_optimizer`` keeps None, and the policy takes that optimiser's step size (Adam: 0.1)."""
         if policy not in PRESETS:
             raise ValueError(f"no preset for policy={policy!r}; presets exist for {sorted(PRESETS)}")
         filled = {
@@ -338,6 +338,9 @@ class GRPOConfig:
             for name in PRESET_FIELDS
             if getattr(self, name) is None
         }
+        own = PRESETS[policy].get("tabular_optimizer")
+        if own is not None and self.tabular_optimizer != own:
+            filled.pop("learning_rate", None)
         return dataclasses.replace(self, **filled) if filled else self
 
     @classmethod
@@ -347,7 +350,11 @@ class GRPOConfig:
         papers' values. See :data:`PRESETS` for the values and the measurements behind them."""
         if policy not in PRESETS:
             raise ValueError(f"no preset for policy={policy!r}; presets exist for {sorted(PRESETS)}")
-        return cls.from_dict({**PRESETS[policy], **overrides}).resolve(policy)
+        values = {**PRESETS[policy], **overrides}
+        own = PRESETS[policy].get("tabular_optimizer")
+        if own is not None and "learning_rate" not in overrides and values["tabular_optimizer"] != own:
+            values.pop("learning_rate", None)  # the preset's step size was for its own optimiser
+        return cls.from_dict(values).resolve(policy)
 
     @classmethod
     def field_docs(cls) -> dict[str, str]:
