@@ -243,6 +243,16 @@ class ArithmeticEnv(TokenEnv):
     exactly prompt ``p`` (a ``Prompt`` or a ``(numbers, target)`` pair; any valid prompt of either split),
     which is how a GRPO agent runs one prompt G times. An invalid prompt raises ``ValueError``.
 
+    ## Action Masks
+
+    ``action_masks()`` ((5,) bool, sb3-contrib's MaskablePPO reads it) allows every token by default:
+    ``rlvr/Arithmetic-v0`` has no grammar mask, and every committed Arithmetic result was made so.
+    ``grammar_mask=True`` makes it the grammar mask: only the tokens that keep the answer a prefix of a
+    well-formed one (a number not used yet at positions 1, 3, 5, an operator at 2 and 4; a prefix an
+    unmasked agent already broke is offered every token). It is an opt-in keyword, not a new default,
+    because a masked agent sees a different env: results with and without it are not compared (the
+    env kwargs are part of every benchmark run's spec). Masks never change what is paid.
+
     ## Episode End
 
     Terminated after the fifth token, always. Never truncated (the answer length is fixed). Calling
@@ -273,6 +283,14 @@ class ArithmeticEnv(TokenEnv):
     (1.1, True, False, '5*2*3', {'accuracy': 1.0, 'format': 0.1})
     >>> env.render()
     'numbers: 3 2 5 | target: 30 | answer: 5 * 2 * 3 [done]'
+    >>> masked = gym.make("rlvr/Arithmetic-v0", grammar_mask=True)
+    >>> _ = masked.reset(seed=0)
+    >>> _ = masked.step(2)  # "5": next an operator
+    >>> masked.unwrapped.action_masks().tolist()
+    [False, False, False, True, True]
+    >>> _ = masked.step(4)  # "5*": next 2 or 3
+    >>> masked.unwrapped.action_masks().tolist()
+    [True, True, False, False, False]
 
     | Parameter         | Type          | Default   | Description                                         |
     |-------------------|---------------|-----------|-----------------------------------------------------|
@@ -280,10 +298,12 @@ class ArithmeticEnv(TokenEnv):
     | `accuracy_weight` | float         | `1.0`     | reward for a correct answer (finite)                 |
     | `format_weight`   | float         | `0.1`     | reward for a well-formed answer (finite)             |
     | `render_mode`     | str or None   | `None`    | `"ansi"` returns the prompt and the answer so far    |
+    | `grammar_mask`    | bool          | `False`   | `action_masks()` is the grammar mask (else all True) |
 
     ## Version History
 
-    * v0: initial version (the lesson's task, verifier and split).
+    * v0: initial version (the lesson's task, verifier and split). ``action_masks()`` allows every
+      token unless ``grammar_mask=True`` (added later as an opt-in keyword; the default is unchanged).
     """
 
     def __init__(
@@ -292,9 +312,10 @@ class ArithmeticEnv(TokenEnv):
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
         render_mode: str | None = None,
+        grammar_mask: bool = False,
     ) -> None:
         super().__init__(
-            ArithmeticTask(),
+            ArithmeticTask(grammar_mask),
             split=split,
             accuracy_weight=accuracy_weight,
             format_weight=format_weight,

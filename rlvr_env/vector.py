@@ -454,9 +454,10 @@ class ArithmeticVectorEnv(TokenVectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
         copy: bool = True,
         render_mode: str | None = None,
+        grammar_mask: bool = False,
     ) -> None:
         super().__init__(
-            ArithmeticTask(),
+            ArithmeticTask(grammar_mask),
             num_envs,
             split=split,
             accuracy_weight=accuracy_weight,

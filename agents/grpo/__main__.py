@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         for split in ("train", "test"):
             rep = model.success(split, k=args.eval_k, n_prompts=args.eval_prompts)
             print(f"{split} prompts ({len(rep.per_prompt_sampled)}"
-                  f"{', grammar-masked' if model.use_masks else ''}): greedy success {rep.greedy:.3f}, "
+                  f"{', grammar-masked' if model.masks_constrain else ''}): greedy success {rep.greedy:.3f}, "
                   f"sampled success (mean@{rep.k}) {rep.sampled:.3f}, pass@{rep.k} {rep.pass_at_k:.3f}, "
                   f"worst prompt's sampled success {rep.min_prompt_sampled:.3f}")
     else:

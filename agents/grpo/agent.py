@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,10 @@ class GRPO:
         )
         #: whether rollouts, updates, ``predict`` (when given masks) and evaluation are grammar-masked
         self.use_masks = bool(config.action_masks and env_has_masks(self.env))
+        #: whether those masks can forbid a token (``rlvr/Arithmetic-v0``'s allow every one by default)
+        self.masks_constrain = self.use_masks and bool(
+            getattr(getattr(self.env.unwrapped, "task", None), "grammar_masked", True))
+        self._warned_unmasked = False
         self._runner = make_runner(self.env, self.env_id, self.env_kwargs, config.prompts_per_iter,
                                    config.group_size, self.group_mode, vectorized, self.use_masks)
         self.vectorized = not hasattr(self._runner, "envs")
@@ -382,8 +387,16 @@ class GRPO:
         Stochastic predictions draw from the agent's seeded generator. ``state`` and
         ``episode_start`` exist for SB3 compatibility and are ignored (the policies are memoryless).
         ``action_masks`` ((V,) or (N, V) bool, as sb3-contrib's MaskablePPO takes them) restricts the
-        choice to the allowed tokens; pass the env's ``action_masks()`` to decode as in training.
+        choice to the allowed tokens; pass the env's ``action_masks()`` to decode as in training. A
+        model trained under masks that constrain, asked without them, warns once (unmasked, it picks
+        tokens it never learned to avoid: such a model can score 0).
         """
+        if action_masks is None and self.masks_constrain and not self._warned_unmasked:
+            self._warned_unmasked = True
+            warnings.warn(
+                "this GRPO model trained under grammar masks and predict() got none, so it decodes "
+                "unmasked and may write answers the grammar forbids; pass action_masks=env.action_masks()",
+                UserWarning, stacklevel=2)
         obs = np.asarray(observation)
         single = obs.shape == tuple(self.observation_space.shape or ())
         batch = obs[None] if single else obs

@@ -117,8 +117,9 @@ class GRPOConfig:
     The tabular policy ignores it."""
 
     action_masks: bool = True
-    """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` env and
-    its native vector env; the protocol sb3-contrib's MaskablePPO reads), sample from the policy
+    """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` token env
+    and its native vector env; the protocol sb3-contrib's MaskablePPO reads; ``rlvr/Arithmetic-v0``'s
+    allows every token unless made with ``grammar_mask=True``; Countdown's is a grammar mask), sample from the policy
     restricted to the allowed tokens and compute every log-prob of the update (current, old, reference)
     under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and ``predict``
     then mask too. False samples from the full vocabulary. An env without masks is never masked."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -46,6 +47,11 @@ class ArithmeticTask(Task):
     The answer is 5 tokens from ``2 3 5 + *``; it is well-formed when it alternates number, operator,
     number, operator, number and uses each of 2, 3, 5 once (24 such answers). ``*`` binds tighter than
     ``+``. The split holds out 10 (number order, target) pairs: each target with 2 of its 6 orders.
+
+    ``grammar_mask``: False (``rlvr/Arithmetic-v0``'s default): :meth:`action_mask` allows every token.
+    True (``gym.make("rlvr/Arithmetic-v0", grammar_mask=True)``): it allows the tokens that keep the answer a prefix of a well-formed one,
+    an unused number at positions 1, 3, 5 and an operator at 2, 4 (a prefix that is already malformed,
+    from an agent that ignored the mask, is offered every token).
     """
 
     name = "arithmetic"
@@ -55,7 +61,10 @@ class ArithmeticTask(Task):
     grammar = _GRAMMAR
     tabular_segments = ("target", "prefix")
 
-    def __init__(self) -> None:
+    def __init__(self, grammar_mask: bool = False) -> None:
+        if not isinstance(grammar_mask, bool):
+            raise ValueError(f"grammar_mask={grammar_mask!r} must be a bool")
+        self._grammar_mask = grammar_mask
         split: dict[str, list[Prompt]] = {s: [] for s in SPLITS}
         for ti, target in enumerate(TARGETS):
             for pi, perm in enumerate(PERMUTATIONS):
@@ -113,3 +122,34 @@ class ArithmeticTask(Task):
         for slot, number in enumerate(prompt.numbers):
             out[nt + slot * nn + self._number_index[number]] = 1.0
         return out
+
+    @property
+    def grammar_masked(self) -> bool:
+        return self._grammar_mask
+
+    def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
+        row = np.zeros((1, self.max_length), dtype=np.int64)
+        row[0, : len(prefix)] = prefix
+        return self.action_masks_arrays(row, np.array([len(prefix)]))[0]
+
+    def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, V) bool masks for prefixes ``tokens[b, :lengths[b]]`` (tokens (B, L), lengths (B,)); all
+        True without ``grammar_mask``. Token ids below ``len(NUMBERS)`` are numbers, the rest operators."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        b, n = tokens.shape[0], len(NUMBERS)
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(b)
+        mask = np.ones((b, len(self.vocab)), dtype=bool)
+        if not self._grammar_mask:
+            return mask
+        cols = np.arange(tokens.shape[1])
+        seen = cols[None, :] < lengths[:, None]  # (B, L) the prefix's positions
+        is_num = tokens < n  # (B, L)
+        want_num = cols % 2 == 0  # (L,) numbers at even positions (0-based), operators at odd ones
+        broken = (seen & (is_num != want_num[None, :])).any(axis=1)  # (B,)
+        used = np.stack([(seen & (tokens == j)).sum(axis=1) for j in range(n)], axis=1)  # (B, n)
+        broken |= (used > 1).any(axis=1)
+        number_next = lengths % 2 == 0  # (B,)
+        mask[:, :n] = number_next[:, None] & (used == 0)
+        mask[:, n:] = ~number_next[:, None]
+        mask[broken] = True
+        return mask

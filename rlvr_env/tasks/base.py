@@ -161,6 +161,12 @@ class Task(ABC):
         """
         return np.ones(len(self.vocab), dtype=bool)
 
+    @property
+    def grammar_masked(self) -> bool:
+        """Whether :meth:`action_mask` can forbid a token (False: every token is always allowed, as the
+        default does). Agents and labels read it to tell a real grammar mask from an all-ones one."""
+        return type(self).action_mask is not Task.action_mask
+
     def render_prompt(self, prompt: Prompt) -> str:
         nums = " ".join(str(n) for n in prompt.numbers)
         return f"numbers: {nums} | target: {prompt.target}"
