@@ -197,14 +197,9 @@ def test_sample_prompts_finite_and_generated() -> None:
 
 # -- verifiers (0.4.x: `verifiers.v1`) ---------------------------------------------------------------
 def _trace(vf, task, reply: str):  # type: ignore[no-untyped-def]
-    from verifiers.v1.graph import MessageNode
+    from rlvr_env.llm.vf_taskset import reply_trace
 
-    return vf.Trace(
-        task=vf.TraceTask(type=type(task).__name__, data=task.data),
-        agent=vf.AgentInfo(config=vf.AgentConfig()),
-        nodes=[MessageNode(message=vf.UserMessage(content=task.data.prompt_text)),
-               MessageNode(parent=0, message=vf.AssistantMessage(content=reply), sampled=True)],
-    )
+    return reply_trace(task, reply)
 
 
 def test_verifiers_taskset_loads_by_id_and_scores_offline_through_its_rewards() -> None:
@@ -246,3 +241,22 @@ def test_verifiers_arithmetic_taskset_is_the_env_split() -> None:
     asyncio.run(tasks[0].score(trace))
     want = verify("2+3*5", tasks[0].data.numbers, tasks[0].data.target, grammar=arith.grammar).reward
     assert trace.reward == pytest.approx(want)
+
+
+def test_docs_verifiers_scoring_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/llm.md's verifiers block (issue 17 item 8): runnable, and it pays what verify() pays."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "llm.md").read_text(encoding="utf-8")
+    section = text.split("## verifiers 0.4", 1)
+    assert len(section) == 2, "docs/llm.md has no verifiers section"
+    block = re.search(r"```python\n(.*?)```", section[1].split("\n## ", 1)[0], re.S)
+    assert block is not None, "the verifiers section has no python block"
+    namespace: dict[str, object] = {}
+    exec(compile(block.group(1), "docs/llm.md verifiers example", "exec"), namespace)  # noqa: S102
+    task, trace = namespace["task"], namespace["trace"]
+    data = task.data  # type: ignore[attr-defined]
+    want = verify(str(namespace["solution"]), tuple(data.numbers), data.target, grammar=data.grammar())
+    assert trace.reward == pytest.approx(want.reward)  # type: ignore[attr-defined]
+    assert str(trace.reward) in capsys.readouterr().out  # type: ignore[attr-defined]

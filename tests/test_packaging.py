@@ -137,6 +137,8 @@ def test_install_requires_is_light_and_the_extras_bring_the_rest() -> None:
     for extra in ("bench", "test"):  # the README's two commands install the torch extra too
         assert "rlvr-env" in extras[extra] and "rlvr-env[torch]" in cfg["options.extras_require"][extra]
     assert "rlvr-env[bench]" in cfg["options.extras_require"]["tune"]
+    assert "tensorboard" in extras["tensorboard"]  # GRPO(tensorboard=True); its error names the extra
+    assert "rlvr-env[torch]" in cfg["options.extras_require"]["tensorboard"]
 
 
 @pytest.mark.parametrize("package", ["agents", "agents.grpo", "rlvr_env"])

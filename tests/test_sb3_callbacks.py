@@ -125,3 +125,15 @@ def test_success_eval_callback_logs_success_and_keeps_the_best(tmp_path: Path) -
     assert len(ppo_ev.evaluations) == 2
     with pytest.raises(ValueError, match="needs eval_env"):
         PPO("MlpPolicy", env, n_steps=32, batch_size=32).learn(32, callback=SuccessEvalCallback())
+
+
+def test_tensorboard_without_tensorboard_names_the_extra(tmp_path: Path, monkeypatch) -> None:
+    """Issue 17 item 8: tensorboard=True needs the ``tensorboard`` package (the ``[tensorboard]`` extra)."""
+    from stable_baselines3.common import logger as sb3_logger
+
+    with pytest.raises(ValueError, match="tensorboard=True needs log_dir"):
+        GRPO("rlvr/Arithmetic-v0", tensorboard=True)
+    monkeypatch.setattr(sb3_logger, "SummaryWriter", None)  # as SB3 sets it when tensorboard is missing
+    model = GRPO("rlvr/Arithmetic-v0", log_dir=str(tmp_path), tensorboard=True)
+    with pytest.raises(ImportError, match=r'rlvr-env\[tensorboard\]'):
+        model.learn(STEPS_PER_ITER)

@@ -83,7 +83,8 @@ class GRPO:
         verbose: 0 silent, 1 one line per logged iteration, 2 SB3's full tables (needs SB3).
         log_interval: iterations between logger dumps.
         log_dir: if set, also write SB3 logger CSV (and TensorBoard when ``tensorboard=True``) there
-            (needs SB3, from the ``torch`` extra; without it only ``verbose`` 0 and 1 work).
+            (needs SB3, from the ``torch`` extra; without it only ``verbose`` 0 and 1 work; TensorBoard
+            needs the ``tensorboard`` extra, ``pip install "rlvr-env[tensorboard]"``).
         vectorized: roll out in the env id's native vector env (``gym.make_vec(...,
             vectorization_mode="vector_entry_point")``); None uses it whenever the id has one. Both paths
             draw the same prompts and samples, so on fixed-length tasks they train identically.
@@ -126,6 +127,8 @@ class GRPO:
             raise ValueError(f"verbose={verbose!r} must be 0, 1 or 2")
         if isinstance(log_interval, bool) or not isinstance(log_interval, int) or log_interval < 1:
             raise ValueError(f"log_interval={log_interval!r} must be a positive integer")
+        if tensorboard and log_dir is None:
+            raise ValueError("tensorboard=True needs log_dir: the TensorBoard files are written there")
         if isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq < 0:
             raise ValueError(f"eval_freq={eval_freq!r} must be a non-negative integer")
         self.eval_freq, self.eval_k, self.eval_prompts = eval_freq, eval_k, eval_prompts

@@ -112,5 +112,8 @@ def make_logger(verbose: int, log_dir: str | None, tensorboard: bool) -> Any:
         os.makedirs(log_dir, exist_ok=True)
         formats.append(sb3_logger.CSVOutputFormat(os.path.join(log_dir, "progress.csv")))
         if tensorboard:
+            if getattr(sb3_logger, "SummaryWriter", None) is None:  # SB3 found no tensorboard
+                raise ImportError('tensorboard=True needs tensorboard, which is not installed; install it '
+                                  'with pip install "rlvr-env[tensorboard]" (or pip install tensorboard)')
             formats.append(sb3_logger.make_output_format("tensorboard", log_dir))
     return sb3_logger.Logger(folder=log_dir, output_formats=formats)

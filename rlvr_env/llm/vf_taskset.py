@@ -16,7 +16,8 @@ reward parts: ``accuracy`` (1.0 for a correct answer, weight 1.0) and ``format``
 answer, weight 0.1), so ``trace.reward`` is the env's reward; weights can be changed through verifiers'
 ``taskset.task.rewards`` config. The answer is the trace's last reply, cut out by
 :mod:`rlvr_env.completions`' policy; the verdict (reason, expression, value) is written to
-``trace.info["rlvr"]``. Scoring needs no model client and no runtime: ``await task.score(trace)``.
+``trace.info["rlvr"]``. Scoring needs no model client and no runtime: ``await task.score(trace)``,
+with ``trace = reply_trace(task, reply)`` for a reply written elsewhere (docs/llm.md has the example).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "CountdownTaskset",
     "ArithmeticTasksetConfig",
     "ArithmeticTaskset",
+    "reply_trace",
 ]
 
 
@@ -174,3 +176,16 @@ class ArithmeticTaskset(_RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConf
 
     def rlvr_task(self) -> RlvrTaskBase:
         return make_task("arithmetic")
+
+
+def reply_trace(task: vf.Task, reply: str) -> vf.Trace:
+    """A finished one-turn trace of ``task``: its prompt as the user message and ``reply`` as the sampled
+    assistant message, ready for ``await task.score(trace)`` (verifiers' own reward path)."""
+    from verifiers.v1.graph import MessageNode
+
+    return vf.Trace(
+        task=vf.TraceTask(type=type(task).__name__, data=task.data),
+        agent=vf.AgentInfo(config=vf.AgentConfig()),
+        nodes=[MessageNode(message=vf.UserMessage(content=task.data.prompt_text)),
+               MessageNode(parent=0, message=vf.AssistantMessage(content=reply), sampled=True)],
+    )
