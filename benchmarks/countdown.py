@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
-from benchmarks.stats import iqm_ci, ratio_ci
+from benchmarks.core.common import command_line, limit_threads, machine_info, write_results
+from benchmarks.core.stats import iqm_ci, ratio_ci
 
 OUT = Path(__file__).resolve().parent / "results" / "countdown"
 ENV_ID = "rlvr/Countdown-v0"
@@ -158,7 +158,7 @@ def maskable_run(seed: int, budget: int, env_kwargs: dict[str, Any], prompts: di
 
     import rlvr_env  # noqa: F401
     from agents.evaluation import answer_correct, sb3_predictor
-    from agents.ppo import make_training_env
+    from benchmarks.core.baselines import make_training_env
 
     kwargs = {**TASK, **env_kwargs}
     env = gym.make(ENV_ID, **kwargs)

@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 import rlvr_env
-from benchmarks.common import write_results
+from benchmarks.core.common import write_results
 from rlvr_env import verify
 from rlvr_env.tasks.arithmetic import TARGETS
 

@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
+from benchmarks.core.common import command_line, limit_threads, machine_info, write_results
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 ENV_ID = "rlvr/Arithmetic-v0"

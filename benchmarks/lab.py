@@ -32,7 +32,7 @@ the run is scored on 256 held-out prompts (greedy, sampled mean@8, pass@8, all u
 Each run writes one JSON file (atomically), ``<out>/runs/<settings hash>_seed<s>.json``; a rerun skips
 a run whose file exists with the same settings, and arms of different claims with equal settings share
 runs. Statistics: per-seed values, the IQM over seeds with a 95%
-percentile-bootstrap interval (:mod:`benchmarks.stats`); differences between arms are paired by seed.
+percentile-bootstrap interval (:mod:`benchmarks.core.stats`); differences between arms are paired by seed.
 A verdict is "agree" when the interval of the claimed difference excludes zero on the claimed side,
 "disagree" when it excludes zero on the other side, "inconclusive" otherwise. Settings (budgets,
 thresholds) were chosen on seeds 0-1 (0-9 are kept for choosing); the reported seeds start at 100.
@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_atomically, write_json
-from benchmarks.stats import Interval, iqm, iqm_ci
+from benchmarks.core.common import command_line, limit_threads, machine_info, write_atomically, write_json
+from benchmarks.core.stats import Interval, iqm, iqm_ci
 
 __all__ = ["Arm", "CLAIMS", "Claim", "main", "run_one", "analyse"]
 
@@ -360,8 +360,8 @@ def _png(fig: Any) -> bytes:
 def _band(ax: Any, runs: list[dict[str, Any]], metric: str, label: str, color: Any, n_grid: int = 60) -> None:
     """IQM over seeds (and 95% bootstrap band) of a per-iteration metric against env steps; each run's
     curve is read on a common step grid (last value at or before each point), NaN where undefined."""
-    from benchmarks.plots import step_interpolate
-    from benchmarks.stats import iqm_band
+    from benchmarks.core.plots import step_interpolate
+    from benchmarks.core.stats import iqm_band
 
     if not runs:
         return

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
+from benchmarks.core.common import command_line, limit_threads, machine_info, write_results
 from rlvr_env import verify
 from rlvr_env.completions import score_completion
 from rlvr_env.tasks.base import Prompt

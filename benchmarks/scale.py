@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, machine_info, write_atomically, write_results
-from benchmarks.executor import ray_session, run_grid
-from benchmarks.study import (
+from benchmarks.core.common import command_line, machine_info, write_atomically, write_results
+from benchmarks.core.executor import ray_session, run_grid
+from benchmarks.core.study import (
     EVALS_PER_RUN,
     LOCAL_OUT,
     RESULTS_DIR,
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS_DIR)
     args = p.parse_args(argv)
     from benchmarks.compare import specs_for
-    from benchmarks.run import run_one
+    from benchmarks.core.run import run_one
 
     # 1. Ray overhead on tiny runs
     tiny = [RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", seed, 640, 320, resolve_hyperparams("grpo_tabular"))

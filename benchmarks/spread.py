@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, machine_info, write_results
+from benchmarks.core.common import command_line, machine_info, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VERSION_KEYS = ("python", "torch", "stable-baselines3", "numpy", "gymnasium")

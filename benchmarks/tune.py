@@ -13,7 +13,7 @@ every tuned contender of a study:
   learning curve: rewards reaching high success early, which is what steps-to-95% measures), each run
   ``--budget`` env steps (the same for every contender). The held-out split is never evaluated while
   tuning;
-- every trial run is :func:`benchmarks.run.run_one` (same env, kwargs, evaluator and exact budget as
+- every trial run is :func:`benchmarks.core.run.run_one` (same env, kwargs, evaluator and exact budget as
   the reported runs); the records of every trial come back to the driver, which writes them (with the
   chosen values) atomically.
 
@@ -46,9 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import write_atomically
-from benchmarks.executor import ray_session
-from benchmarks.study import (
+from benchmarks.core.common import write_atomically
+from benchmarks.core.executor import ray_session
+from benchmarks.core.study import (
     CONTENDERS,
     DEFAULT_STUDY,
     EVALS_PER_RUN,
@@ -139,7 +139,7 @@ def _trial(config: dict[str, Any]) -> dict[str, Any]:
     """One Ray Tune trial (one CPU): the contender's runs on every tuning seed, one after another."""
     import optuna
 
-    from benchmarks.run import limit_threads, run_one
+    from benchmarks.core.run import limit_threads, run_one
 
     limit_threads()
     meta = config["_meta"]

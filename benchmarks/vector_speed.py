@@ -44,7 +44,7 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 import rlvr_env
-from benchmarks.common import write_results
+from benchmarks.core.common import write_results
 from rlvr_env import CountdownTask, verify
 from rlvr_env.batch_verify import TokenTable, batch_verify
 

@@ -26,7 +26,7 @@ from benchmarks.compare import (
     parse_seeds,
     resolve_hyperparams,
 )
-from benchmarks.stats import iqm, iqm_ci, ratio_ci
+from benchmarks.core.stats import iqm, iqm_ci, ratio_ci
 
 SMOKE_CONTENDERS = "grpo_tabular,ppo_default"
 OUTPUT_FILES = ("runs.csv", "curves.csv", "summary.csv", "summary.json", "table.md", "curves_steps.png",
@@ -119,8 +119,8 @@ def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) 
 
 def test_grpo_with_dynamic_sampling_on_countdown_trains_exactly_the_budget() -> None:
     """Variable-length answers and DAPO's resampled batches: the crossing iteration is still rolled back."""
-    from benchmarks.run import run_one
-    from benchmarks.study import contender_hyperparams
+    from benchmarks.core.run import run_one
+    from benchmarks.core.study import contender_hyperparams
 
     hyperparams = contender_hyperparams("grpo_mlp_masked", {"dynamic_sampling": True, "group_size": 4,
                                                             "prompts_per_iter": 2})
@@ -166,7 +166,7 @@ def test_rerun_reuses_finished_runs(smoke_out: Path) -> None:
 def test_ray_and_in_process_runs_give_identical_records(smoke_out: Path) -> None:
     """The same specs through local Ray (the smoke study's workers) and in this process give the same
     per-run records, timing fields aside (seeded runs are deterministic wherever they run)."""
-    from benchmarks.run import comparable, run_one
+    from benchmarks.core.run import comparable, run_one
 
     for path in sorted((smoke_out / "runs").glob("*__s0__*.json")):
         record = json.loads(path.read_text())
@@ -182,8 +182,8 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
     import threading
     import time
 
-    from benchmarks.executor import run_grid, run_task
-    from benchmarks.run import comparable, run_one
+    from benchmarks.core.executor import run_grid, run_task
+    from benchmarks.core.run import comparable, run_one
 
     marker = tmp_path / "first_attempt.pid"
 
@@ -217,7 +217,7 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
 
 
 def test_a_run_that_raises_fails_alone(tmp_path: Path, local_ray: None) -> None:
-    from benchmarks.executor import run_grid
+    from benchmarks.core.executor import run_grid
 
     good = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 0, 400, 200)
     bad = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 1, 400, 200, {"group_size": -1})
@@ -324,7 +324,7 @@ def test_core_packages_never_import_ray() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, rlvr_env, agents, agents.grpo, agents.ppo, agents.evaluation; "
+    code = ("import sys, rlvr_env, agents, agents.grpo, benchmarks.core.baselines, agents.evaluation; "
             "from agents import GRPO; GRPO('rlvr/Arithmetic-v0', policy='mlp').learn(640); "
             "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)

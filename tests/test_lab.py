@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from benchmarks import lab
-from benchmarks.stats import Interval
+from benchmarks.core.stats import Interval
 
 
 def test_verdict_reads_the_interval_on_the_claimed_side() -> None:
