@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.steps < 2048 or args.repeats < 1 or args.threads < 1:
         raise SystemExit("--steps must be >= 2048 (one PPO rollout), --repeats and --threads >= 1")
-    threads = limit_threads(args.threads)
+    threads = limit_threads(args.threads, import_torch=True)
     rates = measure(args.steps, args.repeats)
     result = {
         "command": command_line("benchmarks.throughput", argv),

@@ -109,11 +109,11 @@ def limit_threads(n: int = 1, import_torch: bool = False) -> int | None:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
     if import_torch:
-        try:
-            import torch  # noqa: F401
-        except ImportError:  # pragma: no cover - torch comes with the [torch] extra
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:  # pragma: no cover - torch is the [torch] extra
             return None
-    if "torch" in sys.modules:
+    if import_torch or "torch" in sys.modules:
         import torch
 
         torch.set_num_threads(n)

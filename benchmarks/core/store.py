@@ -30,7 +30,7 @@ from typing import Any
 from benchmarks.core.common import write_atomically
 
 __all__ = ["CODE_VERSION", "STORE_FORMAT", "RunFileError", "checksum", "code_version", "fingerprint",
-           "library_versions", "load_run", "quarantine", "save_run", "wrap"]
+           "check_run", "library_versions", "load_run", "quarantine", "save_run", "wrap"]
 
 #: The run file's layout; a file of another format is set aside.
 STORE_FORMAT = 3
@@ -97,9 +97,12 @@ class RunFileError(ValueError):
         self.path, self.reason, self.detail = Path(path), reason, detail
 
 
-def check_run(path: Path, key: str, fp: str) -> dict[str, Any]:
-    """The record of the run file ``path``, or :class:`RunFileError` saying what is wrong with it."""
+def check_run(path: Path, key: str | None = None, fp: str | None = None) -> dict[str, Any]:
+    """The record of the run file ``path``, or :class:`RunFileError` saying what is wrong with it. ``key``
+    defaults to the file's stem; with ``fp`` None the fingerprint is not compared (reading a stored
+    study, not deciding whether to reuse a run)."""
     path = Path(path)
+    key = path.stem if key is None else key
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -122,7 +125,7 @@ def check_run(path: Path, key: str, fp: str) -> dict[str, Any]:
         raise RunFileError(path, "checksum", "fails its checksum (its content was edited)")
     if data["key"] != key:
         raise RunFileError(path, "key", f"holds the run {data['key']!r}, not {key!r} (copied under another name?)")
-    if data["fingerprint"] != fp:
+    if fp is not None and data["fingerprint"] != fp:
         raise RunFileError(path, "fingerprint",
                            "was made from another spec or code version (settings, library versions or "
                            "CODE_VERSION changed)")
