@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.config import GRPOConfig
+from agents.grpo.hooks import GroupHook, group_event
 from agents.evaluation import SuccessReport, greedy_success, success_report
 from agents.objective import (
     ADVANTAGE_ESTIMATORS,
@@ -173,6 +174,7 @@ class GRPO:
         )
         #: whether rollouts, updates, ``predict`` (when given masks) and evaluation are grammar-masked
         self.use_masks = bool(config.action_masks and env_has_masks(self.env))
+        self._group_hooks: list[GroupHook] = []
         self._runner = make_runner(self.env, self.env_id, self.env_kwargs, config.prompts_per_iter,
                                    config.group_size, self.group_mode, vectorized, self.use_masks)
         self.vectorized = not hasattr(self._runner, "envs")
@@ -221,10 +223,18 @@ class GRPO:
                 # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
                 sampled, sampled_rewards, batch, rewards, rounds = self._collect(goal)
                 train_stats: dict[str, float] = {}
+                adv = None
                 if batch is not None:
                     adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
                         rewards, self.config.adv_eps, self.config.unbiased_std
                     )  # (B, G)
+                if self._group_hooks:
+                    event = group_event(sampled_rewards, sampled.lengths, sampled.correct, adv,
+                                        0 if batch is None else batch.n_groups, self.config.dynamic_sampling,
+                                        self.iterations + 1, self.num_timesteps)
+                    for hook in self._group_hooks:
+                        hook(event)
+                if batch is not None:
                     train_stats = self._update(batch, adv.reshape(-1))  # mu clipped epochs
                 self.num_timesteps += sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
@@ -259,6 +269,13 @@ class GRPO:
                     bar.set_postfix_str(f"+{over} steps to finish the last iteration", refresh=True)
                 bar.close()
         return self
+
+    def add_group_hook(self, fn: GroupHook) -> None:
+        """Register ``fn(event: GroupEvent)``, called once per iteration after the advantages are
+        computed and before the update, with every group the iteration sampled (agents.grpo.hooks)."""
+        if not callable(fn):
+            raise ValueError(f"add_group_hook: {fn!r} is not callable")
+        self._group_hooks.append(fn)
 
     def _collect(
         self, goal: int
