@@ -73,7 +73,7 @@ def _timed_grid(specs: list[RunSpec], out: Path, workers: int) -> float:
     return time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.scale",
                                 description=(__doc__ or "").splitlines()[0])
     p.add_argument("--tiny-runs", type=int, default=12)
@@ -82,7 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--probe-budget", type=int, default=10_240, help="env steps per Countdown-4 probe run")
     add_output_arguments(p, "scale", RESULTS_DIR)
     p.add_argument("--work", type=Path, default=OUT, help="scratch folder of the timed runs (git-ignored)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     out = output_folder(args)
     work = args.work
     from benchmarks.compare import specs_for

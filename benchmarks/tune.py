@@ -246,7 +246,7 @@ def _space_text(contender: str) -> str:
     return " ".join(doc[start:end if end > 0 else None].split())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES))
     p.add_argument("--contenders", default=None,
@@ -266,7 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--update-results", action="store_true",
                    help=f"write the chosen values into {HPARAMS_DIR.name}/ that the studies read (maintainers)")
     p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     study = STUDIES[args.study]
     tunable = [n for n in study.contenders if n in SEARCH_SPACES]
     names = [n.strip() for n in args.contenders.split(",") if n.strip()] if args.contenders else tunable
