@@ -186,6 +186,8 @@ class ray_session:  # noqa: N801 - used as a context manager, like open()
     def __enter__(self) -> ray_session:
         import ray
 
+        if self.address is not None:
+            _check_reachable(self.address)  # even when connected already: a dead address is a mistake
         if not ray.is_initialized():
             # One BLAS / OpenMP thread per worker, inherited by a local Ray's worker processes.
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -197,7 +199,6 @@ class ray_session:  # noqa: N801 - used as a context manager, like open()
                 kwargs.update(address="local", num_cpus=int(self.workers or os.cpu_count() or 1),
                               include_dashboard=None)  # a dashboard if ray[default] is installed
             else:
-                _check_reachable(self.address)
                 _token_auth_for(self.address)
                 kwargs["address"] = self.address
             ctx = ray.init(**kwargs)
