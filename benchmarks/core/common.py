@@ -90,7 +90,8 @@ def output_folder(args: argparse.Namespace) -> Path:
     ``--update-results`` (and only it) selects the committed folder."""
     if args.update_results:
         if args.out is not None:
-            raise ValueError("--update-results writes the committed results folder; do not pass --out with it")
+            raise ValueError("--update-results writes the committed results folder; do not pass --out "
+                             "with it")
         return Path(args._committed)
     return Path(args.out) if args.out is not None else LOCAL_OUT / args._experiment
 

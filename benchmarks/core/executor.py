@@ -107,11 +107,18 @@ def _source_digest() -> str:
 
 
 def worker_version() -> dict[str, Any]:
-    """This process's code version: the store's (code constant, libraries) and the source digest."""
+    """This process's code version: the store's (code constant, libraries) and the digest of the sources
+    as they were when this module was imported (the code this process runs)."""
     return {**code_version(), "source": _source_digest()}
 
 
-def _resolve(fn: str | Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+RunFunction = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+_source_digest()  # now: the digest of the code this process imports, not of later edits
+
+
+def _resolve(fn: str | RunFunction) -> RunFunction:
     if not isinstance(fn, str):
         return fn
     module, _, name = fn.partition(":")
@@ -147,7 +154,8 @@ def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
         return
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"--ray-address {address!r} must read HOST:PORT (the head's GCS port, 6379 by default)")
+        raise ValueError(f"--ray-address {address!r} must read HOST:PORT (the head's GCS port, 6379 by "
+                         "default)")
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             pass

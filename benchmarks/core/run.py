@@ -44,7 +44,8 @@ from benchmarks.core.store import library_versions as store_versions
 from benchmarks.core.executor import Task
 from benchmarks.core.study import CONTENDERS, RUN_FORMAT, THRESHOLDS, RunSpec
 
-__all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_task", "TIMING_FIELDS"]
+__all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_task",
+           "TIMING_FIELDS"]
 
 #: Fields of a record that measure the process rather than the run: time, memory, and torch's thread
 #: count (None where the tabular path never loaded torch, 1 in a process that had); everything else in a

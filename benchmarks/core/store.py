@@ -112,19 +112,22 @@ def check_run(path: Path, key: str | None = None, fp: str | None = None) -> dict
     except UnicodeDecodeError:
         raise RunFileError(path, "binary", "is not UTF-8 text (binary garbage?)") from None
     except json.JSONDecodeError as err:
-        raise RunFileError(path, "corrupt", f"is not valid JSON (truncated?): {err.msg} at {err.pos}") from None
+        raise RunFileError(path, "corrupt",
+                           f"is not valid JSON (truncated?): {err.msg} at {err.pos}") from None
     if not isinstance(data, dict):
         raise RunFileError(path, "schema", f"holds a JSON {type(data).__name__}, not a run file object")
     if data.get("format") != STORE_FORMAT:
         raise RunFileError(path, "format",
-                           f"has format {data.get('format')!r}, not this code's run-file format {STORE_FORMAT}")
+                           f"has format {data.get('format')!r}, not this code's run-file format "
+                           f"{STORE_FORMAT}")
     missing = [k for k in ("key", "fingerprint", "checksum", "record") if k not in data]
     if missing or not isinstance(data["record"], dict):
         raise RunFileError(path, "schema", f"lacks {missing or ['a record object']}")
     if data["checksum"] != checksum(data["key"], data["fingerprint"], data["record"]):
         raise RunFileError(path, "checksum", "fails its checksum (its content was edited)")
     if data["key"] != key:
-        raise RunFileError(path, "key", f"holds the run {data['key']!r}, not {key!r} (copied under another name?)")
+        raise RunFileError(path, "key",
+                           f"holds the run {data['key']!r}, not {key!r} (copied under another name?)")
     if fp is not None and data["fingerprint"] != fp:
         raise RunFileError(path, "fingerprint",
                            "was made from another spec or code version (settings, library versions or "

@@ -65,7 +65,6 @@ class Claim:
     plot: Callable[[Claim, dict[str, list[dict[str, Any]]], dict[str, Any]], bytes]
 
 
-
 #: Warm start: demonstrations (the task's own solutions to train prompts) and behaviour-cloning epochs.
 WARM_DEMOS, WARM_EPOCHS = 64, 30
 
@@ -88,7 +87,6 @@ def run_key(arm: Arm, seed: int, budget: int) -> dict[str, Any]:
         "warm_start": {"demos": WARM_DEMOS, "epochs": WARM_EPOCHS} if arm.warm_start else None,
         "eval": {"prompts": EVAL_PROMPTS, "k": EVAL_K},
     }
-
 
 
 def _frac_window(n: int, frac: float, last: bool) -> slice:
@@ -180,16 +178,12 @@ def first_reach(rec: dict[str, Any], threshold: float, window: int = 3) -> tuple
     return float("nan"), float("nan")
 
 
-
-
 def _row(claim: Claim, text: str, measured: str, v: str) -> dict[str, str]:
     return {"claim": text, "paper": claim.paper, "measured": measured, "verdict": v}
 
 
-
 def _label(claim: Claim, arm: str) -> str:
     return next(a.label for a in claim.arms if a.name == arm)
-
 
 
 def collapsed(rec: dict[str, Any]) -> bool:
@@ -202,4 +196,3 @@ def collapsed(rec: dict[str, Any]) -> bool:
     end = window_mean(rec, "solve_rate", True)
     ent = window_mean(rec, "entropy", True)
     return bool(end < 0.5 * best or (ent < 0.01 and end < 0.5))
-

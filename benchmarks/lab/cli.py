@@ -78,6 +78,8 @@ def analyse(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start}
                    for a in claim.arms}
     return res
+
+
 def table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "| claim | paper | what we measured (IQM over seeds [95% bootstrap CI]) | verdict |",

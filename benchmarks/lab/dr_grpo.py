@@ -23,6 +23,7 @@ from benchmarks.lab.base import (
 )
 from benchmarks.lab.figures import _curves_figure, _plt, _png
 
+
 def analyse_dr_grpo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     growth = {a.name: per_seed(runs, a.name, lambda r: window_mean(r, "len_wrong", True)
                                - window_mean(r, "len_wrong", False)) for a in claim.arms}

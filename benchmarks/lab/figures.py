@@ -9,6 +9,7 @@ import numpy as np
 
 from benchmarks.lab.base import Claim, _seeds, series
 
+
 def _plt() -> Any:
     import matplotlib
 
@@ -84,4 +85,3 @@ def _curves_figure(claim: Claim, runs: dict[str, list[dict[str, Any]]], panels: 
     n = len(_seeds(runs))
     fig.suptitle(f"{claim.paper}: IQM over {n} seeds, 95% bootstrap band", fontsize=10)
     return fig
-

@@ -24,6 +24,7 @@ from benchmarks.lab.base import (
 )
 from benchmarks.lab.figures import _curves_figure, _png
 
+
 def analyse_gspo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     n = len(_seeds(runs))
     final = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}

@@ -21,6 +21,7 @@ from benchmarks.lab.base import (
 )
 from benchmarks.lab.figures import _curves_figure, _png
 
+
 def analyse_kl(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     acc = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     greedy = {a.name: per_seed(runs, a.name, lambda r: r["final"]["greedy"]) for a in claim.arms}

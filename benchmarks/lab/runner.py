@@ -38,7 +38,8 @@ def run_name(key: Mapping[str, Any]) -> str:
 
 def task_for(arm: Arm, seed: int, budget: int) -> Task:
     key = run_key(arm, seed, budget)
-    return Task("benchmarks.lab.runner:run_arm", key, run_name(key), group=arm.name, label=f"{arm.name} s{seed}")
+    return Task("benchmarks.lab.runner:run_arm", key, run_name(key), group=arm.name,
+                label=f"{arm.name} s{seed}")
 
 
 def run_arm(key: dict[str, Any]) -> dict[str, Any]:
