@@ -34,7 +34,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
+from benchmarks.core.common import (
+    add_output_arguments,
+    command_line,
+    limit_threads,
+    machine_info,
+    output_folder,
+    write_results,
+)
 from benchmarks.vector_speed import measure_verifiers
 from rlvr_env import CountdownTask
 
@@ -42,7 +49,6 @@ NUM_ENVS = 1024
 GOAL_ENV = 1.0
 GOAL_PPO = 5.0
 GOAL_VERIFIER = 20.0
-LOCAL_OUT = Path("benchmark-runs") / "speed_goals"
 RESULTS = Path(__file__).resolve().parent / "results"
 COUNTDOWN = "rlvr/Countdown-v0"
 
@@ -201,16 +207,21 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed_goals",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved measurements (median)")
     parser.add_argument("--seconds", type=float, default=0.3, help="length of one env measurement")
     parser.add_argument("--ppo-updates", type=int, default=2, help="PPO updates per learn() run")
     parser.add_argument("--ppo-repeats", type=int, default=1, help="learn() runs per env kind (median)")
     parser.add_argument("--verifier-size", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None, help=f"output folder (default {LOCAL_OUT})")
-    parser.add_argument("--update-results", action="store_true", help="write benchmarks/results/ instead")
+    add_output_arguments(parser, "speed_goals", RESULTS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = build_parser()
     args = parser.parse_args(argv)
     for name in ("repeats", "ppo_updates", "ppo_repeats"):
         if getattr(args, name) < 1:
@@ -219,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"--seconds={args.seconds} must be > 0 and --verifier-size={args.verifier_size} >= 3")
     if args.update_results and args.out is not None:
         parser.error("--update-results writes benchmarks/results/; do not pass --out with it")
-    out = RESULTS if args.update_results else (args.out or LOCAL_OUT)
+    out = output_folder(args)
     limit_threads(1)
     result = {
         "command": command_line("benchmarks.speed_goals", argv),

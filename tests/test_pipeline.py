@@ -27,7 +27,15 @@ from benchmarks.core.study import RunSpec
 
 #: Every experiment's CLI module: each has build_parser(); those that take --seeds parse them alike.
 EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "spread", "env_speed",
-               "throughput", "vector_speed", "llm_rewards", "fresh_install")
+               "throughput", "vector_speed", "llm_rewards", "fresh_install", "speed_goals")
+
+
+def test_every_benchmark_command_is_in_the_experiment_list() -> None:
+    # a new `python -m benchmarks.X` command must join EXPERIMENTS, so the output and seed tests cover it
+    root = Path(__file__).resolve().parent.parent / "benchmarks"
+    commands = {p.stem for p in root.glob("*.py") if 'if __name__ == "__main__"' in p.read_text()}
+    helpers = {"update_readme", "migrate_runs", "demo"}  # maintenance and a demo: no results folder
+    assert commands - helpers - {"lab"} <= set(EXPERIMENTS), sorted(commands - helpers - set(EXPERIMENTS))
 SEEDED = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune")
 #: The learning columns of runs.csv: everything that is not time, memory or provenance.
 LEARNING = ("contender", "seed", "num_timesteps", "learned_steps", "final_train_success",
