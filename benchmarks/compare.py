@@ -3,7 +3,7 @@
 Every contender trains on the same env id and kwargs (train split), with the same observation encoding,
 the same seeds and exactly the same number of env steps, and is scored by the same code
 (:mod:`agents.evaluation`, greedy and, where the study asks, sampled answers on train and held-out
-prompts). Each run is one Ray task (:mod:`benchmarks.executor`); with no ``--ray-address`` (nor
+prompts). Each run is one Ray task (:mod:`benchmarks.core.executor`); with no ``--ray-address`` (nor
 ``RAY_ADDRESS``) an embedded local Ray uses this machine's cores.
 
     python -m benchmarks.compare                        # the quick study (the main job, a few minutes)
@@ -11,9 +11,9 @@ prompts). Each run is one Ray task (:mod:`benchmarks.executor`); with no ``--ray
     python -m benchmarks.compare --study countdown3     # Countdown-3: GRPO, PPO, MaskablePPO
     python -m benchmarks.compare --ray-address HOST:6379 --study countdown4   # on a Ray cluster
 
-The pieces: :mod:`benchmarks.study` (studies and contenders as data), :mod:`benchmarks.run` (one run),
-:mod:`benchmarks.executor` (a grid on Ray), :mod:`benchmarks.summary` (IQM, intervals, verdicts, goals)
-and :mod:`benchmarks.report` (files, table, plots). "Tuned" hyperparameters come from
+The pieces: :mod:`benchmarks.core.study` (studies and contenders as data), :mod:`benchmarks.core.run` (one run),
+:mod:`benchmarks.core.executor` (a grid on Ray), :mod:`benchmarks.core.summary` (IQM, intervals, verdicts, goals)
+and :mod:`benchmarks.core.report` (files, table, plots). "Tuned" hyperparameters come from
 ``benchmarks/hparams/``, written by ``python -m benchmarks.tune`` with the same search budget per
 contender, on the train split and on seeds 1000+ that no reported run uses.
 
@@ -34,9 +34,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.common import write_atomically
-from benchmarks.executor import git_commit, run_grid
-from benchmarks.report import (
+from benchmarks.core.common import write_atomically
+from benchmarks.core.executor import git_commit, run_tasks
+from benchmarks.core.report import (
     CURVE_COLUMNS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
@@ -44,8 +44,8 @@ from benchmarks.report import (
     verdict_lines,
     write_outputs,
 )
-from benchmarks.run import build_model, library_versions, run_one
-from benchmarks.study import (
+from benchmarks.core.run import build_model, library_versions, run_one, spec_task
+from benchmarks.core.study import (
     CONTENDERS,
     DEFAULT_STUDY,
     EVALS_PER_RUN,
@@ -58,9 +58,10 @@ from benchmarks.study import (
     parse_contenders,
     parse_seeds,
     resolve_hyperparams,
+    seeds_argument,
     study_contenders,
 )
-from benchmarks.summary import summarize
+from benchmarks.core.summary import summarize
 
 __all__ = [
     "CONTENDERS", "CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "FULL", "QUICK", "RunSpec",
@@ -92,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help=f"same as --study {FULL.name}")
     p.add_argument("--env", default=None,
                    help="Gymnasium env id (an rlvr_env TokenEnv; default: the study's)")
-    p.add_argument("--seeds", default=None,
-                   help="count (5), list (0,3,7) or range (10-19); default: the study's")
+    p.add_argument("--seeds", type=seeds_argument(), default=None,
+                   help="a seed (5), a list (10,11) or a range (10-19); default: the study's")
     p.add_argument("--budget", type=int, default=None, help="env steps per run; default: the study's")
     p.add_argument("--eval-every", type=int, default=None,
                    help=f"env steps between checkpoints (default budget / {EVALS_PER_RUN})")
@@ -154,7 +155,7 @@ def specs_for(study: Study, contenders: Sequence[str], seeds: Sequence[int], bud
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     study = resolve_study(args)
-    seeds = parse_seeds(args.seeds if args.seeds is not None else study.seeds)
+    seeds = args.seeds if args.seeds is not None else parse_seeds(study.seeds)
     budget = int(args.budget if args.budget is not None else study.budget)
     if budget < 1:
         raise ValueError(f"--budget {budget} must be a positive number of env steps")
@@ -181,8 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     workers = None if address else (args.workers or os.cpu_count() or 1)
-    records, failures = run_grid(specs, out, address=address, workers=workers, progress=not args.quiet,
-                                 rerun=rerun)
+    outcome = run_tasks([spec_task(s) for s in specs], out, address=address, workers=workers,
+                        progress=not args.quiet, rerun=rerun)
+    records, failures = outcome.ordered(spec_task(s) for s in specs), outcome.failures
     if args.update_results and not failures:
         # The committed folder holds exactly this study: drop run files it no longer contains.
         keep = {f"{s.key}.json" for s in specs}
@@ -203,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "git_commit": git_commit(),
         "run_git_commits": sorted({str(r.get("git_commit")) for r in records}),
         "elapsed_seconds_this_invocation": time.time() - started,
+        "retried_runs_this_invocation": outcome.retried,
+        "attempts": {r["key"]: r.get("execution", {}).get("attempts") for r in records},
     }
     if records:
         result = write_outputs(records, contenders, out, meta, plots=not args.no_plots)

@@ -30,8 +30,11 @@ Parts:
 * **arithmetic**: the ``tabular`` and ``mlp`` presets on ``rlvr/Arithmetic-v0`` at their reported
   budgets (200k / 300k steps): greedy, sampled (k=64) and the worst prompt's sampled success.
 
-Results: ``benchmarks/results/countdown/countdown.json`` (every run) and ``countdown.md`` (the tables
-the README includes). One process, one torch thread (the machine is shared).
+Every run is one task of the executor (:mod:`benchmarks.core.executor`: an embedded local Ray by default,
+a cluster with ``--ray-address``), one torch thread each, stored as a run file in ``<out>/runs/`` and
+reused by the next invocation. Results: ``<out>/countdown.json`` (every run) and ``countdown.md`` (the
+tables), ``<out>`` being ``benchmark-runs/countdown/`` (git-ignored) unless ``--out``; the committed
+``benchmarks/results/countdown/`` only with ``--update-results``.
 """
 
 from __future__ import annotations
@@ -40,15 +43,22 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
-from benchmarks.stats import iqm_ci, ratio_ci
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    command_line,
+    machine_info,
+    output_folder,
+    write_results,
+)
+from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.study import seeds_argument
+from benchmarks.core.stats import iqm_ci, ratio_ci
 
-OUT = Path(__file__).resolve().parent / "results" / "countdown"
 ENV_ID = "rlvr/Countdown-v0"
 TASK = {"n_numbers": 3}
 K = 16
@@ -69,13 +79,6 @@ WARM_CONFIG = {"beta": 0.04}
 BEST = "+ lookahead obs"
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = (int(x) for x in text.split("-"))
-        return list(range(lo, hi + 1))
-    return [int(x) for x in text.split(",")]
-
-
 def _floor(env: Any, prompts: list[Any]) -> float:
     """Held-out success of the single-number answer: the share of prompts with a number equal to the target."""
     return float(np.mean([p.target in p.numbers for p in prompts]))
@@ -88,9 +91,41 @@ def _report(predict: Any, env: Any, prompts: list[Any], masked: bool) -> dict[st
     return {"greedy": rep.greedy, "sampled": rep.sampled, f"pass@{K}": rep.pass_at_k}
 
 
-def grpo_run(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
-             prompts: dict[str, list[Any]], eval_every: int, demos: int = 0,
-             task: dict[str, Any] | None = None) -> dict[str, Any]:
+def _prompts(task: dict[str, Any], n: int) -> dict[str, list[Any]]:
+    """The fixed evaluation prompts of each split (the same for every run of a task)."""
+    import gymnasium as gym
+
+    import rlvr_env  # noqa: F401
+    from agents.evaluation import evaluation_prompts
+
+    env = gym.make(ENV_ID, **task)
+    return {s: evaluation_prompts(env, s, n, seed=0) for s in ("train", "test")}
+
+
+def grpo_task(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
+              eval_prompts: int, eval_every: int, demos: int = 0, task: dict[str, Any] | None = None,
+              part: str = "") -> Task:
+    spec = {"seed": seed, "budget": budget, "cfg": cfg, "env_kwargs": env_kwargs, "preset": preset,
+            "eval_prompts": eval_prompts, "eval_every": eval_every, "demos": demos,
+            "task": TASK if task is None else task}
+    return _task("benchmarks.countdown:grpo_run", spec, f"grpo_{part}")
+
+
+def maskable_task(seed: int, budget: int, env_kwargs: dict[str, Any], eval_prompts: int, eval_every: int,
+                  demos: int = 0, part: str = "") -> Task:
+    spec = {"seed": seed, "budget": budget, "env_kwargs": env_kwargs, "eval_prompts": eval_prompts,
+            "eval_every": eval_every, "demos": demos}
+    return _task("benchmarks.countdown:maskable_run", spec, f"maskable_ppo_{part}")
+
+
+def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    return Task(fn, spec, f"{group}__s{spec['seed']}__{digest}", group=group, label=f"{group} s{spec['seed']}")
+
+
+def grpo_run(spec: dict[str, Any]) -> dict[str, Any]:
     """One GRPO run: periodic held-out greedy success (for steps-to-threshold), final reports."""
     import gymnasium as gym
 
@@ -99,8 +134,11 @@ def grpo_run(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, 
     from agents.grpo.config import GRPOConfig
     from agents.grpo import GRPO
 
-    config = GRPOConfig.preset(preset, **cfg)
-    kwargs = {**(TASK if task is None else task), **env_kwargs}
+    seed, budget, cfg, env_kwargs = spec["seed"], spec["budget"], spec["cfg"], spec["env_kwargs"]
+    eval_every, demos, task = spec["eval_every"], spec["demos"], spec["task"]
+    prompts = _prompts(task, spec["eval_prompts"])
+    config = GRPOConfig.preset(spec["preset"], **cfg)
+    kwargs = {**task, **env_kwargs}
     model = GRPO(ENV_ID, config, policy="mlp", seed=seed, env_kwargs=kwargs)
     env = gym.make(ENV_ID, **kwargs)
     out: dict[str, Any] = {"seed": seed, "config": config.to_dict(), "env_kwargs": kwargs}
@@ -148,8 +186,7 @@ def _greedy(model: Any, env: Any, prompts: list[Any]) -> float:
                                 masked=model.use_masks).mean())
 
 
-def maskable_run(seed: int, budget: int, env_kwargs: dict[str, Any], prompts: dict[str, list[Any]],
-                 eval_every: int, demos: int = 0) -> dict[str, Any]:
+def maskable_run(spec: dict[str, Any]) -> dict[str, Any]:
     """sb3-contrib MaskablePPO (defaults; 8 env copies x n_steps 256 = the default 2,048-step rollout)."""
     import gymnasium as gym
     from sb3_contrib import MaskablePPO
@@ -158,8 +195,11 @@ def maskable_run(seed: int, budget: int, env_kwargs: dict[str, Any], prompts: di
 
     import rlvr_env  # noqa: F401
     from agents.evaluation import answer_correct, sb3_predictor
-    from agents.ppo import make_training_env
+    from benchmarks.core.baselines import make_training_env
 
+    seed, budget, env_kwargs = spec["seed"], spec["budget"], spec["env_kwargs"]
+    eval_every, demos = spec["eval_every"], spec["demos"]
+    prompts = _prompts(TASK, spec["eval_prompts"])
     kwargs = {**TASK, **env_kwargs}
     env = gym.make(ENV_ID, **kwargs)
     train_env = make_training_env(ENV_ID, seed, n_envs=8, env_kwargs={**kwargs, "split": "train"})
@@ -201,10 +241,12 @@ def maskable_run(seed: int, budget: int, env_kwargs: dict[str, Any], prompts: di
     return out
 
 
-def arithmetic_run(policy: str, seed: int, budget: int) -> dict[str, Any]:
+def arithmetic_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """The Arithmetic preset ``policy`` for ``budget`` steps: sampled success (k=64) on every prompt."""
     import rlvr_env  # noqa: F401
     from agents.grpo import GRPO
 
+    policy, seed, budget = spec["policy"], spec["seed"], spec["budget"]
     model = GRPO("rlvr/Arithmetic-v0", policy=policy, seed=seed)
     start = time.perf_counter()
     model.learn(budget)
@@ -313,48 +355,64 @@ def arithmetic_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.countdown", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    seeds = seeds_argument()
     parser.add_argument("--parts", default="ablation,maskable,warm,n4,arithmetic")
-    parser.add_argument("--seeds", default="10-12", help="reported seeds (settings were chosen on 0-9)")
+    parser.add_argument("--seeds", type=seeds, default="10-12",
+                        help="reported seeds: a list (10,11) or a range (10-12); settings were chosen on 0-9")
     parser.add_argument("--budget", type=int, default=300_000, help="env steps per ablation run")
     parser.add_argument("--variants", default=";".join(VARIANTS), help="ablation rows (';'-separated)")
     parser.add_argument("--maskable-budget", type=int, default=100_000)
-    parser.add_argument("--maskable-seeds", default="10-11")
+    parser.add_argument("--maskable-seeds", type=seeds, default="10-11")
     parser.add_argument("--warm-budget", type=int, default=100_000)
-    parser.add_argument("--warm-seeds", default="10-11")
+    parser.add_argument("--warm-seeds", type=seeds, default="10-11")
     parser.add_argument("--demos", type=int, default=1000)
     parser.add_argument("--n4-budget", type=int, default=1_000_000)
-    parser.add_argument("--n4-seeds", default="10-11")
+    parser.add_argument("--n4-seeds", type=seeds, default="10-11")
     parser.add_argument("--eval-prompts", type=int, default=500, help="fixed prompts per split")
     parser.add_argument("--eval-every", type=int, default=10_000, help="env steps between curve points")
     parser.add_argument("--quick", action="store_true", help="2 seeds, small budgets (a smoke run)")
     parser.add_argument("--render", action="store_true",
                         help="only rewrite countdown.md from the stored countdown.json (no runs)")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    limit_threads(1)
-    import gymnasium as gym
+    parser.add_argument("--workers", type=int, default=None,
+                        help="CPUs of the embedded local Ray, one run each (default: all cores)")
+    parser.add_argument("--ray-address", default=None,
+                        help="an existing Ray cluster (default: $RAY_ADDRESS, else an embedded local Ray)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output_arguments(parser, "countdown", RESULTS_DIR / "countdown")
+    return parser
 
-    import rlvr_env  # noqa: F401
-    from agents.evaluation import evaluation_prompts
 
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    args = build_parser().parse_args(argv)
+    out = output_folder(args)
     if args.quick:
-        args.seeds = args.maskable_seeds = args.warm_seeds = "10-11"
+        args.seeds = args.maskable_seeds = args.warm_seeds = [10, 11]
         args.budget = args.maskable_budget = args.warm_budget = 20_000
         args.eval_prompts, args.demos = 100, 200
     if args.render:
-        stored = json.loads((args.out / "countdown.json").read_text())
-        write_results(args.out, "countdown", stored, render(stored) + "\n")
+        stored = json.loads((out / "countdown.json").read_text())
+        write_results(out, "countdown", stored, render(stored) + "\n")
         return 0
-    seeds = _seeds(args.seeds)
+    import gymnasium as gym
+
+    import rlvr_env  # noqa: F401
+
+    seeds = args.seeds
     parts = set(args.parts.split(","))
-    env = gym.make(ENV_ID, **TASK)
-    prompts = {s: evaluation_prompts(env, s, args.eval_prompts, seed=0) for s in ("train", "test")}
-    floor = _floor(env, prompts["test"])
+    unknown = parts - {"ablation", "maskable", "warm", "n4", "arithmetic"}
+    if unknown:
+        raise ValueError(f"--parts {args.parts!r}: unknown {sorted(unknown)}")
+    for name in args.variants.split(";") if "ablation" in parts else []:
+        if name not in VARIANTS:
+            raise ValueError(f"--variants: unknown variant {name!r}; variants are {list(VARIANTS)}")
+    floor = _floor(gym.make(ENV_ID, **TASK), _prompts(TASK, args.eval_prompts)["test"])
     # Parts can run in separate invocations: each keeps the other parts' stored results.
-    stored = args.out / "countdown.json"
+    stored = out / "countdown.json"
     result: dict[str, Any] = json.loads(stored.read_text()) if stored.is_file() and not args.quick else {}
     if result.get("eval_prompts") not in (None, args.eval_prompts):
         raise SystemExit(f"{stored} was measured on {result['eval_prompts']} prompts per split, not "
@@ -362,59 +420,77 @@ def main(argv: list[str] | None = None) -> int:
     result.update({"machine": machine_info(), "single_number_floor_test": floor,
                    "eval_prompts": args.eval_prompts})
     commands = result.setdefault("commands", {})
-    t0 = time.perf_counter()
+    n = args.eval_prompts
+    best = VARIANTS[BEST][2]
+    task4 = {"n_numbers": 4}
+    # Every run of every part is one task of the executor; the parts are assembled from the records.
+    plan: dict[str, Any] = {}
     if "ablation" in parts:
-        runs: dict[str, list[dict[str, Any]]] = {}
-        for name in args.variants.split(";"):
-            if name not in VARIANTS:
-                raise SystemExit(f"unknown variant {name!r}; variants are {list(VARIANTS)}")
-            preset, cfg, env_kwargs, _ = VARIANTS[name]
-            runs[name] = []
-            for seed in seeds:
-                r = grpo_run(seed, args.budget, cfg, env_kwargs, preset, prompts, args.eval_every)
-                runs[name].append(r)
-                print(f"[ablation] {name} seed {seed}: test {r['final']['test']} len {r['final_len']:.2f} "
-                      f"{r['train_seconds']:.0f}s", flush=True)
-        result["ablation"] = {"runs": runs, "budget": args.budget, "seeds": seeds}
+        plan["ablation"] = {name: [grpo_task(s, args.budget, VARIANTS[name][1], VARIANTS[name][2],
+                                             VARIANTS[name][0], n, args.eval_every, part="ablation")
+                                   for s in seeds] for name in args.variants.split(";")}
     if "maskable" in parts:
-        mseeds = _seeds(args.maskable_seeds)
-        env_kwargs = VARIANTS[BEST][2]
-        g = [grpo_run(s, args.maskable_budget, {}, env_kwargs, "countdown", prompts, args.eval_every)
-             for s in mseeds]
-        p = []
-        for s in mseeds:
-            p.append(maskable_run(s, args.maskable_budget, env_kwargs, prompts, args.eval_every))
-            print(f"[maskable] seed {s}: {p[-1]['final']['test']} {p[-1]['train_seconds']:.0f}s", flush=True)
-        result["maskable"] = {"grpo": g, "maskable_ppo": p, "budget": args.maskable_budget,
-                              "env_kwargs": env_kwargs}
+        plan["maskable"] = {
+            "grpo": [grpo_task(s, args.maskable_budget, {}, best, "countdown", n, args.eval_every,
+                               part="maskable") for s in args.maskable_seeds],
+            "maskable_ppo": [maskable_task(s, args.maskable_budget, best, n, args.eval_every, part="maskable")
+                             for s in args.maskable_seeds]}
     if "warm" in parts:
-        wseeds = _seeds(args.warm_seeds)
-        env_kwargs = VARIANTS[BEST][2]
-        g = [grpo_run(s, args.warm_budget, WARM_CONFIG, env_kwargs, "countdown", prompts, args.eval_every,
-                      demos=args.demos) for s in wseeds]
-        print(f"[warm] GRPO done: {[r['final']['test'] for r in g]}", flush=True)
-        p = [maskable_run(s, args.warm_budget, env_kwargs, prompts, args.eval_every, demos=args.demos)
-             for s in wseeds]
-        result["warm"] = {"grpo": g, "maskable_ppo": p, "demos": args.demos, "budget": args.warm_budget}
+        plan["warm"] = {
+            "grpo": [grpo_task(s, args.warm_budget, WARM_CONFIG, best, "countdown", n, args.eval_every,
+                               demos=args.demos, part="warm") for s in args.warm_seeds],
+            "maskable_ppo": [maskable_task(s, args.warm_budget, best, n, args.eval_every, demos=args.demos,
+                                           part="warm") for s in args.warm_seeds]}
     if "n4" in parts:
-        task4 = {"n_numbers": 4}
-        env4 = gym.make(ENV_ID, **task4)
-        prompts4 = {s: evaluation_prompts(env4, s, args.eval_prompts, seed=0) for s in ("train", "test")}
-        n4 = []
-        for s in _seeds(args.n4_seeds):
-            n4.append(grpo_run(s, args.n4_budget, {}, VARIANTS[BEST][2], "countdown", prompts4,
-                               args.n4_budget // 10, task=task4))
-            print(f"[n4] seed {s}: {n4[-1]['final']['test']} {n4[-1]['train_seconds']:.0f}s", flush=True)
-        result["n4"] = {"runs": n4, "budget": args.n4_budget, "floor": _floor(env4, prompts4["test"])}
+        plan["n4"] = [grpo_task(s, args.n4_budget, {}, best, "countdown", n, args.n4_budget // 10, task=task4,
+                                part="n4") for s in args.n4_seeds]
     if "arithmetic" in parts:
         budgets = (("tabular", 200_000), ("mlp", 300_000)) if not args.quick else (("tabular", 5_000),)
-        result["arithmetic"] = [arithmetic_run(pol, s, budget) for pol, budget in budgets
-                                for s in (seeds if not args.quick else seeds[:1])]
+        plan["arithmetic"] = [_task("benchmarks.countdown:arithmetic_run",
+                                    {"policy": pol, "seed": s, "budget": budget}, f"arithmetic_{pol}")
+                              for pol, budget in budgets for s in (seeds if not args.quick else seeds[:1])]
+    tasks = [t for part in plan.values() for t in _flatten(part)]
+    t0 = time.perf_counter()
+    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+    outcome = run_tasks(tasks, out, address=address, workers=None if address else args.workers,
+                        progress=not args.quiet, desc="countdown", log=print)
+    if outcome.failures:
+        print(f"{len(outcome.failures)} run(s) failed:\n" + "\n".join(outcome.failures), file=sys.stderr)
+        return 1
+    got = _assemble(plan, outcome.records)
+    if "ablation" in got:
+        result["ablation"] = {"runs": got["ablation"], "budget": args.budget, "seeds": seeds}
+    if "maskable" in got:
+        result["maskable"] = {**got["maskable"], "budget": args.maskable_budget, "env_kwargs": best}
+    if "warm" in got:
+        result["warm"] = {**got["warm"], "demos": args.demos, "budget": args.warm_budget}
+    if "n4" in got:
+        result["n4"] = {"runs": got["n4"], "budget": args.n4_budget,
+                        "floor": _floor(gym.make(ENV_ID, **task4), _prompts(task4, n)["test"])}
+    if "arithmetic" in got:
+        result["arithmetic"] = got["arithmetic"]
     for part in parts:
         commands[part] = command_line("benchmarks.countdown", argv)
     result[f"wall_seconds_{'_'.join(sorted(parts))}"] = time.perf_counter() - t0
-    write_results(args.out, "countdown", result, render(result) + "\n")
+    result["retried_runs_this_invocation"] = outcome.retried
+    write_results(out, "countdown", result, render(result) + "\n")
     return 0
+
+
+def _flatten(plan: Any) -> list[Task]:
+    if isinstance(plan, Task):
+        return [plan]
+    items = plan.values() if isinstance(plan, dict) else plan
+    return [t for item in items for t in _flatten(item)]
+
+
+def _assemble(plan: Any, records: dict[str, dict[str, Any]]) -> Any:
+    """``plan`` with each task replaced by its record (without the executor's stamps)."""
+    if isinstance(plan, Task):
+        return {k: v for k, v in records[plan.key].items() if k not in ("execution", "git_commit")}
+    if isinstance(plan, dict):
+        return {k: _assemble(v, records) for k, v in plan.items()}
+    return [_assemble(v, records) for v in plan]
 
 
 def render(result: dict[str, Any]) -> str:

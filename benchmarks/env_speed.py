@@ -1,7 +1,7 @@
 """How fast is the environment? Single-env steps per second through ``gym.make`` (default wrappers), for
 ``rlvr/Arithmetic-v0`` and ``CartPole-v1`` in the same process, and verifier calls per second on text.
 
-    python -m benchmarks.env_speed [--steps 100000] [--repeats 7] [--out benchmarks/results]
+    python -m benchmarks.env_speed [--steps 100000] [--repeats 7] [--out DIR | --update-results]
 
 Method (issue 2, "Speed, measured"): both environments are built with ``gym.make`` and keep Gymnasium's
 default wrappers (PassiveEnvChecker, OrderEnforcing, and CartPole's TimeLimit), because that is what a
@@ -23,20 +23,23 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
 import rlvr_env
-from benchmarks.common import write_results
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    output_folder,
+    write_results,
+)
 from rlvr_env import verify
 from rlvr_env.tasks.arithmetic import TARGETS
 
 ENV_IDS: tuple[str, ...] = ("rlvr/Arithmetic-v0", "CartPole-v1")
 #: The issue's goal: Arithmetic steps per second at least this multiple of CartPole-v1's.
 GOAL_RATIO = 2.0
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
 # Hand-written malformed or hostile answers mixed into the verifier workload (the lexer rejects most
 # of them early, so their share changes the calls/s; it is fixed here so runs compare).
@@ -213,17 +216,22 @@ def markdown(result: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> dict[str, object]:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100_000, help="steps per measurement")
     parser.add_argument("--repeats", type=int, default=7, help="measurements per environment")
     parser.add_argument("--seed", type=int, default=0, help="seed of the action and verifier workloads")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory for the result files")
+    add_output_arguments(parser, "env_speed", RESULTS_DIR)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.steps < 1 or args.repeats < 1:
         parser.error(f"--steps={args.steps} and --repeats={args.repeats} must be at least 1")
     result = run(args.steps, args.repeats, args.seed)
-    write_results(args.out, "env_speed", result, markdown(result))
+    write_results(output_folder(args), "env_speed", result, markdown(result))
     return result
 
 

@@ -25,10 +25,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import command_line, machine_info, write_results
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    command_line,
+    machine_info,
+    output_folder,
+    write_results,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "benchmarks" / "results"
 
 
 def readme_main_command(readme: str) -> str:
@@ -43,11 +49,16 @@ def _du_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.fresh_install",
                                 description=(__doc__ or "").splitlines()[0])
     p.add_argument("--keep", action="store_true", help="keep the temporary clone and environment")
-    args = p.parse_args(argv)
+    add_output_arguments(p, "fresh_install", RESULTS_DIR)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     command = readme_main_command((ROOT / "README.md").read_text(encoding="utf-8"))
     install, run = (part.strip() for part in command.split("&&", 1))
     work = Path(tempfile.mkdtemp(prefix="rlvr-fresh-"))
@@ -90,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| `{run}` | {run_seconds:.0f} s | trains every run of the quick study; `git status` after: "
         f"{'clean' if not status else 'DIRTY: ' + status.replace(chr(10), ', ')} |",
     ]) + "\n"
-    write_results(OUT, "fresh_install", record, table)
+    write_results(output_folder(args), "fresh_install", record, table)
     return 0
 
 

@@ -7,12 +7,15 @@ FrozenLake-v1) through the seed-reset group mode.
     python -m benchmarks.grpo_targets [--policies tabular,mlp] [--seeds 10-19] [--workers 2]
                                       [--budget-tabular 200000] [--budget-mlp 300000] [--no-generic]
 
-Method: each run lives in its own worker process with one torch/BLAS thread. Every ``--eval-every``
+Method: each run is one task of the executor (:mod:`benchmarks.core.executor`: an embedded local Ray by
+default, a cluster with ``--ray-address``) with one torch/BLAS thread, stored as a run file in
+``<out>/runs/`` and reused by the next invocation. Every ``--eval-every``
 iterations the run pauses its clock and evaluates greedily on all train and all held-out prompts
 (agents.evaluation.greedy_success, the evaluator the PPO comparison also uses); the first evaluation at
 which both are 1.0 ends the run, and its step count and training seconds (evaluation excluded) are the
 result. A run that never gets there is reported as censored at the budget. Results go atomically to
-``<out>/grpo_targets.json`` and ``.md``; the table is printed.
+``<out>/grpo_targets.json`` and ``.md`` (``<out>``: ``benchmark-runs/grpo_targets/``, git-ignored, unless
+``--out``; ``benchmarks/results/`` with ``--update-results``); the table is printed.
 """
 
 from __future__ import annotations
@@ -21,26 +24,38 @@ import argparse
 import json
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    command_line,
+    limit_threads,
+    machine_info,
+    output_folder,
+    write_results,
+)
+from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.study import seeds_argument
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 ENV_ID = "rlvr/Arithmetic-v0"
 
 
-def _init_worker() -> None:
-    limit_threads(1)
+def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    return Task(f"benchmarks.grpo_targets:{fn}", spec, f"{group}__s{spec['seed']}__{digest}", group=group,
+                label=f"{group} s{spec['seed']}")
 
 
-def arithmetic_run(policy: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
+def arithmetic_run(spec: dict[str, Any]) -> dict[str, Any]:
     """One seeded run until 100% train and held-out greedy success, or the budget."""
     import rlvr_env  # noqa: F401
     from agents import GRPO
 
-    threads = limit_threads(1) if policy == "mlp" else 1
+    policy, seed, budget, eval_every = spec["policy"], spec["seed"], spec["budget"], spec["eval_every"]
+    threads = limit_threads(1, import_torch=True) if policy == "mlp" else 1
     model = GRPO(ENV_ID, None, policy=policy, seed=seed)  # None: the policy's preset
     eval_seconds = 0.0
     hit: dict[str, Any] = {}
@@ -79,12 +94,12 @@ def arithmetic_run(policy: str, seed: int, budget: int, eval_every: int) -> dict
     }
 
 
-def generic_run(env_id: str, policy: str, seed: int, budget: int, env_kwargs: dict[str, Any],
-                n_eval: int) -> dict[str, Any]:
+def generic_run(spec: dict[str, Any]) -> dict[str, Any]:
     """GRPO on a non-rlvr env: greedy mean return before and after training."""
     from agents import GRPO
 
-    limit_threads(1)
+    env_id, policy, seed, budget = spec["env"], spec["policy"], spec["seed"], spec["budget"]
+    env_kwargs, n_eval = spec["env_kwargs"], spec["n_eval"]
     model = GRPO(env_id, None, policy=policy, seed=seed, env_kwargs=env_kwargs)
     before = model.evaluate(n_episodes=n_eval)
     start = time.perf_counter()
@@ -165,53 +180,58 @@ def _num(x: float, digits: int = 0) -> str:
     return f"{x:,.{digits}f}"
 
 
-def _parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            seeds.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            seeds.append(int(part))
-    if not seeds or min(seeds) < 0:
-        raise SystemExit(f"--seeds {text!r} must name non-negative seeds, e.g. 0-9 or 0,3,5")
-    return seeds
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.grpo_targets", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policies", default="tabular,mlp")
-    # Seeds 0-9 were used to choose the presets (agents/config.py); the reported seeds are fresh ones.
-    parser.add_argument("--seeds", default="10-19")
+    # Seeds 0-9 were used to choose the presets (agents/grpo/config.py); the reported seeds are fresh ones.
+    parser.add_argument("--seeds", type=seeds_argument(), default="10-19",
+                        help="a list (10,11) or a range (10-19)")
     parser.add_argument("--budget-tabular", type=int, default=200_000)
     parser.add_argument("--budget-mlp", type=int, default=300_000)
     parser.add_argument("--eval-every", type=int, default=2, help="iterations between evaluations")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="CPUs of the embedded local Ray, one run each (default: all cores)")
+    parser.add_argument("--ray-address", default=None,
+                        help="an existing Ray cluster (default: $RAY_ADDRESS, else an embedded local Ray)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--no-generic", action="store_true", help="skip CartPole / FrozenLake")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "grpo_targets", RESULTS_DIR)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import os
+
+    args = build_parser().parse_args(argv)
+    out = output_folder(args)
     policies = [p for p in args.policies.split(",") if p]
     for p in policies:
         if p not in ("tabular", "mlp"):
             raise SystemExit(f"--policies: {p!r} is not 'tabular' or 'mlp'")
-    seeds = _parse_seeds(args.seeds)
+    seeds = args.seeds
     budgets = {"tabular": args.budget_tabular, "mlp": args.budget_mlp}
 
-    jobs = [(p, s, budgets[p], args.eval_every) for p in policies for s in seeds]
+    jobs = [_task("arithmetic_run", {"policy": p, "seed": s, "budget": budgets[p], "eval_every": args.eval_every},
+                  f"arithmetic_{p}") for p in policies for s in seeds]
     generic_jobs = [] if args.no_generic else [
-        ("CartPole-v1", "mlp", 0, 100_000, {}, 10),
-        ("FrozenLake-v1", "mlp", 0, 100_000, {}, 500),
-        ("FrozenLake-v1", "mlp", 0, 60_000, {"is_slippery": False}, 10),
-        ("FrozenLake-v1", "tabular", 0, 100_000, {}, 500),
+        _task("generic_run", {"env": env, "policy": pol, "seed": 0, "budget": budget, "env_kwargs": kw,
+                              "n_eval": n_eval}, f"{env}_{pol}")
+        for env, pol, budget, kw, n_eval in (
+            ("CartPole-v1", "mlp", 100_000, {}, 10),
+            ("FrozenLake-v1", "mlp", 100_000, {}, 500),
+            ("FrozenLake-v1", "mlp", 60_000, {"is_slippery": False}, 10),
+            ("FrozenLake-v1", "tabular", 100_000, {}, 500),
+        )
     ]
-    from tqdm.auto import tqdm
-
-    with ProcessPoolExecutor(max_workers=args.workers, initializer=_init_worker) as pool:
-        futures = [pool.submit(arithmetic_run, *job) for job in jobs]
-        gfutures = [pool.submit(generic_run, *job) for job in generic_jobs]
-        runs = [f.result() for f in tqdm(futures, desc="arithmetic runs")]
-        generic = [f.result() for f in tqdm(gfutures, desc="generic envs")]
+    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+    outcome = run_tasks(jobs + generic_jobs, out, address=address, workers=None if address else args.workers,
+                        progress=not args.quiet, desc="grpo_targets")
+    if outcome.failures:
+        raise RuntimeError(f"{len(outcome.failures)} run(s) failed:\n" + "\n".join(outcome.failures))
+    strip = ("execution", "git_commit")
+    runs = [{k: v for k, v in r.items() if k not in strip} for r in outcome.ordered(jobs)]
+    generic = [{k: v for k, v in r.items() if k not in strip} for r in outcome.ordered(generic_jobs)]
     result = {
         "command": command_line("benchmarks.grpo_targets", argv),
         "machine": machine_info(),
@@ -219,7 +239,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "summary": summarize(runs),
         "generic": generic,
     }
-    write_results(args.out, "grpo_targets", result, markdown(result))
+    result["retried_runs_this_invocation"] = outcome.retried
+    write_results(out, "grpo_targets", result, markdown(result))
     return result
 
 

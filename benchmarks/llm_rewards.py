@@ -1,6 +1,6 @@
 """Do the language-model bridges pay what ``verify()`` pays, refuse hostile completions, and how fast?
 
-    python -m benchmarks.llm_rewards [--n 100000] [--speed-n 5000] [--repeats 3] [--seed 0] [--out ...]
+    python -m benchmarks.llm_rewards [--n 100000] [--speed-n 5000] [--repeats 3] [--seed 0] [--out DIR | --update-results]
 
 1. **Agreement.** ``--n`` planted completions over Countdown-4 train prompts (seeded): the generating
    solution, random grammar-walk answers, one-character mutations of the solution, and wrappers around
@@ -31,18 +31,24 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    command_line,
+    limit_threads,
+    machine_info,
+    output_folder,
+    write_results,
+)
 from rlvr_env import verify
 from rlvr_env.completions import score_completion
 from rlvr_env.tasks.base import Prompt
 from rlvr_env.tasks.countdown import CountdownTask
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 #: The issue's goal: TRL reward throughput at least this multiple of reasoning-gym's score_answer.
 GOAL_RATIO = 50.0
 _CHARS = "0123456789+-*/() "
@@ -308,14 +314,19 @@ def throughput(task: CountdownTask, completions: list[str], prompts: list[Prompt
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.llm_rewards", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=100_000, help="planted completions per bridge")
     parser.add_argument("--speed-n", type=int, default=5_000, help="completions in the throughput run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    add_output_arguments(parser, "llm_rewards", RESULTS_DIR)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     for name in ("n", "speed_n", "repeats"):
         if getattr(args, name) < 1:
@@ -350,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
               "throughput_tagged": speed_tagged,
               "goal_ratio": GOAL_RATIO, "machine_before": before, "machine_after": after,
               "seconds": round(time.perf_counter() - t0, 1)}
-    write_results(args.out, "llm_rewards", result, table(result))
+    write_results(output_folder(args), "llm_rewards", result, table(result))
     return 0
 
 

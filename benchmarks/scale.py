@@ -36,15 +36,25 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, machine_info, write_atomically, write_results
-from benchmarks.executor import ray_session, run_grid
-from benchmarks.study import (
+from benchmarks.core.common import (
+    add_output_arguments,
+    command_line,
+    machine_info,
+    output_folder,
+    write_atomically,
+    write_results,
+)
+from benchmarks.core.executor import ray_session, run_tasks
+from benchmarks.core.run import spec_task
+from benchmarks.core.store import check_run
+from benchmarks.core.study import (
     EVALS_PER_RUN,
     LOCAL_OUT,
     RESULTS_DIR,
     STUDIES,
     RunSpec,
     parse_seeds,
+    seeds_argument,
     resolve_hyperparams,
     study_contenders,
 )
@@ -56,23 +66,31 @@ CLUSTERS = ((1, 2), (1, 16), (4, 16), (16, 32))
 def _timed_grid(specs: list[RunSpec], out: Path, workers: int) -> float:
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
-    records, failures = run_grid(specs, out, workers=workers, progress=False)
+    outcome = run_tasks([spec_task(s) for s in specs], out, workers=workers, progress=False)
+    failures, records = outcome.failures, outcome.records
     if failures or len(records) != len(specs):
         raise RuntimeError(f"{len(failures)} runs failed: {failures[:1]}")
     return time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.scale",
                                 description=(__doc__ or "").splitlines()[0])
     p.add_argument("--tiny-runs", type=int, default=12)
-    p.add_argument("--seeds", default="10,11", help="seeds of the scaled-down default study")
+    p.add_argument("--seeds", type=seeds_argument(), default="10,11", help="seeds of the scaled-down default study")
     p.add_argument("--budget", type=int, default=20_480, help="env steps per run of the scaled-down study")
     p.add_argument("--probe-budget", type=int, default=10_240, help="env steps per Countdown-4 probe run")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR)
-    args = p.parse_args(argv)
+    add_output_arguments(p, "scale", RESULTS_DIR)
+    p.add_argument("--work", type=Path, default=OUT, help="scratch folder of the timed runs (git-ignored)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = output_folder(args)
+    work = args.work
     from benchmarks.compare import specs_for
-    from benchmarks.run import run_one
+    from benchmarks.core.run import run_one
 
     # 1. Ray overhead on tiny runs
     tiny = [RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", seed, 640, 320, resolve_hyperparams("grpo_tabular"))
@@ -86,36 +104,36 @@ def main(argv: list[str] | None = None) -> int:
     with ray_session(workers=1, quiet=True):
         startup = time.perf_counter() - t0
         t1 = time.perf_counter()
-        _, failures = run_grid(tiny, OUT / "tiny", workers=1, progress=False)
+        failures = run_tasks([spec_task(s) for s in tiny], work / "tiny", workers=1, progress=False).failures
         through_ray = time.perf_counter() - t1
     if failures:
         raise RuntimeError(f"tiny runs failed: {failures[:1]}")
-    shutil.rmtree(OUT / "tiny", ignore_errors=True)
+    shutil.rmtree(work / "tiny", ignore_errors=True)
     per_run = (through_ray - in_process) / len(tiny)
 
     # 2. 1 vs 2 workers on a scaled-down default study
     study = STUDIES["arithmetic"]
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     specs = specs_for(study, study_contenders(study), seeds, args.budget, args.budget // EVALS_PER_RUN)
-    one = _timed_grid(specs, OUT / "workers1", 1)
-    two = _timed_grid(specs, OUT / "workers2", 2)
+    one = _timed_grid(specs, work / "workers1", 1)
+    two = _timed_grid(specs, work / "workers2", 2)
 
     # driver work per run: writing one record atomically
-    record = json.loads(next((OUT / "workers1" / "runs").glob("*.json")).read_text())
+    record = check_run(next((work / "workers1" / "runs").glob("*.json")))
     t0 = time.perf_counter()
     for i in range(50):
-        write_atomically(OUT / "driver_probe" / f"{i}.json", json.dumps(record, indent=1))
+        write_atomically(work / "driver_probe" / f"{i}.json", json.dumps(record, indent=1))
     driver_per_run = (time.perf_counter() - t0) / 50
-    shutil.rmtree(OUT / "driver_probe", ignore_errors=True)
+    shutil.rmtree(work / "driver_probe", ignore_errors=True)
 
     # 3. Countdown-4 probe and projection
     c4 = STUDIES["countdown4"]
     probe_names = study_contenders(c4)
     probe = specs_for(c4, probe_names, [10], args.probe_budget, args.probe_budget // EVALS_PER_RUN)
-    _timed_grid(probe, OUT / "countdown4_probe", 2)
+    _timed_grid(probe, work / "countdown4_probe", 2)
     rates: dict[str, dict[str, float]] = {}
-    for path in (OUT / "countdown4_probe" / "runs").glob("*.json"):
-        r = json.loads(path.read_text())
+    for path in (work / "countdown4_probe" / "runs").glob("*.json"):
+        r = check_run(path)
         rates[r["contender"]] = {"train_s_per_step": r["train_seconds"] / r["num_timesteps"],
                                  "eval_s_per_run": r["wall_seconds_total"] - r["train_seconds"]}
     counterpart = {"grpo_mlp_masked_tuned": "grpo_mlp_masked", "ppo_tuned": "ppo_default",
@@ -133,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         cpus = nodes * cores
         wall = max(total / cpus, longest) + startup + per_run * n_runs / cpus
         projection.append({"nodes": nodes, "cores": cores, "hours": wall / 3600})
-    quick_runs = [json.loads(p.read_text()) for p in (RESULTS_DIR / "compare" / "runs").glob("*.json")]
+    quick_runs = [check_run(p) for p in (RESULTS_DIR / "compare" / "runs").glob("*.json")]
     quick_mean = float(np.mean([r["wall_seconds_total"] for r in quick_runs]))
     cpus_here = os.cpu_count() or 1
     overhead = startup + per_run * len(quick_runs)  # Ray's cost for the default study
@@ -183,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---:|",
     ] + [f"| {q['nodes']} x {q['cores']} | {q['hours']:.1f} h |" for q in projection]
     table = "\n".join(lines) + "\n"
-    write_results(args.out, "scale", result, table)
+    write_results(out, "scale", result, table)
     return 0
 
 

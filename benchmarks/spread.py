@@ -1,6 +1,6 @@
 """Run-to-run spread: the same runs (same contender, seed, budget, hyperparameters) trained twice.
 
-    python -m benchmarks.spread DIR_A DIR_B [--out benchmarks/results]
+    python -m benchmarks.spread DIR_A DIR_B [--out DIR | --update-results]
 
 ``DIR_A`` and ``DIR_B`` are two output folders of ``python -m benchmarks.compare`` (e.g. the default
 ``benchmark-runs/compare`` and the committed ``benchmarks/results/compare``). For every run present in
@@ -12,23 +12,29 @@ versions each ran under (same versions: a run-to-run figure; different versions:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import command_line, machine_info, write_results
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    command_line,
+    machine_info,
+    output_folder,
+    write_results,
+)
+from benchmarks.core.store import check_run
 
-RESULTS = Path(__file__).resolve().parent / "results"
 VERSION_KEYS = ("python", "torch", "stable-baselines3", "numpy", "gymnasium")
 
 
 def _runs(folder: Path) -> dict[str, dict[str, Any]]:
     runs = {}
     for path in sorted((Path(folder) / "runs").glob("*.json")):
-        record = json.loads(path.read_text())
+        record = check_run(path)
         runs[record["key"]] = record
     return runs
 
@@ -50,12 +56,17 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.spread", description=__doc__.splitlines()[0])
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    args = p.parse_args(argv)
+    add_output_arguments(p, "spread", RESULTS_DIR)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = output_folder(args)
     ra, rb = _runs(args.a), _runs(args.b)
     common = sorted(set(ra) & set(rb))
     if not common:
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {"rows": rows, "same_versions": same_versions, "identical": identical, "n": len(rows),
               "seconds_ratio_median": float(np.median(ratios)), "seconds_ratio_max": float(max(ratios)),
               "machine": machine_info(), "command": command_line("benchmarks.spread", argv)}
-    write_results(args.out, "spread", record, table)
+    write_results(out, "spread", record, table)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Training throughput: environment steps per second of a whole ``learn`` call, GRPO (tabular, MLP)
 beside Stable-Baselines3 PPO (``MlpPolicy``, SB3 defaults) on ``rlvr/Arithmetic-v0``, in one process.
 
-    python -m benchmarks.throughput [--steps 20480] [--repeats 3] [--threads 1] [--out benchmarks/results]
+    python -m benchmarks.throughput [--steps 20480] [--repeats 3] [--threads 1] [--out DIR | --update-results]
 
 Method: the contenders are timed alternately, ``--repeats`` times each, each on a freshly built model
 (construction not timed), and the median steps/s is reported, so a drift of this shared machine's speed
@@ -19,12 +19,18 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import command_line, limit_threads, machine_info, write_results
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    command_line,
+    limit_threads,
+    machine_info,
+    output_folder,
+    write_results,
+)
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 ENV_ID = "rlvr/Arithmetic-v0"
 GOALS = {"GRPO tabular": 10.0, "GRPO MLP": 2.0}
 
@@ -85,17 +91,21 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20_480)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "throughput", RESULTS_DIR)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
     if args.steps < 2048 or args.repeats < 1 or args.threads < 1:
         raise SystemExit("--steps must be >= 2048 (one PPO rollout), --repeats and --threads >= 1")
-    threads = limit_threads(args.threads)
+    threads = limit_threads(args.threads, import_torch=True)
     rates = measure(args.steps, args.repeats)
     result = {
         "command": command_line("benchmarks.throughput", argv),
@@ -110,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         k: v / result["median_steps_per_second"]["SB3 PPO"]
         for k, v in result["median_steps_per_second"].items()
     }
-    write_results(args.out, "throughput", result, markdown(result))
+    write_results(output_folder(args), "throughput", result, markdown(result))
     return result
 
 

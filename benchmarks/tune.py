@@ -13,7 +13,7 @@ every tuned contender of a study:
   learning curve: rewards reaching high success early, which is what steps-to-95% measures), each run
   ``--budget`` env steps (the same for every contender). The held-out split is never evaluated while
   tuning;
-- every trial run is :func:`benchmarks.run.run_one` (same env, kwargs, evaluator and exact budget as
+- every trial run is :func:`benchmarks.core.run.run_one` (same env, kwargs, evaluator and exact budget as
   the reported runs); the records of every trial come back to the driver, which writes them (with the
   chosen values) atomically.
 
@@ -46,9 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import write_atomically
-from benchmarks.executor import ray_session
-from benchmarks.study import (
+from benchmarks.core.common import write_atomically
+from benchmarks.core.executor import ray_session
+from benchmarks.core.run import spec_task
+from benchmarks.core.store import save_run
+from benchmarks.core.study import (
     CONTENDERS,
     DEFAULT_STUDY,
     EVALS_PER_RUN,
@@ -59,6 +61,7 @@ from benchmarks.study import (
     Study,
     contender_hyperparams,
     hparams_path,
+    seeds_argument,
 )
 
 __all__ = ["SEARCH_SPACES", "DEFAULT_TRIAL", "HPARAMS_DIR", "objective_value", "tune", "main"]
@@ -139,9 +142,10 @@ def _trial(config: dict[str, Any]) -> dict[str, Any]:
     """One Ray Tune trial (one CPU): the contender's runs on every tuning seed, one after another."""
     import optuna
 
-    from benchmarks.run import limit_threads, run_one
+    from benchmarks.core.common import limit_threads
+    from benchmarks.core.run import run_one
 
-    limit_threads()
+    limit_threads(1)
     meta = config["_meta"]
     raw = {k: v for k, v in config.items() if k != "_meta"}
     params = SEARCH_SPACES[meta["contender"]](optuna.trial.FixedTrial(raw))  # caps applied as searched
@@ -212,8 +216,9 @@ def tune(
         trials.append({"number": number, "hyperparams": m["hyperparams"], "value": m["score"],
                        "final_train_success": [r["final_train_success"] for r in m["records"]],
                        "train_seconds": [r["train_seconds"] for r in m["records"]]})
-        for record in m["records"]:  # the driver writes every trial run
-            write_atomically(Path(out) / "runs" / f"{record['key']}.json", json.dumps(record, indent=1))
+        for record in m["records"]:  # the driver writes every trial run, as the executor does
+            task = spec_task(RunSpec.from_dict(record["spec"]))
+            save_run(Path(out) / "runs", task.key, task.fingerprint, record)
     done = [t for t in trials if t["value"] is not None]
     if not done:
         raise RuntimeError(f"every trial of {contender} failed: {errors}")
@@ -241,7 +246,7 @@ def _space_text(contender: str) -> str:
     return " ".join(doc[start:end if end > 0 else None].split())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES))
     p.add_argument("--contenders", default=None,
@@ -249,16 +254,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "(default: the study's tuned ones)")
     p.add_argument("--trials", type=int, default=N_TRIALS, help="trials per contender (the same for all)")
     p.add_argument("--budget", type=int, default=TUNE_BUDGET, help="env steps per trial run")
-    p.add_argument("--seeds", default=",".join(map(str, TUNE_SEEDS)),
-                   help="tuning seeds (>= 1000, at least 3)")
+    p.add_argument("--seeds", type=seeds_argument(minimum=3, tuning=True), default=",".join(map(str, TUNE_SEEDS)),
+                   help="tuning seeds: a list (1000,1001,1002) or a range (1000-1002), >= 1000, at least 3")
     p.add_argument("--workers", type=int, default=None, help="CPUs of the embedded local Ray (default: all)")
     p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: $RAY_ADDRESS)")
     p.add_argument("--sampler-seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="trial runs and Ray Tune's files "
                                                           "(default benchmark-runs/tune/<study>)")
-    p.add_argument("--hparams-dir", type=Path, default=HPARAMS_DIR, help="where the chosen values go")
+    p.add_argument("--hparams-dir", type=Path, default=None,
+                   help="where the chosen values go (default: <out>/hparams, git-ignored)")
+    p.add_argument("--update-results", action="store_true",
+                   help=f"write the chosen values into {HPARAMS_DIR.name}/ that the studies read (maintainers)")
     p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     study = STUDIES[args.study]
     tunable = [n for n in study.contenders if n in SEARCH_SPACES]
     names = [n.strip() for n in args.contenders.split(",") if n.strip()] if args.contenders else tunable
@@ -266,31 +278,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not names or unknown:
         raise ValueError(
             f"--contenders {args.contenders!r}: unknown {unknown}; tunable: {sorted(SEARCH_SPACES)}")
-    try:
-        text = args.seeds.strip()
-        if "-" in text and "," not in text:  # a range, as benchmarks.compare takes: 1000-1002
-            lo, hi = (int(s) for s in text.split("-", 1))
-            seeds = list(range(lo, hi + 1))
-        else:
-            seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise ValueError(f"--seeds {args.seeds!r} must be a list (1000,1001,1002) or a range (1000-1002) "
-                         "of integers") from None
-    if len(seeds) < 3 or len(set(seeds)) != len(seeds) or any(s < 1000 for s in seeds):
-        raise ValueError(f"--seeds {args.seeds!r}: at least 3 distinct tuning seeds, each >= 1000 "
-                         "(0..999 are for reported runs)")
+    seeds = args.seeds
     if args.trials < 1:
         raise ValueError(f"--trials {args.trials} must be at least 1")
     if args.budget < EVALS_PER_RUN:
         raise ValueError(f"--budget {args.budget} must be at least {EVALS_PER_RUN} env steps")
     out = args.out or LOCAL_OUT / "tune" / study.name
+    if args.update_results and args.hparams_dir is not None:
+        raise ValueError("--update-results writes the studies' hparams folder; do not pass --hparams-dir with it")
+    hparams_dir = HPARAMS_DIR if args.update_results else (args.hparams_dir or Path(out) / "hparams")
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     for name in names:
         result = tune(name, study, args.trials, args.budget, seeds, out, address=address,
                       workers=None if address else args.workers, sampler_seed=args.sampler_seed,
                       quiet=args.quiet)
-        path = hparams_path(name, study.name) if args.hparams_dir == HPARAMS_DIR else \
-            Path(args.hparams_dir) / hparams_path(name, study.name).name
+        path = Path(hparams_dir) / hparams_path(name, study.name).name
         write_atomically(path, json.dumps(result, indent=1) + "\n")
         print(f"{name}: best objective {result['best_value']:.3f} (trial {result['best_trial']}) "
               f"-> {path}\n  {json.dumps(result['hyperparams'])}")

@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.common import write_atomically
+from benchmarks.core.common import write_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"(<!-- BEGIN (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- END (?P=path) -->)", re.S)

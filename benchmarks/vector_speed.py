@@ -1,6 +1,6 @@
 """How fast are the native vector envs and the batch verifier?
 
-    python -m benchmarks.vector_speed [--repeats 5] [--seconds 0.3] [--out benchmarks/results]
+    python -m benchmarks.vector_speed [--repeats 5] [--seconds 0.3] [--out DIR | --update-results]
 
 Three measurements, all in one process (issue 5, "Speed, measured in benchmarks/"):
 
@@ -36,7 +36,6 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -44,7 +43,12 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 import rlvr_env
-from benchmarks.common import write_results
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    add_output_arguments,
+    output_folder,
+    write_results,
+)
 from rlvr_env import CountdownTask, verify
 from rlvr_env.batch_verify import TokenTable, batch_verify
 
@@ -52,7 +56,6 @@ COUNTS: tuple[int, ...] = (64, 1024, 8192)
 VECTOR_IDS: tuple[str, ...] = ("rlvr/Countdown-v0", "rlvr/Arithmetic-v0")
 GOAL_ENV_RATIO = 10.0  # Countdown vs CartPoleVectorEnv at 1024 envs
 GOAL_VERIFIER_RATIO = 100.0  # batch verifier vs eval-based verifier
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
 
 # -- 1. vector env steps/s ---------------------------------------------------------------------------------
@@ -319,19 +322,23 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per measurement (median)")
     parser.add_argument("--seconds", type=float, default=0.3, help="approximate length of one env run")
     parser.add_argument("--verifier-size", type=int, default=20000, help="answers in the verifier workload")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "vector_speed", RESULTS_DIR)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
     if args.repeats < 1 or args.seconds <= 0 or args.verifier_size < 3:
         raise ValueError(f"--repeats={args.repeats} >= 1, --seconds={args.seconds} > 0 and "
                          f"--verifier-size={args.verifier_size} >= 3 are required")
     result = run(args.repeats, args.seconds, args.seed, args.verifier_size)
-    write_results(args.out, "vector_speed", result, markdown(result))
+    write_results(output_folder(args), "vector_speed", result, markdown(result))
     return result
 
 

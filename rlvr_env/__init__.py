@@ -31,8 +31,17 @@ __all__ = [
     "TokenVectorEnv",
     "Verdict",
     "length_reward",
+    "to_sb3_vec_env",
     "verify",
 ]
+
+
+def to_sb3_vec_env(vec_env: object) -> object:
+    """A Stable-Baselines3 ``VecEnv`` over a native vector env, for SB3 PPO/A2C and sb3-contrib
+    MaskablePPO (:class:`rlvr_env.sb3.SB3VecEnv`). SB3 is imported here, not by ``import rlvr_env``."""
+    from rlvr_env.sb3 import SB3VecEnv
+
+    return SB3VecEnv(vec_env)
 
 
 def _register(env_id: str, entry_point: str, **kwargs: object) -> None:

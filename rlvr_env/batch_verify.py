@@ -192,6 +192,63 @@ class BatchVerdict:
         ]
 
 
+def _check_numbers(numbers: np.ndarray) -> None:
+    if numbers.size and numbers.min() < 0:
+        raise ValueError(f"prompt numbers {numbers.min()} < 0 cannot be written as tokens")
+
+
+def _bad_table(grammar: Grammar) -> np.ndarray:
+    """(kinds, 2, 2) bool ``bad[kind, expect, depth > 0]``: the token is a lexing or grammar error in
+    that recogniser state (expecting an operand or not; inside parentheses or not)."""
+    allowed = np.zeros(OTHER + 1, dtype=bool)
+    allowed[[NUM, EOS]] = True
+    for op in grammar.operators:
+        allowed[_OP_KIND[op]] = True
+    if grammar.parentheses:
+        allowed[[LPAREN, RPAREN]] = True
+    bad = np.zeros((OTHER + 1, 2, 2), dtype=bool)
+    for k in range(OTHER + 1):
+        is_op = ADD <= k <= DIV
+        for e, deep in np.ndindex(2, 2):
+            bad[k, e, deep] = (
+                not allowed[k]
+                or (k == NUM and not e)  # a number right after a number or ")"
+                or (is_op and e)  # operator where an operand is expected (unary, "**")
+                or (k == LPAREN and not e)
+                or (k == RPAREN and (e or not deep))
+            )
+    return bad
+
+
+def grammar_passes(table: TokenTable, grammar: Grammar, tokens: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """(B,) bool: the rows ``tokens[b, :ends[b]]`` (tokens (B, L)) that the recogniser accepts as a
+    complete answer (no grammar error, an operand last, every parenthesis closed). A necessary
+    condition for a value, checked with one table lookup per column: the states (expecting an operand,
+    depth) form a small automaton, so :func:`batch_verify` evaluates only the rows that pass."""
+    length = tokens.shape[1]
+    depths = length + 1
+    bad = _bad_table(grammar)  # (K, 2, 2)
+    v = len(table.kinds)
+    dead = 2 * depths  # states: depth * 2 + expect, then the dead state
+    nxt = np.full((dead + 1, v + 1), dead, dtype=np.int64)  # last column: past the row's end, stay
+    nxt[:, v] = np.arange(dead + 1)
+    for depth in range(depths):
+        for expect in (0, 1):
+            for t, kind in enumerate(table.kinds.tolist()):
+                if kind == EOS or bad[kind, expect, int(depth > 0)]:
+                    continue  # EOS ends the row before it is read; errors go to the dead state
+                d = depth + (kind == LPAREN) - (kind == RPAREN)
+                e = 1 if ADD <= kind <= DIV or kind == LPAREN else 0
+                if d < depths:
+                    nxt[depth * 2 + expect, t] = d * 2 + e
+    cols = np.where(np.arange(length) < ends[:, None], tokens, v)  # (B, L)
+    flat = nxt.ravel()
+    state = np.ones(tokens.shape[0], dtype=np.int64)  # depth 0, expecting an operand
+    for col in range(int(ends.max(initial=0))):
+        state = flat[state * (v + 1) + cols[:, col]]
+    return state == 0  # depth 0, an operand last (the dead state is 2 * depths)
+
+
 class StackMachine:
     """Incremental batch verifier over B rows: feed one token per row per call, then finish rows.
 
@@ -228,31 +285,13 @@ class StackMachine:
         self._levels = levels
         self._vocab = vocab
         self._int_div = grammar.integer_division
-        # Lookup tables indexed by token kind.
-        allowed = np.zeros(OTHER + 1, dtype=bool)
-        allowed[[NUM, EOS]] = True
-        for op in grammar.operators:
-            allowed[_OP_KIND[op]] = True
-        if grammar.parentheses:
-            allowed[[LPAREN, RPAREN]] = True
         kinds = np.arange(OTHER + 1)
         self._is_op = (kinds >= ADD) & (kinds <= DIV)
         self._is_pm = (kinds == ADD) | (kinds == SUB)
         self._is_md = (kinds == MUL) | (kinds == DIV)
         self._closes = self._is_op | (kinds == RPAREN)  # tokens that end the pending operand
         self._adds = self._is_pm | (kinds == RPAREN)  # tokens that end a sum
-        # _bad[kind, expect, depth > 0]: the token is a lexing or grammar error in that state.
-        bad = np.zeros((OTHER + 1, 2, 2), dtype=bool)
-        for k in range(OTHER + 1):
-            for e, deep in np.ndindex(2, 2):
-                bad[k, e, deep] = (
-                    not allowed[k]
-                    or (k == NUM and not e)  # a number right after a number or ")"
-                    or (self._is_op[k] and e)  # operator where an operand is expected (unary, "**")
-                    or (k == LPAREN and not e)
-                    or (k == RPAREN and (e or not deep))
-                )
-        self._bad = bad.ravel()
+        self._bad = _bad_table(grammar).ravel()
         self._rows = np.arange(b)
         self._tok = np.zeros((b, max_length + 1), dtype=np.int64)  # last column: writes of idle rows
         self.tokens = self._tok[:, :max_length]  # (B, L) view
@@ -300,8 +339,7 @@ class StackMachine:
             raise ValueError(
                 f"prompts have {numbers.shape[1]} numbers; this machine was built for {self.numbers.shape[1]}"
             )
-        if numbers.size and numbers.min() < 0:
-            raise ValueError(f"prompt numbers {numbers.min()} < 0 cannot be written as tokens")
+        _check_numbers(numbers)
         self.numbers[rows] = numbers
         self.targets[rows] = targets
         vals = self.table.values(numbers)  # (k, V)
@@ -559,13 +597,19 @@ def batch_verify(
     is_eos = table.kinds[tokens] == EOS  # (B, L)
     first_eos = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), length)
     ends = np.minimum(ends, first_eos)  # (B,) tokens to read per row
-    # Rows sorted by length and cut into cache-sized chunks: a chunk stops at its longest row, so short
-    # answers do not ride along through the long ones' columns.
-    order = np.argsort(ends, kind="stable")
+    # Only rows the recogniser accepts can have a value; the others are scored as not well-formed
+    # without running the machine (what it would conclude for them). The accepted rows are sorted by
+    # length and cut into cache-sized chunks: a chunk stops at its longest row, so short answers do
+    # not ride along through the long ones' columns.
+    _check_numbers(numbers)
+    table.values(numbers[:1])  # refuses prompts with fewer numbers than the vocabulary's slots
+    passes = grammar_passes(table, grammar, tokens, ends)
+    accepted = np.flatnonzero(passes)
+    order = np.concatenate([accepted[np.argsort(ends[accepted], kind="stable")], np.flatnonzero(~passes)])
     weights = weights if weights is not None else RewardWeights()
     parts = []
-    for start in range(0, b, _CHUNK):
-        idx = order[start : start + _CHUNK]
+    for start in range(0, len(accepted), _CHUNK):
+        idx = order[start : min(start + _CHUNK, len(accepted))]
         k = len(idx)
         machine = StackMachine(table, grammar, k, max(length, 1), weights, num_numbers=numbers.shape[1])
         rows = np.arange(k)
@@ -574,6 +618,11 @@ def batch_verify(
         for col in range(int(chunk_ends.max(initial=0))):
             machine.feed(chunk_tokens[:, col], col < chunk_ends)
         parts.append(machine.finish(rows))
+    rejected = b - len(accepted)
+    if rejected:
+        no = np.zeros(rejected, dtype=bool)
+        zero = np.zeros(rejected, dtype=np.int64)
+        parts.append(_assemble(weights, no, no, no, zero, zero, no))
     return _scatter(parts, order, b)
 
 

@@ -145,6 +145,10 @@ class TokenVectorEnv(VectorEnv):
             self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
         )
         self._rows = np.arange(b)
+        # Grammar masks as a state table when the task has one (small N): one state id per row.
+        automaton = getattr(task, "mask_automaton", None)
+        self._automaton = automaton() if automaton is not None else None
+        self._mask_state = np.zeros(b, dtype=np.int64)  # (B,) automaton state of each row's prefix
         self._obs = np.zeros((b, obs_dim), dtype=np.float32)  # (B, D)
         self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
         self._started = False
@@ -199,6 +203,7 @@ class TokenVectorEnv(VectorEnv):
         self._obs[rows] = 0.0
         self._obs[rows, : self._prefix_offset] = encoded
         self.machine.set_prompts(rows, numbers, targets)
+        self._mask_state[rows] = 0
         self._done[rows] = False
 
     def _start_sampled(self, rows: np.ndarray, info: dict[str, Any], mask: np.ndarray) -> None:
@@ -308,10 +313,14 @@ class TokenVectorEnv(VectorEnv):
             active = ~self._done  # finished rows wait, frozen, for a masked reset
         else:
             active = np.ones(self.num_envs, dtype=bool)
+        rows_all = bool(active.all())
         machine = self.machine
         machine.feed(acts, active)
+        if self._automaton is not None:
+            moved = self._automaton.next[self._mask_state, acts]
+            self._mask_state = moved if rows_all else np.where(active, moved, self._mask_state)
         pos = machine.pos  # (B,) tokens so far, after this step
-        rows = self._rows if active.all() else self._rows[active]
+        rows = self._rows if rows_all else self._rows[active]
         self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
         full = active & (pos >= self._length)
         if self._eos is None:
@@ -398,6 +407,8 @@ class TokenVectorEnv(VectorEnv):
         """(B, V) bool: each row's grammar mask, as :meth:`TokenEnv.action_masks` gives for one env."""
         if not self._started:
             raise ResetNeeded("action_masks() was called before reset()")
+        if self._automaton is not None:
+            return self._automaton.masks[self._mask_state]
         task: Any = self.task
         if hasattr(task, "action_masks_arrays"):
             return task.action_masks_arrays(self.machine.tokens, self.machine.pos)

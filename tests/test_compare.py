@@ -26,7 +26,8 @@ from benchmarks.compare import (
     parse_seeds,
     resolve_hyperparams,
 )
-from benchmarks.stats import iqm, iqm_ci, ratio_ci
+from benchmarks.core.stats import iqm, iqm_ci, ratio_ci
+from benchmarks.core.store import check_run, save_run
 
 SMOKE_CONTENDERS = "grpo_tabular,ppo_default"
 OUTPUT_FILES = ("runs.csv", "curves.csv", "summary.csv", "summary.json", "table.md", "curves_steps.png",
@@ -43,7 +44,8 @@ def local_ray() -> Iterator[None]:
     """One embedded local Ray (2 CPUs, loopback only) for the module; the executor reuses it."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level="warning")
     try:
         yield
     finally:
@@ -53,7 +55,7 @@ def local_ray() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def smoke_out(tmp_path_factory: pytest.TempPathFactory, local_ray: None) -> Path:
     out = tmp_path_factory.mktemp("compare")
-    argv = ["--seeds", "2", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(out), "--quiet"]
+    argv = ["--seeds", "0-1", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(out), "--quiet"]
     assert main(argv) == 0
     return out
 
@@ -95,7 +97,7 @@ def test_every_output_exists_and_parses(smoke_out: Path) -> None:
 
 def test_runs_record_library_versions(smoke_out: Path) -> None:
     for path in (smoke_out / "runs").glob("*.json"):
-        versions = json.loads(path.read_text())["versions"]
+        versions = check_run(path)["versions"]
         for name in ("python", "torch", "stable-baselines3", "numpy", "gymnasium"):
             assert versions[name], (path.name, name)
     assert "Library versions of the runs: python" in (smoke_out / "table.md").read_text()
@@ -119,8 +121,8 @@ def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) 
 
 def test_grpo_with_dynamic_sampling_on_countdown_trains_exactly_the_budget() -> None:
     """Variable-length answers and DAPO's resampled batches: the crossing iteration is still rolled back."""
-    from benchmarks.run import run_one
-    from benchmarks.study import contender_hyperparams
+    from benchmarks.core.run import run_one
+    from benchmarks.core.study import contender_hyperparams
 
     hyperparams = contender_hyperparams("grpo_mlp_masked", {"dynamic_sampling": True, "group_size": 4,
                                                             "prompts_per_iter": 2})
@@ -154,36 +156,40 @@ def test_default_output_is_untracked_and_committed_results_need_a_flag(tmp_path:
 def test_rerun_reuses_finished_runs(smoke_out: Path) -> None:
     run_files = sorted((smoke_out / "runs").glob("*.json"))
     before = {p.name: p.stat().st_mtime_ns for p in run_files}
-    argv = ["--seeds", "2", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(smoke_out),
+    argv = ["--seeds", "0-1", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(smoke_out),
             "--quiet", "--no-plots"]
     assert main(argv) == 0
     after = {p.name: p.stat().st_mtime_ns for p in (smoke_out / "runs").glob("*.json")}
     assert after == before  # nothing retrained, nothing rewritten
     meta = json.loads((smoke_out / "summary.json").read_text())["meta"]
     assert meta["elapsed_seconds_this_invocation"] < 5.0
+    # --rerun replaces exactly the named contender's runs (and is not ignored)
+    assert main([*argv, "--rerun", "ppo_default"]) == 0
+    again = {p.name: p.stat().st_mtime_ns for p in (smoke_out / "runs").glob("*.json")}
+    assert {n for n in again if again[n] != before[n]} == {n for n in before if n.startswith("ppo_default")}
 
 
 def test_ray_and_in_process_runs_give_identical_records(smoke_out: Path) -> None:
     """The same specs through local Ray (the smoke study's workers) and in this process give the same
     per-run records, timing fields aside (seeded runs are deterministic wherever they run)."""
-    from benchmarks.run import comparable, run_one
+    from benchmarks.core.run import comparable, run_one
 
     for path in sorted((smoke_out / "runs").glob("*__s0__*.json")):
-        record = json.loads(path.read_text())
+        record = check_run(path)
         again = run_one(RunSpec.from_dict(record["spec"]))
         assert comparable(again) == comparable(record), path.name
 
 
 def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, local_ray: None) -> None:
-    """SIGKILL the worker process of a running task: Ray retries the run (bounded), the retry's record
-    is the run's record, and the runs folder holds only complete files."""
+    """SIGKILL the worker process of a running task: Ray retries the run (bounded), the retry is counted,
+    the retry's record is the run's record, and the runs folder holds only complete files."""
     import os
     import signal
     import threading
     import time
 
-    from benchmarks.executor import run_grid, run_task
-    from benchmarks.run import comparable, run_one
+    from benchmarks.core.executor import Task, run_tasks
+    from benchmarks.core.run import comparable, run_one, run_spec
 
     marker = tmp_path / "first_attempt.pid"
 
@@ -191,13 +197,13 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
         if not marker.exists():
             marker.write_text(str(os.getpid()))
             time.sleep(120)  # killed long before this ends
-        return run_task(spec)
+        return run_spec(spec)
 
     specs = [RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", seed, 400, 200) for seed in (0, 1)]
     out = tmp_path / "out"
+    tasks = [Task(slow_first_attempt, s.to_dict(), s.key) for s in specs]
     result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(
-        zip(("records", "failures"), run_grid(specs, out, progress=False, task=slow_first_attempt))))
+    thread = threading.Thread(target=lambda: result.update(outcome=run_tasks(tasks, out, progress=False)))
     thread.start()
     deadline = time.monotonic() + 120
     while not marker.exists() and time.monotonic() < deadline:
@@ -207,21 +213,28 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
     os.kill(int(marker.read_text()), signal.SIGKILL)
     thread.join(timeout=300)
     assert not thread.is_alive(), "the grid did not finish after the kill"
-    assert result["failures"] == []
-    assert [r["key"] for r in result["records"]] == [s.key for s in specs]
+    outcome = result["outcome"]
+    assert outcome.failures == []
+    assert [r["key"] for r in outcome.ordered(tasks)] == [s.key for s in specs]
+    assert outcome.retried == 1  # the killed run, counted
     files = sorted(p.name for p in (out / "runs").iterdir())
     assert files == sorted(f"{s.key}.json" for s in specs)  # no temp or partial files
+    attempts = []
     for spec in specs:
-        saved = json.loads((out / "runs" / f"{spec.key}.json").read_text())
+        saved = check_run(out / "runs" / f"{spec.key}.json")
+        attempts.append(saved["execution"]["attempts"])
         assert comparable(saved) == comparable(run_one(spec))
+    assert sorted(attempts) == [1, 2]
 
 
 def test_a_run_that_raises_fails_alone(tmp_path: Path, local_ray: None) -> None:
-    from benchmarks.executor import run_grid
+    from benchmarks.core.executor import run_tasks
+    from benchmarks.core.run import spec_task
 
     good = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 0, 400, 200)
     bad = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 1, 400, 200, {"group_size": -1})
-    records, failures = run_grid([good, bad], tmp_path, progress=False)
+    outcome = run_tasks([spec_task(good), spec_task(bad)], tmp_path, progress=False)
+    records, failures = list(outcome.records.values()), outcome.failures
     assert [r["key"] for r in records] == [good.key]
     assert len(failures) == 1 and failures[0].startswith(bad.key)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{good.key}.json"]
@@ -237,13 +250,13 @@ def test_tuned_hyperparameters_build(name: str) -> None:
 
 @pytest.mark.parametrize(
     "text, seeds",
-    [("3", [0, 1, 2]), ("0,4,7", [0, 4, 7]), ("10-12", [10, 11, 12])],
+    [("3", [3]), ("0", [0]), ("0,4,7", [0, 4, 7]), ("10-12", [10, 11, 12]), ("10-11,5", [10, 11, 5])],
 )
 def test_parse_seeds(text: str, seeds: list[int]) -> None:
     assert parse_seeds(text) == seeds
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "a", "1,1", "1000-1001", ""])
+@pytest.mark.parametrize("text", ["-1", "a", "1,1", "1000-1001", "", "5-3", "1-2-3"])
 def test_parse_seeds_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="--seeds"):
         parse_seeds(text)
@@ -272,6 +285,24 @@ def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
 
 
+def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write goes to a temp file that replaces the target only when complete: a failure mid-write
+    (here: the flush to disk) leaves the previous content intact and no temp file behind."""
+    import os
+
+    path = tmp_path / "run.json"
+    atomic_write_text(path, "the finished run")
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        atomic_write_text(path, "half of another")
+    assert path.read_text() == "the finished run"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
 def test_stats() -> None:
     x = np.array([0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.0, 1.0])
     assert iqm(x) == pytest.approx(np.mean(np.sort(x)[2:6]))
@@ -279,6 +310,9 @@ def test_stats() -> None:
     assert ci.low <= ci.point <= ci.high
     assert iqm_ci(x, seed=0) == ci  # seeded bootstrap repeats exactly
     assert iqm_ci([1.0, 1.0, 1.0]).low == 1.0
+    # The interval is the IQM's, which ignores the outlier: the mean's would reach far above 1.
+    outlier = iqm_ci([0.0] * 6 + [1.0] * 6 + [1000.0], seed=0)
+    assert 0.0 <= outlier.low <= outlier.point <= outlier.high <= 1.0
     r = ratio_ci([10.0, 12.0, 14.0], [20.0, 24.0, 28.0], seed=0)
     assert r.point == pytest.approx(0.5) and r.low <= 0.5 <= r.high
 
@@ -324,7 +358,7 @@ def test_core_packages_never_import_ray() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, rlvr_env, agents, agents.grpo, agents.ppo, agents.evaluation; "
+    code = ("import sys, rlvr_env, agents, agents.grpo, benchmarks.core.baselines, agents.evaluation; "
             "from agents import GRPO; GRPO('rlvr/Arithmetic-v0', policy='mlp').learn(640); "
             "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
@@ -335,15 +369,13 @@ def test_tune_runs_trials_through_ray_tune_on_three_seeds(tmp_path: Path) -> Non
     pytest.importorskip("ray.tune", reason="benchmarks.tune needs the tune extra (ray[tune])")
     from benchmarks.tune import main as tune_main
 
-    with pytest.raises(ValueError, match="at least 3"):
-        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000,1001"])
     assert tune_main(["--contenders", "grpo_mlp_tuned", "--trials", "2", "--budget", "1280", "--workers", "2",
                       "--out", str(tmp_path / "out"), "--hparams-dir", str(tmp_path), "--quiet"]) == 0
     result = json.loads((tmp_path / "grpo_mlp_tuned.json").read_text())
     assert result["tuning_seeds"] == [1000, 1001, 1002] and len(result["trials"]) == 2
     assert result["trials"][0]["hyperparams"]["group_size"] == 16  # the defaults are tried first
     runs = list((tmp_path / "out" / "runs").glob("*.json"))
-    assert len(runs) == 6 and all(json.loads(p.read_text())["num_timesteps"] == 1280 for p in runs)
+    assert len(runs) == 6 and all(check_run(p)["num_timesteps"] == 1280 for p in runs)
 
 
 def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path) -> None:
@@ -354,9 +386,9 @@ def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path
     other = tmp_path / "other"
     shutil.copytree(smoke_out / "runs", other / "runs")
     changed = sorted((other / "runs").glob("*.json"))[0]
-    record = json.loads(changed.read_text())
+    record = check_run(changed)  # another valid run file of the same run, with another curve
     record["curve"][-1]["test_success"] = 1.0 - record["curve"][-1]["test_success"]
-    changed.write_text(json.dumps(record))
+    save_run(changed.parent, changed.stem, json.loads(changed.read_text())["fingerprint"], record)
     assert spread_main([str(smoke_out), str(other), "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "spread.json").read_text())
     n = len(list(other.glob("runs/*.json")))
@@ -365,13 +397,13 @@ def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path
 
 
 def test_tune_seeds_take_a_list_or_a_range_and_need_three() -> None:
-    # the same forms as benchmarks.compare's --seeds (a range 1000-1002 or a list); fewer than 3 refused
-    # before any Ray is started
+    # the one seed syntax (a range 1000-1002 or a list); fewer than 3, or reported seeds, refused by the
+    # parser before any Ray is started
     from benchmarks.tune import main as tune_main
 
-    with pytest.raises(ValueError, match="at least 3"):
-        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000-1001"])
-    with pytest.raises(ValueError, match="at least 3"):
-        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000,1001"])
-    with pytest.raises(ValueError, match="a range"):
-        tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", "1000-x"])
+    for seeds, match in (("1000-1001", "at least 3"), ("1000,1001", "at least 3"), ("1000-x", "a range"),
+                         ("10-12", "1000 and up")):
+        with pytest.raises(SystemExit):
+            tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", seeds])
+        with pytest.raises(ValueError, match=match):
+            parse_seeds(seeds, minimum=3, tuning=True)

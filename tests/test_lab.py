@@ -1,4 +1,5 @@
-"""The GRPO lab (benchmarks/lab.py): a tiny-budget run of one claim end to end, and its statistics."""
+"""The GRPO lab (benchmarks/lab/): a tiny-budget run of one claim end to end through the executor's
+embedded Ray, and its statistics."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks import lab
-from benchmarks.stats import Interval
+from benchmarks.core.stats import Interval
 
 
 def test_verdict_reads_the_interval_on_the_claimed_side() -> None:
@@ -20,24 +21,27 @@ def test_verdict_reads_the_interval_on_the_claimed_side() -> None:
     assert lab.verdict(Interval(float("nan"), float("nan"), float("nan")), +1) == "inconclusive"
 
 
-def test_seed_parsing_and_bad_arguments() -> None:
-    assert lab.parse_seeds("100-102,7") == [100, 101, 102, 7]
-    with pytest.raises(ValueError, match="at least 2"):
-        lab.parse_seeds("5")
-    with pytest.raises(ValueError, match="LOW-HIGH"):
-        lab.parse_seeds("9-3")
+def test_seed_parsing_and_bad_arguments(tmp_path) -> None:
+    parser = lab.build_parser()
+    assert parser.parse_args(["--seeds", "100-102,7"]).seeds == [100, 101, 102, 7]
+    for bad in ("5", "9-3"):  # intervals need 2 seeds; a range reads LOW-HIGH
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--seeds", bad])
     with pytest.raises(ValueError, match="unknown claim"):
-        lab.main(["--claim", "nonsense"])
+        lab.main(["--claim", "nonsense", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="--rerun"):
+        lab.main(["--claim", "kimi", "--rerun", "nonsense", "--out", str(tmp_path)])
 
 
 def test_arms_with_equal_settings_share_their_runs() -> None:
     base = lab.Arm("a", "a", {})
     same = lab.Arm("b", "b", {k: v for k, v in lab.BASE.items() if k == "group_size"})
     other = lab.Arm("c", "c", {"epochs": 7})
-    path = lab._run_path
-    assert path(lab.Path("x"), lab.run_key(base, 3, 100)) == path(lab.Path("x"), lab.run_key(same, 3, 100))
-    assert path(lab.Path("x"), lab.run_key(base, 3, 100)) != path(lab.Path("x"), lab.run_key(other, 3, 100))
-    assert path(lab.Path("x"), lab.run_key(base, 3, 100)) != path(lab.Path("x"), lab.run_key(base, 4, 100))
+    key = lab.task_for
+    assert key(base, 3, 100).key == key(same, 3, 100).key
+    assert key(base, 3, 100).fingerprint == key(same, 3, 100).fingerprint
+    assert key(base, 3, 100).key != key(other, 3, 100).key
+    assert key(base, 3, 100).key != key(base, 4, 100).key
 
 
 def test_first_reach_and_auc_on_a_hand_made_record() -> None:
@@ -54,13 +58,16 @@ def test_first_reach_and_auc_on_a_hand_made_record() -> None:
 
 
 def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> None:
+    """One claim through the executor's embedded Ray (2 workers), tiny budget, end to end."""
+    from benchmarks.core.store import check_run
+
     claim = lab.CLAIMS["dr_grpo"]
     scale = 1200 / claim.budget
-    argv = ["--claim", "dr_grpo", "--seeds", "0-1", "--budget-scale", str(scale), "--workers", "1",
-            "--out", str(tmp_path)]
+    argv = ["--claim", "dr_grpo", "--seeds", "0-1", "--budget-scale", str(scale), "--workers", "2",
+            "--out", str(tmp_path), "--quiet"]
     assert lab.main(argv) == 0
     first = capsys.readouterr().out
-    assert "4 distinct run(s): 0 found on disk, 4 to run" in first
+    assert "lab: 4 run(s): 0 found on disk, 4 to run" in first
 
     summary = json.loads((tmp_path / "lab.json").read_text())
     res = summary["claims"]["dr_grpo"]
@@ -77,7 +84,8 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
     # The numbers come from the run files: recompute the wrong-answer length growth per seed.
     for arm in claim.arms:
         for i, seed in enumerate((0, 1)):
-            rec = json.loads(lab._run_path(tmp_path, lab.run_key(arm, seed, 1200)).read_text())
+            rec = check_run(tmp_path / "runs" / f"{lab.task_for(arm, seed, 1200).key}.json")
+            assert rec["execution"]["fn"] == "benchmarks.lab.runner:run_arm"
             assert rec["num_timesteps"] >= 1200
             assert rec["key"]["config"]["loss_aggregation"] == arm.overrides["loss_aggregation"]
             assert rec["key"]["env_kwargs"]["n_numbers"] == 3
@@ -90,11 +98,14 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
             assert res["wrong_length_growth"][arm.name][i] == pytest.approx(want)
             assert sum(rec["untied_groups"]) + sum(rec["tied_groups"]) > 0
 
-    # A rerun reuses every stored run; a run whose settings changed is run again.
-    path = lab._run_path(tmp_path, lab.run_key(claim.arms[1], 1, 1200))
-    rec = json.loads(path.read_text())
-    rec["key"]["budget"] = 1
-    path.write_text(json.dumps(rec))
+    # A rerun reuses every stored run; a run file edited by hand is set aside and the run trained again.
+    path = tmp_path / "runs" / f"{lab.task_for(claim.arms[1], 1, 1200).key}.json"
+    data = json.loads(path.read_text())
+    data["record"]["key"]["budget"] = 1
+    path.write_text(json.dumps(data))
     assert lab.main(argv) == 0
-    assert "3 found on disk, 1 to run" in capsys.readouterr().out
-    assert json.loads(path.read_text())["key"]["budget"] == 1200
+    out = capsys.readouterr()
+    assert "3 found on disk, 1 to run" in out.out
+    assert f"run file {path}" in out.err and "checksum" in out.err
+    assert check_run(path)["key"]["budget"] == 1200
+    assert (tmp_path / "runs" / "quarantine" / f"{path.name}.checksum").is_file()

@@ -14,8 +14,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from rlvr_env.batch_verify import ADD, DIV, LPAREN, MUL, NUM, RPAREN, SUB, TokenTable
+from rlvr_env.batch_verify import ADD, DIV, MUL, SUB, TokenTable
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
+from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
@@ -180,6 +181,10 @@ class CountdownTask(Task):
         self._op_kinds = np.array([_OP_KIND[op] for op in self.operators])
         self._lp = self.vocab.index("(") if parentheses else -1
         self._rp = self.vocab.index(")") if parentheses else -1
+        self.mask_rules = MaskRules(
+            n=n, max_length=self.max_length, kinds=self.table.kinds, op_ids=self._op_ids, lp=self._lp,
+            rp=self._rp, eos_id=self.eos_id, exactly_once=self.grammar.number_use == "exactly_once",
+        )
 
         lo, hi = self.number_range
         tlo, thi = self.target_range
@@ -531,43 +536,15 @@ class CountdownTask(Task):
         rules (a policy that ignored the mask) is offered EOS only, so a legal token always exists.
         """
         tokens = np.asarray(tokens, dtype=np.int64)
-        b = tokens.shape[0]
-        lengths = np.asarray(lengths, dtype=np.int64).reshape(b)
-        n, rows = self.n_numbers, np.arange(b)
-        kinds = self.table.kinds
-        expect = np.ones(b, dtype=bool)
-        depth = np.zeros(b, dtype=np.int64)
-        used = np.zeros((b, n), dtype=bool)
-        bad = np.zeros(b, dtype=bool)
-        for col in range(int(lengths.max(initial=0))):
-            act = col < lengths
-            tok = tokens[:, col]
-            kind = kinds[tok]
-            is_num = act & (kind == NUM)
-            slot = np.minimum(tok, n - 1)
-            bad |= is_num & (~expect | used[rows, slot])
-            used[rows[is_num], slot[is_num]] = True
-            is_op = act & (kind >= ADD) & (kind <= DIV)
-            bad |= is_op & expect
-            is_lp, is_rp = act & (kind == LPAREN), act & (kind == RPAREN)
-            bad |= (is_lp & ~expect) | (is_rp & (expect | (depth == 0))) | (act & (kind > RPAREN))
-            expect = np.where(is_num | is_rp, False, np.where(is_op, True, expect))
-            depth = depth + is_lp - is_rp
-        free = n - used.sum(axis=1)  # (B,) unused slots
-        must = free if self.grammar.number_use == "exactly_once" else np.zeros_like(free)
-        room = self.max_length - lengths - 1  # (B,) tokens left after the next one
-        more = 2 * np.maximum(must - 1, 0)
-        need_now = np.where(expect, 2 + depth + more, depth + 2 * must + 1)
-        bad |= need_now > room + 1
-        mask = np.zeros((b, len(self.vocab)), dtype=bool)
-        mask[:, :n] = (expect & ~bad & (depth + more + 1 <= room))[:, None] & ~used
-        can_op = ~expect & ~bad & (free >= 1) & (2 + depth + more <= room)
-        mask[:, self._op_ids] = can_op[:, None]
-        if self.grammar.parentheses:
-            mask[:, self._lp] = expect & ~bad & (free >= 1) & (3 + depth + more <= room)
-            mask[:, self._rp] = ~expect & ~bad & (depth >= 1) & (depth + 2 * must <= room)
-        mask[:, self.eos_id] = bad | (~expect & (depth == 0) & (must == 0))
-        return mask
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(tokens.shape[0])
+        return masks_of(self.mask_rules, prefix_states(self.mask_rules, tokens, lengths), lengths)
+
+    def mask_automaton(self) -> MaskAutomaton | None:
+        """The masks of this setting as a state table (:class:`~rlvr_env.tasks.countdown_masks.
+        MaskAutomaton`), built on first use; None when it would have too many states (large N)."""
+        if not hasattr(self, "_automaton"):
+            self._automaton = MaskAutomaton.build(self.mask_rules)
+        return self._automaton
 
     def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
         row = np.full((1, self.max_length), self.eos_id, dtype=np.int64)

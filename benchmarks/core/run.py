@@ -1,7 +1,7 @@
 """One run of a study: train one contender on one seed for exactly the budget, evaluating as it goes.
 
 :func:`run_one` is the only function that trains; ``benchmarks.compare`` and ``benchmarks.tune`` both
-submit it (through :mod:`benchmarks.executor`), so a tuning trial and a reported run are measured alike.
+submit it (through :mod:`benchmarks.core.executor`), so a tuning trial and a reported run are measured alike.
 It returns the run's record (a JSON-able dict) and writes nothing: the driver writes files.
 
 How a run is measured:
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,15 +38,20 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.study import CONTENDERS, RUN_FORMAT, THRESHOLDS, RunSpec
+from benchmarks.core.common import limit_threads
+from benchmarks.core.store import LIBRARIES
+from benchmarks.core.store import library_versions as store_versions
+from benchmarks.core.executor import Task
+from benchmarks.core.study import CONTENDERS, RUN_FORMAT, THRESHOLDS, RunSpec
 
-__all__ = ["build_model", "comparable", "library_versions", "limit_threads", "run_one", "TIMING_FIELDS"]
+__all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_task",
+           "TIMING_FIELDS"]
 
 #: Fields of a record that measure the process rather than the run: time, memory, and torch's thread
 #: count (None where the tabular path never loaded torch, 1 in a process that had); everything else in a
 #: record is determined by the spec and the library versions.
 TIMING_FIELDS = ("train_seconds", "wall_seconds_total", "steps_per_second", "peak_rss_mb", "seconds_to_95",
-                 "seconds_to_100", "git_commit", "last_metrics", "torch_threads")
+                 "seconds_to_100", "git_commit", "last_metrics", "torch_threads", "execution")
 
 
 def comparable(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,20 +62,6 @@ def comparable(record: Mapping[str, Any]) -> dict[str, Any]:
     metrics = dict(record.get("last_metrics") or {})
     out["last_metrics"] = {k: v for k, v in metrics.items() if not k.startswith("time/fps")}
     return json.loads(json.dumps(out))  # as stored (tuples become lists)
-
-
-def limit_threads() -> int | None:
-    """One BLAS / OpenMP / torch thread for this process, so parallel runs do not fight over the cores
-    and throughputs are per core. Returns torch's thread count when torch is loaded (the tabular GRPO
-    path never imports it)."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = "1"
-    if "torch" in sys.modules:
-        import torch
-
-        torch.set_num_threads(1)
-        return int(torch.get_num_threads())
-    return None
 
 
 def build_model(spec: RunSpec) -> Any:
@@ -91,13 +80,13 @@ def build_model(spec: RunSpec) -> Any:
     if contender.algo == "MaskablePPO":
         from sb3_contrib import MaskablePPO
 
-        from agents.ppo import make_training_env
+        from benchmarks.core.baselines import make_training_env
 
         params = dict(spec.hyperparams)
         n_envs = int(params.pop("n_envs", 1))
         env = make_training_env(spec.env_id, spec.seed, n_envs=n_envs, env_kwargs=env_kwargs)
         return MaskablePPO("MlpPolicy", env, seed=spec.seed, device="cpu", verbose=0, **params)
-    from agents.ppo import make_sb3
+    from benchmarks.core.baselines import make_sb3
 
     return make_sb3(contender.algo, spec.env_id, spec.seed, spec.hyperparams, env_kwargs=env_kwargs)
 
@@ -106,7 +95,7 @@ def _trainable_parameters(model: Any) -> dict[str, int]:
     if hasattr(model, "num_parameters"):  # GRPO: an actor and no critic
         n = int(model.num_parameters())
         return {"actor": n, "critic": 0, "total": n}
-    from agents.ppo import count_parameters
+    from benchmarks.core.baselines import count_parameters
 
     counts = count_parameters(model)
     return {"actor": counts["actor"], "critic": counts["critic"], "total": counts["total"]}
@@ -240,17 +229,9 @@ def _advance_grpo(model: Any, target: int, budget: int) -> tuple[Any, float, int
 
 
 def library_versions() -> dict[str, str | None]:
-    """Versions of everything a run's numbers can depend on (read from package metadata, so the tabular
-    GRPO path still never imports torch)."""
-    from importlib import metadata
-
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("torch", "stable-baselines3", "sb3-contrib", "numpy", "gymnasium", "scipy", "ray"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = None
-    return versions
+    """Versions of everything a run's numbers can depend on, and Ray's (read from package metadata, so
+    the tabular GRPO path still never imports torch)."""
+    return store_versions((*LIBRARIES, "ray"))
 
 
 def _first_crossing(curve: Sequence[Mapping[str, Any]], threshold: float) -> tuple[int | None, float | None]:
@@ -375,3 +356,14 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         record[f"seconds_to_{tag}"] = seconds
         record[f"reached_{tag}"] = steps is not None
     return record
+
+
+def run_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The executor's run function for a study's run: :func:`run_one` of the spec dict."""
+    return run_one(RunSpec.from_dict(spec))
+
+
+def spec_task(spec: RunSpec) -> Task:
+    """A study's run as a task of the executor (``--rerun`` names its contender)."""
+    return Task("benchmarks.core.run:run_spec", spec.to_dict(), spec.key, group=spec.contender,
+                label=f"{spec.contender} s{spec.seed}")

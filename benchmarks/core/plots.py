@@ -1,7 +1,7 @@
 """Learning-curve figures for :mod:`benchmarks.compare` (matplotlib, Agg backend: no display needed).
 
 Each contender's curve is the IQM over seeds of greedy success at each x, with a 95% bootstrap band
-(:func:`benchmarks.stats.iqm_band`). Runs checkpoint at slightly different step counts (SB3 rounds to
+(:func:`benchmarks.core.stats.iqm_band`). Runs checkpoint at slightly different step counts (SB3 rounds to
 whole rollouts, GRPO to whole iterations) and at different wall times, so every run's curve is first
 read on a common grid as a step function (the success of the last checkpoint at or before x; a run that
 ended before x keeps its final value). A contender's curve stops where its own last run stopped (a dot
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.stats import iqm_band
+from benchmarks.core.stats import iqm_band
 
 __all__ = ["plot_curves", "step_interpolate"]
 

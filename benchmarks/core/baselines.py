@@ -37,7 +37,7 @@ __all__ = [
 
 #: Where ``benchmarks/tune.py`` saves tuned hyperparameters (a data directory read by path, not imported,
 #: so the ``benchmarks -> agents`` arrow still points one way).
-HPARAMS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "hparams"
+HPARAMS_DIR = Path(__file__).resolve().parent.parent / "hparams"
 
 #: Keys a hyperparameter dict may hold besides the SB3 constructor's own keyword arguments.
 _EXTRA_KEYS = frozenset({"n_envs"})

@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import write_atomically
-from benchmarks.stats import Interval
-from benchmarks.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
-from benchmarks.summary import summarize
+from benchmarks.core.common import write_atomically
+from benchmarks.core.stats import Interval
+from benchmarks.core.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
+from benchmarks.core.summary import summarize
 
 __all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines",
            "write_outputs"]
@@ -196,7 +196,7 @@ def write_outputs(
     table = markdown_table(summary, meta)
     atomic_write_text(out / "table.md", table)
     if plots:
-        from benchmarks.plots import plot_curves
+        from benchmarks.core.plots import plot_curves
 
         labels = {name: CONTENDERS[name].label for name in contenders if name in CONTENDERS}
         for x, file in (("num_timesteps", "curves_steps.png"), ("train_seconds", "curves_wall.png")):

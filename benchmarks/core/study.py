@@ -5,24 +5,27 @@ Adding a contender is one :class:`Contender` line in :data:`CONTENDERS` (plus a 
 ``python -m benchmarks.compare --study NAME`` then runs.
 
 Seeds: reported studies use seeds from 10 up (the GRPO agent's presets were chosen in sweeps over seeds
-0..9, ``agents/config.py``); tuning uses seeds 1000+ (:mod:`benchmarks.tune`), which no study reports.
+0..9, ``agents/grpo/config.py``); tuning uses seeds 1000+ (:mod:`benchmarks.tune`), which no study reports.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchmarks.core.common import LOCAL_OUT, RESULTS_DIR
 
 __all__ = [
     "CONTENDERS", "Contender", "DEFAULT_STUDY", "VERDICT_COLUMNS", "EVALS_PER_RUN", "HPARAMS_DIR",
     "LOCAL_OUT", "REFERENCES",
     "RESULTS_DIR", "RUN_FORMAT", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
-    "hparams_path", "parse_contenders", "parse_seeds", "resolve_hyperparams",
+    "hparams_path", "parse_contenders", "parse_seeds", "resolve_hyperparams", "seeds_argument",
 ]
 
 #: Bumped when what a run measures changes, so stale per-run files are not reused.
@@ -30,12 +33,7 @@ RUN_FORMAT = 2
 # A GRPO spec carries its whole resolved GRPOConfig (the policy's preset plus any tuned overrides), so a
 # change of the agent's preset changes the run key and old runs are not reused; SB3 specs carry only
 # what differs from SB3's defaults.
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-HPARAMS_DIR = Path(__file__).resolve().parent / "hparams"
-#: Where a study writes by default: a folder in the working directory that git ignores, so the main
-#: command trains afresh and leaves a clone clean. The committed results are rewritten only with
-#: ``--update-results``.
-LOCAL_OUT = Path("benchmark-runs")
+HPARAMS_DIR = Path(__file__).resolve().parent.parent / "hparams"
 #: Checkpoints per run (a checkpoint every budget / EVALS_PER_RUN env steps).
 EVALS_PER_RUN = 25
 THRESHOLDS = (0.95, 1.0)
@@ -141,7 +139,7 @@ STUDIES: dict[str, Study] = {
         # Budgets are multiples of 20,480 env steps, which every Arithmetic contender's rollout /
         # iteration divides (GRPO 160, 320, 640; PPO 2,048, 4,096), so each ends its last update at
         # exactly the budget and no step is wasted (other budgets also end at exactly the budget; see
-        # benchmarks.run). 102,400 is where every GRPO seed of the 10-seed study had reached 95% held-out.
+        # benchmarks.core.run). 102,400 is where every GRPO seed of the 10-seed study had reached 95% held-out.
         Study("arithmetic", "the quick look (the main command): 3 seeds", "rlvr/Arithmetic-v0", _ARITHMETIC,
               "10-12", 102_400),
         Study("arithmetic-full", "the reported Arithmetic study: 10 seeds", "rlvr/Arithmetic-v0",
@@ -219,37 +217,49 @@ def contender_hyperparams(contender: str, overrides: Mapping[str, Any] | None = 
 def resolve_hyperparams(contender: str, study: str | None = None) -> dict[str, Any]:
     """The hyperparameters a contender runs with: its defaults, or those plus its tuned file's."""
     if CONTENDERS[contender].tuned:
-        from agents.ppo import load_hparams
+        from benchmarks.core.baselines import load_hparams
 
         return contender_hyperparams(contender, load_hparams(contender, hparams_path(contender, study)))
     return contender_hyperparams(contender)
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``"5"`` -> seeds 0..4; ``"0,3,7"`` -> those seeds; ``"10-19"`` -> 10..19."""
-    text = str(text).strip()
-    try:
-        if "," in text:
-            seeds = [int(s) for s in text.split(",") if s.strip()]
-        elif re.fullmatch(r"\d+-\d+", text):
-            lo, hi = (int(s) for s in text.split("-"))
-            seeds = list(range(lo, hi + 1))
-        else:
-            n = int(text)
-            if n < 1:
-                raise ValueError(f"--seeds {text!r}: a count of seeds must be at least 1")
-            seeds = list(range(n))
-    except ValueError as err:
-        if "--seeds" in str(err):
-            raise
-        raise ValueError(
-            f"--seeds {text!r} must be a count (5), a list (0,3,7) or a range (10-19)"
-        ) from None
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {text!r} must name distinct non-negative seeds")
-    if any(s >= 1000 for s in seeds):
-        raise ValueError(f"--seeds {text!r}: seeds >= 1000 are reserved for tuning (benchmarks.tune)")
+def parse_seeds(text: str, *, minimum: int = 1, tuning: bool = False) -> list[int]:
+    """The one seed syntax of every CLI: ``"5"`` -> seed 5; ``"10,11"`` -> those seeds; ``"10-19"`` ->
+    10..19; parts combine (``"100-102,7"``). Reported seeds are below 1000; ``tuning`` seeds (benchmarks.tune)
+    are 1000 and up, so no reported run reuses a tuning seed. At least ``minimum`` distinct seeds."""
+    raw = str(text).strip()
+    seeds: list[int] = []
+    for part in (p.strip() for p in raw.split(",")):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if m is None:
+            raise ValueError(f"--seeds {raw!r}: {part!r} is not a seed; write a seed (5), a list (10,11) "
+                             "or a range (10-19)")
+        lo = int(m.group(1))
+        hi = lo if m.group(2) is None else int(m.group(2))
+        if hi < lo:
+            raise ValueError(f"--seeds {raw!r}: the range {part!r} must read LOW-HIGH with LOW <= HIGH")
+        seeds.extend(range(lo, hi + 1))
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds {raw!r} names a seed twice; seeds must be distinct")
+    if len(seeds) < minimum:
+        raise ValueError(f"--seeds {raw!r} names {len(seeds)} seed(s); this command needs at least {minimum}")
+    if tuning and any(s < 1000 for s in seeds):
+        raise ValueError(f"--seeds {raw!r}: tuning seeds are 1000 and up (0..999 are for reported runs)")
+    if not tuning and any(s >= 1000 for s in seeds):
+        raise ValueError(f"--seeds {raw!r}: seeds >= 1000 are reserved for tuning (benchmarks.tune)")
     return seeds
+
+
+def seeds_argument(minimum: int = 1, tuning: bool = False) -> Callable[[str], list[int]]:
+    """``type=`` for an argparse ``--seeds`` option: :func:`parse_seeds` with an argparse error."""
+    def parse(text: str) -> list[int]:
+        try:
+            return parse_seeds(text, minimum=minimum, tuning=tuning)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = "seeds"
+    return parse
 
 
 def parse_contenders(text: str, flag: str = "--contenders") -> list[str]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.stats import Interval, iqm_ci, ratio_ci
-from benchmarks.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
+from benchmarks.core.stats import Interval, iqm_ci, ratio_ci
+from benchmarks.core.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 
 __all__ = ["summarize"]
 

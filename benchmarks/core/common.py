@@ -1,0 +1,136 @@
+"""Helpers every benchmark shares: where outputs go, atomic result files, the thread limit, machine facts.
+
+Outputs: every experiment writes by default into ``benchmark-runs/<experiment>/`` (relative to where the
+command runs; git ignores it), so running any command leaves a clone clean. The committed folder under
+``benchmarks/results/`` is written only with ``--update-results`` (:func:`add_output_arguments`,
+:func:`output_folder`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LOCAL_OUT", "RESULTS_DIR", "ROOT", "add_output_arguments", "check_writable", "command_line",
+    "limit_threads", "machine_info", "output_folder", "write_atomically", "write_json", "write_results",
+]
+
+#: The repository (the folder holding ``benchmarks/``).
+ROOT = Path(__file__).resolve().parent.parent.parent
+#: The committed results, rewritten only with ``--update-results``.
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+#: Default outputs: a git-ignored folder in the working directory (``/benchmark-runs/`` in .gitignore).
+LOCAL_OUT = Path("benchmark-runs")
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``, so a
+    reader never sees a half-written file and an interrupted run leaves the old results intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are for everyone to read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_atomically(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_results(out: Path, stem: str, result: dict[str, Any], table: str) -> None:
+    """Write ``<out>/<stem>.json`` (raw figures) and ``<out>/<stem>.md`` (the table); print the table."""
+    write_json(Path(out) / f"{stem}.json", result)
+    write_atomically(Path(out) / f"{stem}.md", table)
+    print(table)
+
+
+def check_writable(folder: Path) -> None:
+    """Fail now, before anything trains, if ``folder`` cannot be created or written: a ``PermissionError``
+    (an ``OSError``) that names the folder."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise PermissionError(f"the output folder {folder} is not writable ({err.strerror or err}); "
+                              "choose another with --out or fix its permissions") from err
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, experiment: str, committed: Path) -> None:
+    """``--out`` (default ``benchmark-runs/<experiment>/``, git-ignored) and ``--update-results`` (write
+    the committed ``committed`` folder instead)."""
+    shown = committed.relative_to(ROOT) if committed.is_relative_to(ROOT) else committed
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output folder (default {LOCAL_OUT / experiment}/, git-ignored)")
+    parser.add_argument("--update-results", action="store_true",
+                        help=f"write the committed results in {shown}/ instead (maintainers)")
+    parser.set_defaults(_experiment=experiment, _committed=committed)
+
+
+def output_folder(args: argparse.Namespace) -> Path:
+    """The output folder :func:`add_output_arguments` selects: ``--out``, else the git-ignored default;
+    ``--update-results`` (and only it) selects the committed folder."""
+    if args.update_results:
+        if args.out is not None:
+            raise ValueError("--update-results writes the committed results folder; do not pass --out "
+                             "with it")
+        return Path(args._committed)
+    return Path(args.out) if args.out is not None else LOCAL_OUT / args._experiment
+
+
+def command_line(module: str, argv: list[str] | None) -> str:
+    """The command that produced a result, as a reader would retype it."""
+    return " ".join(["python -m " + module, *(sys.argv[1:] if argv is None else argv)])
+
+
+def limit_threads(n: int = 1, import_torch: bool = False) -> int | None:
+    """Cap BLAS / OpenMP threads (for pools not yet started) and torch's intra-op threads at ``n``, so
+    parallel runs do not fight over the cores and throughputs are per core.
+
+    torch is imported only with ``import_torch`` (the tabular GRPO path never loads it); returns torch's
+    thread count when torch is loaded, else None."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)
+    if import_torch:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:  # pragma: no cover - torch is the [torch] extra
+            return None
+    if import_torch or "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(n)
+        return int(torch.get_num_threads())
+    return None
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover
+        load = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_1min": load,
+    }

@@ -1,0 +1,320 @@
+"""The one executor: every experiment's runs go to Ray through :func:`run_tasks`, from a laptop to a cluster.
+
+A run is a :class:`Task`: a named run function (``"module:function"``, imported by the worker) and a
+JSON-able spec; the function returns the run's record (a JSON-able dict) and writes nothing. The GRPO-vs-PPO
+runs (:func:`benchmarks.core.run.run_spec`), the lab's arms, the Countdown study's and the GRPO targets'
+runs are all tasks of this executor, so each experiment runs on a cluster with ``--ray-address``.
+
+- Only the driver writes files: each record goes atomically into ``<out>/runs/<key>.json`` with its key,
+  fingerprint and checksum (:mod:`benchmarks.core.store`), so a cluster needs no shared filesystem. A
+  stored run whose file passes every check is reused; a bad file is quarantined with a warning and the
+  run trains again. The output folder is checked for writing before anything is submitted; a write that
+  fails loses only that run (reported at the end, the others are kept).
+- With no address an embedded, isolated local Ray is started (``address="local"``: a new cluster of
+  ``workers`` CPUs even if a ``ray start`` head is already up on the machine) and shut down at the end.
+  ``address`` (``--ray-address``, or ``RAY_ADDRESS``) joins a cluster, whose nodes need this checkout
+  installed; an address that does not answer fails within :data:`CONNECT_TIMEOUT` seconds, saying what to
+  check; a head that uses token authentication (``ray start --head`` does once a token exists in
+  ``~/.ray/auth_token``) is joined with the same token (``RAY_AUTH_MODE=token``).
+- Every record carries its worker's code version (:func:`worker_version`: the store's code version and a
+  digest of this checkout's sources); one that differs from the driver's fails that run loudly.
+- Faults: a task whose worker process dies is retried up to ``max_retries`` times by Ray; the attempts
+  are counted (``execution.attempts`` in each record, ``retried`` in the outcome). A run that raises is a
+  failure of that run only. Ctrl-C cancels the pending tasks, keeps every finished run and re-raises.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import os
+import socket
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.core.common import ROOT, check_writable, limit_threads
+from benchmarks.core.store import code_version, fingerprint, load_run, save_run
+
+__all__ = ["CONNECT_TIMEOUT", "MAX_RETRIES", "Outcome", "Task", "git_commit", "ray_session", "run_tasks",
+           "worker_version"]
+
+#: Times Ray resubmits a run whose worker process died before giving up on that run.
+MAX_RETRIES = 3
+#: Seconds to wait for a cluster address to answer before giving up.
+CONNECT_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """One run: ``fn(spec) -> record``. ``key`` names its run file; ``group`` is what ``--rerun`` names
+    (a contender, an arm); ``label`` shows on the progress bar."""
+
+    fn: str | Callable[[dict[str, Any]], dict[str, Any]]
+    spec: Mapping[str, Any]
+    key: str
+    group: str = ""
+    label: str = ""
+
+    @property
+    def fn_name(self) -> str:
+        return self.fn if isinstance(self.fn, str) else f"{self.fn.__module__}:{self.fn.__qualname__}"
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.fn_name, self.spec)
+
+
+@dataclass
+class Outcome:
+    """What :func:`run_tasks` gives back: records by key (stored and new), one message per failed run,
+    and how many runs needed more than one attempt."""
+
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    retried: int = 0
+
+    def ordered(self, tasks: Iterable[Task]) -> list[dict[str, Any]]:
+        return [self.records[t.key] for t in tasks if t.key in self.records]
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (with "+dirty" when files differ from it), or None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """SHA-256 over this checkout's Python sources (rlvr_env, agents, benchmarks): two processes with
+    equal digests run the same code, whatever their git state."""
+    h = hashlib.sha256()
+    for package in ("rlvr_env", "agents", "benchmarks"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def worker_version() -> dict[str, Any]:
+    """This process's code version: the store's (code constant, libraries) and the digest of the sources
+    as they were when this module was imported (the code this process runs)."""
+    return {**code_version(), "source": _source_digest()}
+
+
+RunFunction = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+_source_digest()  # now: the digest of the code this process imports, not of later edits
+
+
+def _resolve(fn: str | RunFunction) -> RunFunction:
+    if not isinstance(fn, str):
+        return fn
+    module, _, name = fn.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def _execute(fn: Any, spec: dict[str, Any], key: str, attempts: Any) -> dict[str, Any]:
+    """What one Ray task runs: count the attempt, one thread, the run function; return the record with
+    this worker's code version."""
+    import ray
+
+    attempt = int(ray.get(attempts.bump.remote(key))) if attempts is not None else 1
+    limit_threads(1)
+    record = _resolve(fn)(spec)
+    return {"record": record, "worker": worker_version(), "attempt": attempt, "host": socket.gethostname()}
+
+
+class _Attempts:
+    """A tiny Ray actor counting the attempts of each run (Ray offers no attempt number to a task)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def bump(self, key: str) -> int:
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return self.counts[key]
+
+
+def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """A ``HOST:PORT`` address must accept a TCP connection within ``timeout`` seconds, else a
+    ``ConnectionError`` that says what to check (Ray itself would retry for many minutes)."""
+    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--ray-address {address!r} must read HOST:PORT (the head's GCS port, 6379 by "
+                         "default)")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise ConnectionError(
+            f"--ray-address {address}: nothing answers there within {timeout:.0f} s ({err}). Check that the "
+            f"head is up (`ray start --head --port={port}` on {host}, `ray status` there), that this machine "
+            f"can reach {host}:{port} (firewall, VPN), and that the address is the head's GCS port") from err
+
+
+def _token_auth_for(address: str) -> None:
+    """``ray start --head`` turns token authentication on when a token exists (``~/.ray/auth_token``,
+    which every local ``ray.init`` of this Ray creates), but a driver given an explicit address does not
+    (Ray 2.60): it then fails with ``AuthenticationError``. Use the token when one is there, as
+    ``ray start`` does, unless ``RAY_AUTH_MODE`` says otherwise."""
+    if "RAY_AUTH_MODE" in os.environ or address == "local":
+        return
+    has_token = bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(os.environ.get(
+        "RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token")).is_file()
+    if has_token:
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+class ray_session:  # noqa: N801 - used as a context manager, like open()
+    """Connect to Ray: an existing connection is reused, ``address`` (or ``RAY_ADDRESS``) joins a
+    cluster, otherwise an isolated local Ray with ``workers`` CPUs is started. Shuts down only what it
+    started."""
+
+    def __init__(self, address: str | None = None, workers: int | None = None, quiet: bool = False) -> None:
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.workers = workers
+        self.quiet = quiet
+        self.started = False
+        self.dashboard_url: str | None = None
+
+    def __enter__(self) -> ray_session:
+        import ray
+
+        if self.address is not None:
+            _check_reachable(self.address)  # even when connected already: a dead address is a mistake
+        if not ray.is_initialized():
+            # One BLAS / OpenMP thread per worker, inherited by a local Ray's worker processes.
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                os.environ.setdefault(var, "1")
+            kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": "warning"}
+            if self.address is None:
+                # "local": always a new cluster, never a `ray start` head found on the machine (joining
+                # one forbids num_cpus, and its workers may run another checkout).
+                kwargs.update(address="local", num_cpus=int(self.workers or os.cpu_count() or 1),
+                              include_dashboard=None)  # a dashboard if ray[default] is installed
+            else:
+                _token_auth_for(self.address)
+                kwargs["address"] = self.address
+            ctx = ray.init(**kwargs)
+            self.started = True
+            url = getattr(ctx, "dashboard_url", None)
+            self.dashboard_url = f"http://{url}" if url and not str(url).startswith("http") else url or None
+            if self.dashboard_url and not self.quiet:
+                print(f"Ray dashboard: {self.dashboard_url}", file=sys.stderr)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.started:
+            import ray
+
+            ray.shutdown()
+
+
+def run_tasks(
+    tasks: Sequence[Task],
+    out: Path,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    desc: str = "runs",
+    rerun: Iterable[str] = (),
+    max_retries: int = MAX_RETRIES,
+    log: Callable[[str], None] | None = None,
+) -> Outcome:
+    """Run every task whose run file in ``out/runs`` is missing or fails its checks, one Ray task each,
+    saving each record as it returns; ``rerun`` names groups whose stored runs are replaced."""
+    from tqdm.auto import tqdm
+
+    run_dir = Path(out) / "runs"
+    check_writable(run_dir)  # before anything trains
+    rerun = set(rerun)
+    outcome = Outcome()
+    todo: list[Task] = []
+    for task in {t.key: t for t in tasks}.values():  # a task listed twice runs once
+        stored = None
+        if task.group not in rerun:
+            stored = load_run(run_dir / f"{task.key}.json", task.key, task.fingerprint)
+        if stored is not None:
+            outcome.records[task.key] = stored
+        else:
+            todo.append(task)
+    if log is not None:
+        log(f"{desc}: {len(outcome.records) + len(todo)} run(s): {len(outcome.records)} found on disk, "
+            f"{len(todo)} to run")
+    if not todo:
+        return outcome
+    import ray
+
+    commit = git_commit()
+    driver = worker_version()
+    bar = tqdm(total=len(outcome.records) + len(todo), initial=len(outcome.records), desc=desc, unit="run",
+               disable=not progress, dynamic_ncols=True)
+    with ray_session(address, workers, quiet=not progress):
+        attempts = ray.remote(num_cpus=0)(_Attempts).remote()
+        remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(_execute)
+        pending = {remote.remote(t.fn, dict(t.spec), t.key, attempts): t for t in todo}
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    task = pending.pop(ref)
+                    _collect(ray, ref, task, driver, commit, run_dir, outcome)
+                    bar.set_postfix_str(task.label or task.key, refresh=False)
+                    bar.update(1)
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            bar.close()
+            print(f"\ninterrupted: {len(outcome.records)} finished runs are in {run_dir}; the same command "
+                  "resumes with the rest", file=sys.stderr)
+            raise
+        finally:
+            bar.close()
+    if outcome.retried:
+        print(f"{outcome.retried} run(s) were retried after their worker died (execution.attempts in "
+              "their run files)", file=sys.stderr)
+    return outcome
+
+
+def _collect(ray: Any, ref: Any, task: Task, driver: Mapping[str, Any], commit: str | None, run_dir: Path,
+             outcome: Outcome) -> None:
+    """Take one finished task's result: check the worker's code version, stamp it, write the run file."""
+    try:
+        result = ray.get(ref)
+    except Exception as err:  # this run only; the others go on
+        trace = "".join(traceback.format_exception(err))
+        outcome.failures.append(f"{task.key}: {err!r}\n{trace}")
+        return
+    if result["worker"] != driver:
+        outcome.failures.append(
+            f"{task.key}: the worker on {result['host']} runs other code ({result['worker']}) than this "
+            f"driver ({dict(driver)}); install the same checkout and libraries on every node. Not saved.")
+        print(f"error: {outcome.failures[-1]}", file=sys.stderr)
+        return
+    record = result["record"]
+    record["git_commit"] = commit
+    record["execution"] = {"worker": result["worker"], "host": result["host"], "attempts": result["attempt"],
+                           "fn": task.fn_name}
+    if result["attempt"] > 1:
+        outcome.retried += 1
+    try:
+        save_run(run_dir, task.key, task.fingerprint, record)
+    except OSError as err:  # this run is lost, the others are kept
+        outcome.failures.append(f"{task.key}: could not write its run file in {run_dir}: {err}")
+        return
+    outcome.records[task.key] = record

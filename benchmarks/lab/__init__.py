@@ -1,0 +1,34 @@
+"""The GRPO lab: published claims about GRPO's variants, each a small seeded experiment on
+``rlvr/Countdown-v0``, the result stated whatever it is. ``python -m benchmarks.lab --help`` (the
+docstring of :mod:`benchmarks.lab.cli`) gives the claims, the method and the verdict rule."""
+
+
+from __future__ import annotations
+
+from benchmarks.lab.base import (
+    BASE,
+    BASE_PRESET,
+    BUDGET,
+    ENV_ID,
+    ENV_KWARGS,
+    Arm,
+    Claim,
+    ci,
+    first_reach,
+    paired,
+    per_seed,
+    run_key,
+    series,
+    solve_auc,
+    verdict,
+    window_mean,
+)
+from benchmarks.lab.claims import CLAIMS
+from benchmarks.lab.cli import analyse, build_parser, main, run_claims, stored_records
+from benchmarks.lab.runner import run_arm, run_name, task_for
+
+__all__ = [
+    "Arm", "BASE", "BASE_PRESET", "BUDGET", "CLAIMS", "Claim", "ENV_ID", "ENV_KWARGS", "analyse",
+    "build_parser", "ci", "first_reach", "main", "paired", "per_seed", "run_arm", "run_claims", "run_key",
+    "run_name", "series", "solve_auc", "stored_records", "task_for", "verdict", "window_mean",
+]

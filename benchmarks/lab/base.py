@@ -1,0 +1,198 @@
+"""The lab's common ground: the setting every arm starts from, arms and claims as data, and the
+statistics every claim's analysis uses (per-seed values, IQM intervals, paired differences, verdicts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from benchmarks.core.stats import Interval, iqm_ci
+
+ENV_ID = "rlvr/Countdown-v0"
+
+
+def _best_countdown_setting() -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The best Countdown GRPO setting the code base offers: the "countdown" preset of
+    ``agents.grpo.config.PRESETS`` when it exists (else the mlp preset), and the richest observation the
+    Countdown task offers ("lookahead", else "relations"). Both go into every run's key, so stored runs
+    made with another setting are rerun."""
+    from agents.grpo.config import PRESETS
+    from rlvr_env.tasks import countdown
+
+    preset = "countdown" if "countdown" in PRESETS else "mlp"
+    observations = getattr(countdown, "OBSERVATIONS", ("bits",))
+    observation = next(o for o in ("lookahead", "relations", "bits") if o in observations)
+    return preset, dict(PRESETS[preset]), {"n_numbers": 3, "observation": observation}
+
+
+#: The preset every arm starts from, its values, and the env kwargs (Countdown with three numbers).
+BASE_PRESET, BASE, ENV_KWARGS = _best_countdown_setting()
+#: Held-out evaluation after training: prompts and sampled answers per prompt.
+EVAL_PROMPTS, EVAL_K = 256, 8
+#: Run-file format; bump to invalidate stored runs when the per-run record changes.
+RUN_FORMAT = 1
+#: The lesson's beta range (README, "The GRPO agent"): its two ends.
+LESSON_BETAS = (0.001, 0.04)
+#: Env steps per run (every claim; at --budget-scale 1). Chosen on seeds 0-1: the base configuration's
+#: rollout solve rate climbs from ~0.05 to ~0.4 in it (0.6 at 300k), so every claim sees learning.
+BUDGET = 150_000
+#: GSPO: the epochs (mu) of the low (the base configuration's) and the high setting.
+MU_LO, MU_HI = 4, 12
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One setting of a claim: GRPOConfig overrides (on top of :data:`BASE`) and the run options."""
+
+    name: str
+    label: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    warm_start: bool = False  #: behaviour-clone the policy first; the clone is the KL reference
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    paper: str
+    statement: str
+    arms: tuple[Arm, ...]
+    budget: int  #: env steps per run at --budget-scale 1
+    analyse: Callable[[Claim, dict[str, list[dict[str, Any]]]], dict[str, Any]]
+    plot: Callable[[Claim, dict[str, list[dict[str, Any]]], dict[str, Any]], bytes]
+
+
+#: Warm start: demonstrations (the task's own solutions to train prompts) and behaviour-cloning epochs.
+WARM_DEMOS, WARM_EPOCHS = 64, 30
+
+
+def run_key(arm: Arm, seed: int, budget: int) -> dict[str, Any]:
+    """Everything that determines a run; a stored run is reused only when its key is equal. Arms of
+    different claims with the same settings (e.g. the base configuration) share their runs."""
+    from agents import GRPOConfig
+
+    # Built from the preset's values (not GRPOConfig.preset, whose resolve would refill a field an arm
+    # sets back to None, e.g. clip_eps_high); the mlp policy's preset fills what the base leaves unset.
+    config = GRPOConfig.from_dict({**BASE, **arm.overrides}).resolve("mlp")
+    return {
+        "format": RUN_FORMAT,
+        "seed": seed,
+        "budget": budget,
+        "env_id": ENV_ID,
+        "env_kwargs": ENV_KWARGS,
+        "config": config.to_dict(),
+        "warm_start": {"demos": WARM_DEMOS, "epochs": WARM_EPOCHS} if arm.warm_start else None,
+        "eval": {"prompts": EVAL_PROMPTS, "k": EVAL_K},
+    }
+
+
+def _frac_window(n: int, frac: float, last: bool) -> slice:
+    k = max(1, int(round(n * frac)))
+    return slice(n - k, n) if last else slice(0, k)
+
+
+def series(rec: dict[str, Any], name: str) -> np.ndarray:
+    return np.array([it.get(name, np.nan) for it in rec["iterations"]], dtype=float)
+
+
+def window_mean(rec: dict[str, Any], name: str, last: bool, frac: float = 0.25) -> float:
+    """Mean of a per-iteration metric over the first (or last) ``frac`` of the run's iterations."""
+    s = series(rec, name)
+    w = s[_frac_window(len(s), frac, last)]
+    w = w[np.isfinite(w)]
+    return float(w.mean()) if w.size else float("nan")
+
+
+def ci(values: list[float] | np.ndarray, seed: int = 0) -> Interval:
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        nan = float("nan")
+        return Interval(nan, nan, nan)
+    return iqm_ci(arr, seed=seed)
+
+
+def paired(a: list[float], b: list[float]) -> Interval:
+    """IQM and interval of the per-seed differences a - b (seeds where both are finite)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    return ci(d)
+
+
+def verdict(diff: Interval, sign: int) -> str:
+    """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes 0 on its side."""
+    if np.isnan(diff.point):
+        return "inconclusive"
+    lo, hi = diff.low * sign, diff.high * sign
+    if sign < 0:
+        lo, hi = hi, lo
+    if lo > 0:
+        return "agree"
+    if hi < 0:
+        return "disagree"
+    return "inconclusive"
+
+
+def _by_seed(runs: dict[str, list[dict[str, Any]]], arm: str) -> dict[int, dict[str, Any]]:
+    return {r["key"]["seed"]: r for r in runs[arm]}
+
+
+def _seeds(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
+    common = None
+    for recs in runs.values():
+        s = {r["key"]["seed"] for r in recs}
+        common = s if common is None else common & s
+    return sorted(common or [])
+
+
+def per_seed(runs: dict[str, list[dict[str, Any]]], arm: str, fn: Callable[[dict[str, Any]], float]) -> list[float]:
+    recs = _by_seed(runs, arm)
+    return [float(fn(recs[s])) for s in _seeds(runs)]
+
+
+def _fmt(x: Interval, digits: int = 2) -> str:
+    return x.fmt(digits)
+
+
+def solve_auc(rec: dict[str, Any]) -> float:
+    """Mean rollout solve rate over the run (area under the learning curve per env step)."""
+    s = series(rec, "solve_rate")
+    steps = series(rec, "total_timesteps")
+    if len(s) == 0:
+        return float("nan")
+    widths = np.diff(np.concatenate([[0.0], steps]))
+    return float(np.sum(s * widths) / steps[-1])
+
+
+def first_reach(rec: dict[str, Any], threshold: float, window: int = 3) -> tuple[float, float]:
+    """(policy updates, env steps) until the ``window``-iteration mean rollout solve rate first reaches
+    ``threshold``; (nan, nan) if never."""
+    s = series(rec, "solve_rate")
+    upd = np.cumsum(series(rec, "updated"))
+    steps = series(rec, "total_timesteps")
+    for i in range(window - 1, len(s)):
+        if s[i - window + 1 : i + 1].mean() >= threshold:
+            return float(upd[i]), float(steps[i])
+    return float("nan"), float("nan")
+
+
+def _row(claim: Claim, text: str, measured: str, v: str) -> dict[str, str]:
+    return {"claim": text, "paper": claim.paper, "measured": measured, "verdict": v}
+
+
+def _label(claim: Claim, arm: str) -> str:
+    return next(a.label for a in claim.arms if a.name == arm)
+
+
+def collapsed(rec: dict[str, Any]) -> bool:
+    """A run collapses when its last-quarter rollout solve rate is below half of its best 5-iteration
+    mean (it learned and then lost it), or its entropy falls below 0.01 nats with solve rate < 0.5."""
+    s = series(rec, "solve_rate")
+    if len(s) < 5:
+        return False
+    best = max(s[i : i + 5].mean() for i in range(len(s) - 4))
+    end = window_mean(rec, "solve_rate", True)
+    ent = window_mean(rec, "entropy", True)
+    return bool(end < 0.5 * best or (ent < 0.01 and end < 0.5))

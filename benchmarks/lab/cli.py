@@ -1,0 +1,221 @@
+"""The GRPO lab (issue 11 item 3): published claims about GRPO's variants, each as a small seeded
+experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result stated whatever it is.
+
+    python -m benchmarks.lab [--claim NAME[,NAME]] [--seeds 100-107] [--budget-scale 1.0] [--workers 2]
+                             [--ray-address HOST:6379] [--out DIR | --update-results]
+
+Claims (``--claim``; every arm of a claim runs on the same seeds, so arms are compared seed by seed):
+
+* ``dr_grpo`` (Liu et al. 2025, "Understanding R1-Zero-Like Training", arXiv 2503.20783): dividing each
+  answer's token sum by its own length (``seq_mean_token_mean``) makes *wrong* answers grow longer
+  during training; a constant normaliser (``seq_mean_token_sum``) does not. And the std in GRPO's
+  advantage weights too-easy and too-hard prompts up (measured on the groups of these runs).
+* ``dapo`` (Yu et al. 2025, arXiv 2503.14476, sections 3.1-3.2): symmetric clipping collapses entropy;
+  clip-higher keeps it and learns faster; dynamic sampling reaches a given success in fewer policy
+  updates (at the price of more env steps, counted).
+* ``gspo`` (Zheng et al. 2025, arXiv 2507.18071): a sequence-level ratio is more stable than the
+  token-level one when each batch is reused for more epochs (higher mu).
+* ``kimi`` (Kimi k1.5, arXiv 2501.12599, section 2.3.3): the length reward shortens correct answers
+  without costing accuracy.
+* ``kl``: beta = 0 against the lesson's range (0.001-0.04), the KL reference being a behaviour-cloned
+  warm start (``agents.bc.warm_start``, DeepSeek-R1's cold start).
+
+Method. Every run is ``GRPO("rlvr/Countdown-v0", config, policy="mlp", seed=s)`` with the
+:data:`ENV_KWARGS` below and the base configuration :data:`BASE` (the best Countdown setting the code
+offers: the "countdown" preset when it exists, else the mlp one, and the "lookahead" observation when the
+task has it) plus what the claim changes (one module per claim: ``dr_grpo``, ``dapo``, ``gspo``, ``kimi``,
+``kl``).
+Every arm x seed is one run of the executor (:mod:`benchmarks.core.executor`: embedded local Ray by
+default, a cluster with ``--ray-address``); the run function (:func:`benchmarks.lab.runner.run_arm`, one
+torch thread) keeps each iteration's logged metrics (``rollout/solve_rate``, ``train/entropy``,
+``train/clip_frac``, ``train/kl``, ...) and observes each iteration's groups through the agent's public
+group hook (``model.add_group_hook``): the lengths of correct and wrong answers and each group's rewards,
+from which the advantage weights of both estimators are computed. After training the run is scored on
+256 held-out prompts (greedy, sampled mean@8, pass@8, all under the grammar masks). Each run is one run
+file of the store, ``<out>/runs/<settings hash>_seed<s>.json`` (key, fingerprint, checksum); a rerun
+reuses a run whose file passes its checks, and arms of different claims with equal settings share runs.
+The default output is ``benchmark-runs/lab/`` (git-ignored); ``--update-results`` writes the committed
+``benchmarks/results/lab/``. Statistics: per-seed values, the IQM over seeds with a 95%
+percentile-bootstrap interval (:mod:`benchmarks.core.stats`); differences between arms are paired by seed.
+A verdict is "agree" when the interval of the claimed difference excludes zero on the claimed side,
+"disagree" when it excludes zero on the other side, "inconclusive" otherwise. Settings (budgets,
+thresholds) were chosen on seeds 0-1 (0-9 are kept for choosing); the reported seeds start at 100.
+"""
+
+# The lab's command line: run (or reuse) every arm x seed of the chosen claims through the executor,
+# analyse every claim whose runs are all stored, write the figures, ``lab.json`` and ``lab.md``.
+
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.core.common import (
+    RESULTS_DIR,
+    ROOT,
+    add_output_arguments,
+    check_writable,
+    command_line,
+    machine_info,
+    output_folder,
+    write_atomically,
+    write_json,
+)
+from benchmarks.core.executor import run_tasks
+from benchmarks.core.store import load_run
+from benchmarks.core.study import seeds_argument
+from benchmarks.lab.base import BASE, BASE_PRESET, ENV_ID, ENV_KWARGS, EVAL_K, EVAL_PROMPTS, _seeds
+from benchmarks.lab.claims import CLAIMS
+from benchmarks.lab.runner import task_for
+
+__all__ = ["analyse", "build_parser", "main", "run_claims", "stored_records", "table"]
+
+
+def _budget(name: str, scale: float) -> int:
+    return max(1, int(round(CLAIMS[name].budget * scale)))
+
+
+def run_claims(names: Sequence[str], seeds: Sequence[int], scale: float, out: Path, *,
+               address: str | None = None, workers: int | None = None, progress: bool = True,
+               rerun: Sequence[str] = (), log: Callable[[str], None] = print) -> list[str]:
+    """Run (or reuse from disk) every arm x seed of the named claims on the executor; return the
+    failures. Arms of different claims with equal settings share their runs."""
+    tasks = [task_for(arm, seed, _budget(name, scale))
+             for name in names for seed in seeds for arm in CLAIMS[name].arms]
+    outcome = run_tasks(tasks, out, address=address, workers=workers, progress=progress, desc="lab",
+                        rerun=rerun, log=log)
+    return outcome.failures
+
+
+def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path
+                   ) -> dict[str, list[dict[str, Any]]] | None:
+    """The stored runs of claim ``name`` on ``seeds`` at ``scale``, by arm; None if any is missing."""
+    records: dict[str, list[dict[str, Any]]] = {}
+    for arm in CLAIMS[name].arms:
+        for seed in seeds:
+            task = task_for(arm, seed, _budget(name, scale))
+            rec = load_run(Path(out) / "runs" / f"{task.key}.json", task.key, task.fingerprint)
+            if rec is None:
+                return None
+            records.setdefault(arm.name, []).append(rec)
+    return records
+
+
+def analyse(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    claim = CLAIMS[name]
+    res = claim.analyse(claim, runs)
+    res["seeds"] = _seeds(runs)
+    res["budget"] = runs[claim.arms[0].name][0]["key"]["budget"]
+    res["seconds"] = {a.name: [r["seconds"] + r["eval_seconds"] for r in runs[a.name]] for a in claim.arms}
+    # Standalone cost of the claim (every distinct run it needs, shared ones included), on 2 workers.
+    distinct = {json.dumps(r["key"], sort_keys=True): r["seconds"] + r["eval_seconds"]
+                for a in claim.arms for r in runs[a.name]}
+    res["minutes_on_2_workers"] = sum(distinct.values()) / 2 / 60
+    res["distinct_runs"] = len(distinct)
+    res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start}
+                   for a in claim.arms}
+    return res
+
+
+def table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [
+        "| claim | paper | what we measured (IQM over seeds [95% bootstrap CI]) | verdict |",
+        "|---|---|---|---|",
+    ]
+    for name in CLAIMS:
+        if name not in results:
+            continue
+        for row in results[name]["rows"]:
+            lines.append(f"| {row['claim']} | {row['paper']} | {row['measured']} | **{row['verdict']}** |")
+    seeds = sorted({s for r in results.values() for s in r["seeds"]})
+    lines += [
+        "",
+        f"Seeds {', '.join(map(str, seeds))} (settings chosen on seeds 0-1; seeds 0-9 are reserved for choosing). Env `{ENV_ID}` with "
+        f"`{json.dumps(ENV_KWARGS)}`, grammar masks on, `policy=\"mlp\"`; every arm starts from the "
+        f"`{BASE_PRESET}` preset (`{json.dumps(BASE, sort_keys=True)}`) and changes what its claim names. Budgets (env steps per run): "
+        + ", ".join(f"{n} {results[n]['budget']:,}" for n in CLAIMS if n in results)
+        + f". Held-out score: {EVAL_PROMPTS} test prompts, sampled = mean over {EVAL_K} answers. "
+        + "Figures: " + ", ".join(f"[{n}]({meta['out']}/{n}.png)" for n in CLAIMS if n in results)
+        + ". Time per claim (its distinct runs, training + evaluation, summed / 2 workers; the machine was "
+        "shared, so this overstates an idle 2-core machine): "
+        + ", ".join(f"{n} {results[n]['distinct_runs']} runs, {results[n]['minutes_on_2_workers']:.1f} min"
+                    for n in CLAIMS if n in results)
+        + f". Command: `{meta['command']}`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.lab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--claim", default="all", help=f"comma-separated, from {list(CLAIMS)}, or 'all'")
+    parser.add_argument("--seeds", type=seeds_argument(minimum=2), default="100-107",
+                        help="reported seeds, at least 2: a list (100,101) or a range (100-107); settings "
+                             "are chosen on 0-9")
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every claim's budget")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="CPUs of the embedded local Ray, one run each (default: all cores)")
+    parser.add_argument("--ray-address", default=None,
+                        help="an existing Ray cluster (default: $RAY_ADDRESS, else an embedded local Ray)")
+    parser.add_argument("--rerun", default="", help="comma-separated arms whose stored runs are replaced")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output_arguments(parser, "lab", RESULTS_DIR / "lab")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    names = list(CLAIMS) if args.claim == "all" else [c.strip() for c in args.claim.split(",") if c.strip()]
+    unknown = [n for n in names if n not in CLAIMS]
+    if unknown or not names:
+        raise ValueError(f"--claim {args.claim!r}: unknown claim(s) {unknown}; choose from {list(CLAIMS)}")
+    if not (args.budget_scale > 0 and np.isfinite(args.budget_scale)):
+        raise ValueError(f"--budget-scale={args.budget_scale!r} must be a positive number")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers={args.workers!r} must be at least 1")
+    arms = {a.name for n in names for a in CLAIMS[n].arms}
+    rerun = [r.strip() for r in args.rerun.split(",") if r.strip()]
+    if set(rerun) - arms:
+        raise ValueError(f"--rerun {args.rerun!r}: unknown arm(s) {sorted(set(rerun) - arms)}; "
+                         f"the chosen claims' arms are {sorted(arms)}")
+    seeds: list[int] = args.seeds
+    out = output_folder(args)
+    check_writable(out)
+    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+    failures = run_claims(names, seeds, args.budget_scale, out, address=address,
+                          workers=None if address else args.workers, progress=not args.quiet, rerun=rerun)
+    # The summary covers every claim whose runs (these seeds, this budget) are all on disk, analysed
+    # afresh from the run files, so running one claim never leaves another's figures stale.
+    results: dict[str, Any] = {}
+    for name in CLAIMS:
+        records = stored_records(name, seeds, args.budget_scale, out)
+        if records is None:
+            continue
+        res = analyse(name, records)
+        write_atomically(out / f"{name}.png", CLAIMS[name].plot(CLAIMS[name], records, res))
+        results[name] = res
+    shown = out.resolve().relative_to(ROOT) if out.resolve().is_relative_to(ROOT) else out
+    # The command that reproduces the whole table (any --claim subset makes the same runs).
+    seeds_text = ",".join(map(str, seeds))
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        seeds_text = f"{seeds[0]}-{seeds[-1]}"
+    command = f"python -m benchmarks.lab --seeds {seeds_text}" + (
+        f" --budget-scale {args.budget_scale:g}" if args.budget_scale != 1.0 else "")
+    meta = {"command": command, "invoked": command_line("benchmarks.lab", argv), "machine": machine_info(),
+            "out": str(shown)}
+    write_json(out / "lab.json", {"meta": meta, "claims": results})
+    text = table(results, meta)
+    write_atomically(out / "lab.md", text)
+    print(text)
+    if failures:
+        print(f"{len(failures)} run(s) failed:\n" + "\n".join(failures), file=sys.stderr)
+        return 1
+    return 0

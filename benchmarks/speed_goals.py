@@ -1,0 +1,247 @@
+"""Issue 18's speed goals, measured side by side in one run.
+
+    python -m benchmarks.speed_goals [--repeats 5] [--seconds 0.3] [--ppo-updates 2] [--update-results]
+
+1. **Native vector Countdown vs ``CartPoleVectorEnv``** at 1024 envs, env steps/s (vector steps x
+   num_envs). Countdown draws a random *legal* action for every row from ``action_masks()`` at every
+   step (``argmax(u * mask)`` with ``u`` uniform numbers drawn in advance, untimed: the mask call and
+   the pick are timed), CartPole steps uniform random actions drawn in advance. Both use their own
+   same-step autoreset. Measured alternately, ``--repeats`` times for about ``--seconds`` each;
+   medians. Countdown-4 (the env's defaults) and Countdown-3. Goal: Countdown >= 1x CartPole.
+2. **SB3 PPO on the adapter vs on ``DummyVecEnv``**, Countdown-3, 1024 envs: ``PPO("MlpPolicy")``
+   with SB3's per-update defaults (``n_steps * n_envs = 2048``, so ``n_steps=2``; ``batch_size=64``,
+   ``n_epochs=10``), on ``rlvr_env.to_sb3_vec_env`` over the native vector env and on ``DummyVecEnv``
+   over 1024 single envs, ``--ppo-updates`` updates each, alternately. Env steps/s of the whole
+   ``learn()`` and of its rollout collection alone (timed by a callback between rollout start and
+   end). Goal: adapter >= 5x DummyVecEnv (whole learn()).
+3. **Batch verifier vs regex + ``eval``** on the same 20,000 Countdown-4 answers
+   (:func:`benchmarks.vector_speed.measure_verifiers`). Goal: >= 20x.
+
+Results go to ``benchmark-runs/speed_goals/speed_goals.{json,md}`` (git-ignored); with
+``--update-results`` to ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+from benchmarks.core.common import (
+    add_output_arguments,
+    command_line,
+    limit_threads,
+    machine_info,
+    output_folder,
+    write_results,
+)
+from benchmarks.vector_speed import measure_verifiers
+from rlvr_env import CountdownTask
+
+NUM_ENVS = 1024
+GOAL_ENV = 1.0
+GOAL_PPO = 5.0
+GOAL_VERIFIER = 20.0
+RESULTS = Path(__file__).resolve().parent / "results"
+COUNTDOWN = "rlvr/Countdown-v0"
+
+
+# -- 1. env steps/s ----------------------------------------------------------------------------------------
+def masked_steps_per_second(env: Any, seconds: float, seed: int) -> float:
+    """Env steps/s with a random legal action per row drawn from ``action_masks()`` every step."""
+    rng = np.random.default_rng(seed)
+    uniforms = [rng.random((env.num_envs, env.single_action_space.n)) for _ in range(16)]  # untimed
+    env.reset(seed=seed)
+    masks_of, step = env.action_masks, env.step
+    gc.collect()
+    calls, start = 0, time.perf_counter()
+    while True:
+        for u in uniforms[:8]:
+            step((u * masks_of()).argmax(axis=1))
+        calls += 8
+        now = time.perf_counter()
+        if now - start >= seconds:
+            return calls * env.num_envs / (now - start)
+        uniforms = uniforms[8:] + uniforms[:8]
+
+
+def random_steps_per_second(env: Any, seconds: float, seed: int) -> float:
+    """Env steps/s with uniform random actions drawn in advance."""
+    rng = np.random.default_rng(seed)
+    actions = [rng.integers(env.single_action_space.n, size=env.num_envs) for _ in range(16)]
+    env.reset(seed=seed)
+    step = env.step
+    gc.collect()
+    calls, start = 0, time.perf_counter()
+    while True:
+        for a in actions:
+            step(a)
+        calls += len(actions)
+        now = time.perf_counter()
+        if now - start >= seconds:
+            return calls * env.num_envs / (now - start)
+
+
+def measure_envs(repeats: int, seconds: float, seed: int) -> dict[str, Any]:
+    envs: dict[str, tuple[Any, Any]] = {
+        "CartPoleVectorEnv": (CartPoleVectorEnv(num_envs=NUM_ENVS), random_steps_per_second),
+        "Countdown-4 (masked)": (gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS,
+                                              vectorization_mode="vector_entry_point").unwrapped,
+                                 masked_steps_per_second),
+        "Countdown-3 (masked)": (gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS, n_numbers=3,
+                                              vectorization_mode="vector_entry_point").unwrapped,
+                                 masked_steps_per_second),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in envs}
+    for r in range(repeats):
+        for name, (env, fn) in envs.items():
+            samples[name].append(fn(env, seconds, seed + r))
+    rates = {name: statistics.median(s) for name, s in samples.items()}
+    cart = rates["CartPoleVectorEnv"]
+    return {
+        "env_steps_per_s": rates,
+        "samples": samples,
+        "ratio_vs_cartpole": {name: rate / cart for name, rate in rates.items() if name != "CartPoleVectorEnv"},
+    }
+
+
+# -- 2. SB3 PPO --------------------------------------------------------------------------------------------
+def ppo_env(kind: str, seed: int) -> Any:
+    import rlvr_env
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    if kind == "adapter":
+        venv = gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS, vectorization_mode="vector_entry_point", n_numbers=3)
+        env = rlvr_env.to_sb3_vec_env(venv)
+    else:
+        env = DummyVecEnv([lambda: gym.make(COUNTDOWN, n_numbers=3) for _ in range(NUM_ENVS)])
+    env.seed(seed)
+    return env
+
+
+def ppo_rate(kind: str, updates: int, seed: int) -> dict[str, float]:
+    """Env steps/s of ``PPO.learn`` (whole, and rollout collection alone) on one env kind."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class RolloutClock(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seconds = 0.0
+            self._start = 0.0
+
+        def _on_rollout_start(self) -> None:
+            self._start = time.perf_counter()
+
+        def _on_rollout_end(self) -> None:
+            self.seconds += time.perf_counter() - self._start
+
+        def _on_step(self) -> bool:
+            return True
+
+    env = ppo_env(kind, seed)
+    model = PPO("MlpPolicy", env, n_steps=2, batch_size=64, n_epochs=10, seed=seed, device="cpu")
+    steps = updates * 2 * NUM_ENVS
+    clock = RolloutClock()
+    gc.collect()
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=clock)
+    seconds = time.perf_counter() - start
+    env.close()
+    return {"learn_steps_per_s": model.num_timesteps / seconds,
+            "rollout_steps_per_s": model.num_timesteps / clock.seconds,
+            "learn_seconds": seconds, "rollout_seconds": clock.seconds}
+
+
+def measure_ppo(updates: int, repeats: int, seed: int) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, float]]] = {"adapter": [], "DummyVecEnv": []}
+    for r in range(repeats):
+        for kind in runs:
+            runs[kind].append(ppo_rate(kind, updates, seed + r))
+    med = {kind: {key: statistics.median(run[key] for run in rs) for key in rs[0]} for kind, rs in runs.items()}
+    return {
+        "runs": runs,
+        "median": med,
+        "ratio_learn": med["adapter"]["learn_steps_per_s"] / med["DummyVecEnv"]["learn_steps_per_s"],
+        "ratio_rollout": med["adapter"]["rollout_steps_per_s"] / med["DummyVecEnv"]["rollout_steps_per_s"],
+        "config": {"n_envs": NUM_ENVS, "n_steps": 2, "batch_size": 64, "n_epochs": 10, "updates": updates},
+    }
+
+
+# -- report ------------------------------------------------------------------------------------------------
+def _verdict(value: float, goal: float) -> str:
+    return f"**met** ({value:.2f}x >= {goal:g}x)" if value >= goal else (
+        f"**missed** ({value:.2f}x < {goal:g}x: {goal / value:.1f}x short)")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    env, ppo, ver = result["envs"], result["ppo"], result["verifier"]
+    lines = [f"Command: `{result['command']}` (machine load {result['machine']['load_average_1min']})", "",
+             "| measurement | env steps/s | vs CartPoleVectorEnv |", "|---|---:|---:|"]
+    for name, rate in env["env_steps_per_s"].items():
+        ratio = env["ratio_vs_cartpole"].get(name)
+        lines.append(f"| {name}, {NUM_ENVS} envs | {rate:,.0f} | {'' if ratio is None else f'{ratio:.3f}x'} |")
+    med = ppo["median"]
+    lines += ["", "| SB3 PPO, Countdown-3, 1024 envs | learn() env steps/s | rollout env steps/s |",
+              "|---|---:|---:|"]
+    for kind in ("adapter", "DummyVecEnv"):
+        lines.append(f"| {kind} | {med[kind]['learn_steps_per_s']:,.0f} | {med[kind]['rollout_steps_per_s']:,.0f} |")
+    lines += ["", f"Verifier on {ver['answers']} answers: batch {ver['batch_per_s']:,.0f}/s, regex+eval "
+              f"{ver['eval_per_s']:,.0f}/s; batch agrees with `verify`: {ver['batch_agrees_with_verify']}.", "",
+              "| goal | verdict |", "|---|---|",
+              f"| native vector Countdown-4 >= {GOAL_ENV:g}x CartPoleVectorEnv | "
+              f"{_verdict(env['ratio_vs_cartpole']['Countdown-4 (masked)'], GOAL_ENV)} |",
+              f"| (Countdown-3) | {_verdict(env['ratio_vs_cartpole']['Countdown-3 (masked)'], GOAL_ENV)} |",
+              f"| SB3 PPO on the adapter >= {GOAL_PPO:g}x on DummyVecEnv (learn) | "
+              f"{_verdict(ppo['ratio_learn'], GOAL_PPO)} |",
+              f"| (rollout collection alone) | {_verdict(ppo['ratio_rollout'], GOAL_PPO)} |",
+              f"| batch verifier >= {GOAL_VERIFIER:g}x regex+eval | "
+              f"{_verdict(ver['ratio_batch_vs_eval'], GOAL_VERIFIER)} |"]
+    return "\n".join(lines) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed_goals",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved measurements (median)")
+    parser.add_argument("--seconds", type=float, default=0.3, help="length of one env measurement")
+    parser.add_argument("--ppo-updates", type=int, default=2, help="PPO updates per learn() run")
+    parser.add_argument("--ppo-repeats", type=int, default=1, help="learn() runs per env kind (median)")
+    parser.add_argument("--verifier-size", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=0)
+    add_output_arguments(parser, "speed_goals", RESULTS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name in ("repeats", "ppo_updates", "ppo_repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be >= 1")
+    if args.seconds <= 0 or args.verifier_size < 3:
+        parser.error(f"--seconds={args.seconds} must be > 0 and --verifier-size={args.verifier_size} >= 3")
+    if args.update_results and args.out is not None:
+        parser.error("--update-results writes benchmarks/results/; do not pass --out with it")
+    out = output_folder(args)
+    limit_threads(1)
+    result = {
+        "command": command_line("benchmarks.speed_goals", argv),
+        "machine": machine_info(),
+        "envs": measure_envs(args.repeats, args.seconds, args.seed),
+        "ppo": measure_ppo(args.ppo_updates, args.ppo_repeats, args.seed),
+        "verifier": measure_verifiers(CountdownTask(), args.verifier_size, args.repeats, args.seed),
+    }
+    write_results(out, "speed_goals", result, markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""rlvr_env.to_sb3_vec_env: SB3's VecEnv API over the native vector envs (issue 18, part 1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+from stable_baselines3 import A2C, PPO
+from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor, VecNormalize
+
+import rlvr_env
+from rlvr_env import Prompt
+from rlvr_env.sb3 import SB3VecEnv
+
+COUNTDOWN = "rlvr/Countdown-v0"
+ARITHMETIC = "rlvr/Arithmetic-v0"
+CASES: list[tuple[str, dict[str, Any]]] = [
+    (COUNTDOWN, {"n_numbers": 3}),
+    (COUNTDOWN, {"n_numbers": 4, "number_use": "exactly_once", "format_weight": 0.5}),
+    (ARITHMETIC, {}),
+]
+INFO_KEYS = ("TimeLimit.truncated", "prompt", "reward_parts", "correct", "well_formed", "length")
+
+
+def adapter(env_id: str, num_envs: int, **kwargs: Any) -> SB3VecEnv:
+    venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+    out = rlvr_env.to_sb3_vec_env(venv)
+    assert isinstance(out, SB3VecEnv)
+    return out
+
+
+class ReplayPrompts(gym.Wrapper):
+    """Test harness: a single env whose k-th reset starts on the k-th prompt of a given list."""
+
+    def __init__(self, env: gym.Env, prompts: list[Prompt]) -> None:
+        super().__init__(env)
+        self.queue = list(prompts)
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self.env.reset(options={"prompt": self.queue.pop(0)})
+
+
+@pytest.mark.parametrize("env_id, kwargs", CASES, ids=[f"{e}-{k}" for e, k in CASES])
+@pytest.mark.parametrize("masked", [True, False])
+def test_same_transitions_as_dummy_vec_env(env_id: str, kwargs: dict[str, Any], masked: bool) -> None:
+    """Same seeds and prompts, same actions: the adapter and DummyVecEnv over single envs give the same
+    observations, rewards, dones, masks, terminal observations and final infos, row by row."""
+    n, steps = 6, 60
+    ours = adapter(env_id, n, **kwargs)
+    ours.seed(3)
+    first_obs = ours.reset()
+    prompts = [[info["prompt"]] for info in ours.reset_infos]
+    rng = np.random.default_rng(0)
+    record = []
+    for _ in range(steps):
+        masks = get_action_masks(ours)
+        if masked:
+            actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        else:
+            actions = rng.integers(ours.action_space.n, size=n)
+        obs, rewards, dones, infos = ours.step(actions)
+        for i in np.flatnonzero(dones):
+            prompts[i].append(ours.reset_infos[i]["prompt"])  # the prompt the row restarted on
+        record.append((masks, actions, obs, rewards, dones, infos))
+    assert sum(int(r[4].sum()) for r in record) >= n  # episodes ended along the way
+
+    dummy = DummyVecEnv([lambda i=i: ReplayPrompts(gym.make(env_id, **kwargs), prompts[i]) for i in range(n)])
+    assert np.array_equal(dummy.reset(), first_obs)
+    for masks, actions, obs, rewards, dones, infos in record:
+        assert np.array_equal(get_action_masks(dummy), masks)
+        d_obs, d_rewards, d_dones, d_infos = dummy.step(actions)
+        assert np.array_equal(d_obs, obs) and obs.dtype == d_obs.dtype == np.float32
+        assert np.array_equal(d_rewards, rewards) and rewards.dtype == d_rewards.dtype
+        assert np.array_equal(d_dones, dones) and dones.dtype == d_dones.dtype
+        for i in range(n):
+            if not dones[i]:
+                assert infos[i] == {} and d_infos[i]["TimeLimit.truncated"] is False
+                continue
+            assert np.array_equal(infos[i]["terminal_observation"], d_infos[i]["terminal_observation"])
+            assert {k: infos[i][k] for k in INFO_KEYS} == {k: d_infos[i][k] for k in INFO_KEYS}
+            assert type(infos[i]["correct"]) is bool and type(infos[i]["length"]) is int
+
+
+def test_seeding_repeats_and_options_replay_prompts() -> None:
+    a, b = adapter(COUNTDOWN, 4, n_numbers=3), adapter(COUNTDOWN, 4, n_numbers=3)
+    a.seed(7)
+    b.seed(7)
+    assert np.array_equal(a.reset(), b.reset())
+    b.seed(8)
+    assert not np.array_equal(a.reset(), b.reset())
+    prompts = [Prompt((1, 2, 3), 6), Prompt((4, 5, 6), 9), Prompt((7, 8, 9), 1), Prompt((1, 1, 2), 4)]
+    a.set_options([{"prompt": p} for p in prompts])
+    a.reset()
+    assert [info["prompt"] for info in a.reset_infos] == prompts
+    a.set_options({"unknown": 1})
+    with pytest.raises(ValueError, match="not supported"):
+        a.reset()
+
+
+def test_refuses_what_it_cannot_wrap() -> None:
+    with pytest.raises(ValueError, match="not a native rlvr_env vector env"):
+        rlvr_env.to_sb3_vec_env(gym.make(COUNTDOWN))
+    venv = gym.make_vec(COUNTDOWN, num_envs=2, vectorization_mode="vector_entry_point", autoreset_mode="NextStep")
+    with pytest.raises(ValueError, match="autoreset_mode='NextStep'"):
+        rlvr_env.to_sb3_vec_env(venv)
+    env = adapter(COUNTDOWN, 2)
+    with pytest.raises(AttributeError, match="not available"):
+        env.env_method("step", 0)
+    with pytest.raises(ValueError, match="only all of them"):
+        env.set_attr("copy", True, indices=[0])
+
+
+def test_attributes_methods_and_masking_support() -> None:
+    env = adapter(COUNTDOWN, 3, n_numbers=3)
+    env.reset()
+    assert is_masking_supported(env)
+    assert env.get_attr("split") == ["train"] * 3 and env.env_is_wrapped(gym.Wrapper) == [False] * 3
+    masks = env.env_method("action_masks", indices=[2])
+    assert len(masks) == 1 and np.array_equal(masks[0], env.base.action_masks()[2])
+    env.step(np.array([0, 1, 2]))
+    assert env.env_method("tokens", indices=1) == [[1]]
+    assert env.env_method("expression", indices=[0])[0] == str(env.reset_infos[0]["prompt"].numbers[0])
+
+
+def test_vec_monitor_and_vec_normalize_wrap_it() -> None:
+    env = VecNormalize(VecMonitor(adapter(COUNTDOWN, 8, n_numbers=3)), norm_obs=True, norm_reward=True)
+    env.seed(0)
+    obs = env.reset()
+    assert obs.shape == (8, env.observation_space.shape[0])
+    rng = np.random.default_rng(0)
+    episodes = []
+    for _ in range(30):
+        masks = get_action_masks(env)
+        obs, rewards, dones, infos = env.step(np.array([rng.choice(np.flatnonzero(m)) for m in masks]))
+        episodes += [info["episode"] for info in infos if "episode" in info]
+    assert episodes and all(e["l"] >= 2 and e["r"] in (0.0, 0.1, 1.1) for e in episodes)
+
+
+def test_ppo_a2c_and_maskable_ppo_learn_on_it() -> None:
+    for algo, kwargs in ((PPO, {"batch_size": 64, "n_epochs": 1}), (A2C, {}), (MaskablePPO, {"batch_size": 64})):
+        env = adapter(COUNTDOWN, 16, n_numbers=3)
+        model = algo("MlpPolicy", env, n_steps=8, seed=0, device="cpu", **kwargs)
+        before = [p.detach().clone() for p in model.policy.parameters()]
+        model.learn(total_timesteps=384)
+        assert model.num_timesteps >= 384
+        assert any(not np.allclose(b.numpy(), p.detach().numpy()) for b, p in zip(before, model.policy.parameters()))
+
+
+def test_import_rlvr_env_needs_neither_sb3_nor_torch() -> None:
+    code = "import sys, rlvr_env; print(sorted({'torch', 'stable_baselines3'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

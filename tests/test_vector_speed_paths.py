@@ -1,0 +1,109 @@
+"""The fast paths of the native vector Countdown (issue 18, part 4) stay exact: the mask automaton
+against the prefix loop, and the vector env against the single env in lockstep over many random
+settings and seeds (N = 3, 4, 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlvr_env import CountdownTask
+from rlvr_env.tasks.countdown_masks import MaskAutomaton
+from rlvr_env.vector import CountdownVectorEnv
+
+SETTINGS: list[dict[str, Any]] = [
+    {"n_numbers": 3},
+    {"n_numbers": 4},
+    {"n_numbers": 5, "target_range": (1, 1000)},
+    {"n_numbers": 3, "number_use": "exactly_once"},
+    {"n_numbers": 4, "operators": "+*", "parentheses": False, "max_length": 9},
+    {"n_numbers": 5, "integer_division": True, "operators": "+-/", "target_range": (1, 1000)},
+    {"n_numbers": 4, "max_length": 20, "number_range": (1, 30), "target_range": (1, 500)},
+]
+
+
+@pytest.mark.parametrize("kwargs", SETTINGS, ids=[str(k) for k in SETTINGS])
+def test_automaton_masks_equal_the_prefix_loop(kwargs: dict[str, Any]) -> None:
+    """Random prefixes, half of them ignoring the mask: the table's mask is the loop's mask."""
+    task = CountdownTask(**kwargs)
+    automaton = task.mask_automaton()
+    assert automaton is not None and automaton.masks[1].tolist() == [t == task.eos_id for t in range(len(task.vocab))]
+    rng = np.random.default_rng(0)
+    b, length, v = 3000, task.max_length, len(task.vocab)
+    tokens = np.zeros((b, length), dtype=np.int64)
+    lengths = rng.integers(0, length + 1, size=b)
+    state = np.zeros(b, dtype=np.int64)
+    unmasked = rng.random(b) < 0.5
+    for col in range(length):
+        legal = np.argmax(rng.random((b, v)) * automaton.masks[state], axis=1)
+        pick = np.where(unmasked, rng.integers(v, size=b), legal)
+        act = col < lengths
+        tokens[act, col] = pick[act]
+        state = np.where(act, automaton.next[state, pick], state)
+    assert np.array_equal(automaton.masks[state], task.action_masks_arrays(tokens, lengths))
+
+
+def test_large_settings_fall_back_to_the_loop() -> None:
+    task = CountdownTask(n_numbers=4)
+    assert MaskAutomaton.build(task.mask_rules, max_states=10) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_lockstep_over_many_seeds(seed: int) -> None:
+    """A random setting (N = 3, 4, 5, random rules and weights) per seed; the vector env and single
+    envs on the same prompts and actions (masked, unmasked and mixed) agree on every transition."""
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(3, 6))
+    ops = "".join(op for op in "+-*/" if rng.random() < 0.7) or "+"
+    parens = bool(rng.random() < 0.7)
+    kwargs: dict[str, Any] = {
+        "n_numbers": n,
+        "operators": ops,
+        "parentheses": parens,
+        "number_use": "exactly_once" if rng.random() < 0.3 else "at_most_once",
+        "integer_division": bool(rng.random() < 0.3),
+        "target_range": (1, 1000) if n >= 4 else (1, 100),
+        "accuracy_weight": float(rng.choice([1.0, 2.0])),
+        "format_weight": float(rng.choice([0.1, 0.5])),
+    }
+    try:
+        task = CountdownTask(**{k: v for k, v in kwargs.items() if not k.endswith("_weight")})
+    except ValueError:  # an infeasible random setting (no prompt can be drawn): take a plain one
+        kwargs.update(operators="+-*/", parentheses=True, integer_division=False)
+        task = CountdownTask(**{k: v for k, v in kwargs.items() if not k.endswith("_weight")})
+    b = 24
+    envs = gym.make_vec("rlvr/Countdown-v0", num_envs=b, vectorization_mode="vector_entry_point", **kwargs)
+    assert isinstance(envs, CountdownVectorEnv)
+    singles = [gym.make("rlvr/Countdown-v0", **kwargs).unwrapped for _ in range(b)]
+    _, info = envs.reset(seed=seed)
+    for i, env in enumerate(singles):
+        env.reset(options={"prompt": info["prompt"][i]})
+    mode = rng.random(b)  # per row: < 0.4 masked, < 0.7 unmasked, else mixed
+    steps = 0
+    for _ in range(80):
+        masks = envs.action_masks()
+        legal = np.argmax(rng.random(masks.shape) * masks, axis=1)
+        anything = rng.integers(len(task.vocab), size=b)
+        mixed = np.where(rng.random(b) < 0.8, legal, anything)
+        actions = np.where(mode < 0.4, legal, np.where(mode < 0.7, anything, mixed))
+        obs, rewards, terminated, truncated, info = envs.step(actions)
+        for i, env in enumerate(singles):
+            assert np.array_equal(env.action_masks(), masks[i])
+            o, r, te, tr, single = env.step(int(actions[i]))
+            assert (r, te, tr) == (rewards[i], terminated[i], truncated[i])
+            if te or tr:
+                steps += 1
+                final = info["final_info"]
+                assert np.array_equal(o, info["final_obs"][i])
+                assert (single["correct"], single["well_formed"], single["length"]) == (
+                    final["correct"][i], final["well_formed"][i], final["length"][i])
+                value = single["value"]
+                got = (int(final["value_num"][i]), int(final["value_den"][i]))
+                assert got == ((value.numerator, value.denominator) if value is not None else (0, 0))
+                new = (tuple(info["prompt_numbers"][i].tolist()), int(info["prompt_target"][i]))
+                o, _ = env.reset(options={"prompt": new})
+            assert np.array_equal(o, obs[i])
+    assert steps >= b  # many episodes ended
