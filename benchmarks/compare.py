@@ -152,8 +152,9 @@ def specs_for(study: Study, contenders: Sequence[str], seeds: Sequence[int], bud
             for seed in seeds for name in contenders]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _validated(args: argparse.Namespace) -> tuple[Study, list[int], int, int, list[str], list[str], Path,
+                                                  str]:
+    """The run's settings from the flags; a ``ValueError`` naming the flag for a bad value."""
     study = resolve_study(args)
     seeds = args.seeds if args.seeds is not None else parse_seeds(study.seeds)
     budget = int(args.budget if args.budget is not None else study.budget)
@@ -175,10 +176,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if env_id not in gym.registry:
         raise ValueError(f"--env {env_id!r} is not a registered Gymnasium id")
+    return study, seeds, budget, eval_every, contenders, rerun, out, env_id
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:  # every bad flag value is a usage error (exit status 2) naming the value and the rule
+        study, seeds, budget, eval_every, contenders, rerun, out, env_id = _validated(args)
+    except ValueError as err:
+        parser.error(str(err))
     if args.contenders is None and missing_tuned(study):
         print(f"note: no tuned hyperparameters yet for {', '.join(missing_tuned(study))} on {study.name} "
               f"(python -m benchmarks.tune --study {study.name}); running without them", file=sys.stderr)
-    specs = specs_for(study, contenders, seeds, budget, eval_every, env_id)
+    try:
+        specs = specs_for(study, contenders, seeds, budget, eval_every, env_id)
+    except ValueError as err:  # e.g. a budget SB3's env copies cannot split evenly
+        parser.error(str(err))
     started = time.time()
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     workers = None if address else (args.workers or os.cpu_count() or 1)

@@ -26,6 +26,13 @@ BAD_VALUES = [
     ("agents.grpo.__main__", ["--env", "nope/Nothing-v0"], "nope"),
     ("agents.grpo.__main__", ["--env-kwargs", '{"foo": 1}'], "unexpected keyword argument 'foo'"),
     ("agents.grpo.__main__", ["--env", "CartPole-v1"], "policy='tabular' needs discrete observations"),
+    ("benchmarks.compare", ["--seeds", "abc"], "'abc' is not a seed"),
+    ("benchmarks.compare", ["--budget", "-1"], "--budget -1 must be a positive number of env steps"),
+    ("benchmarks.compare", ["--workers", "0"], "--workers 0 must be at least 1"),
+    ("benchmarks.compare", ["--contenders", "foo"], "--contenders 'foo': unknown ['foo']"),
+    ("benchmarks.compare", ["--eval-every", "0"], "--eval-every 0 must be between 1 and the budget"),
+    ("benchmarks.compare", ["--env", "nope-v0"], "--env 'nope-v0' is not a registered Gymnasium id"),
+    ("benchmarks.compare", ["--rerun", "bar"], "--rerun 'bar': unknown ['bar']"),
 ]
 
 
