@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NewArm", "NewClaim", "NEW_CLAIMS", "verdict"]
+__all__ = ["NewArm", "NewClaim", "NEW_CLAIMS", "no_signal", "verdict"]
 
 #: The epochs (mu) at which SAPO's and GMPO's stability claims are tested (the lab's GSPO "high" mu).
 MU_HI = 12
@@ -88,6 +88,12 @@ NEW_CLAIMS: dict[str, NewClaim] = {c.name: c for c in (
 )}
 
 
+def no_signal(lows: list[float], floor: float) -> bool:
+    """The one "no signal" rule (issue 17 item 9), for every lab claim: True when no arm's held-out
+    success interval lies above the single-answer ``floor`` (``lows``: each arm's lower bound)."""
+    return all(not low > floor for low in lows)  # a NaN bound (no finite runs) is no signal either
+
+
 def verdict(claim: NewClaim, difference: tuple[float, float], arm_success: dict[str, tuple[float, float]],
             floor: float) -> str:
     """"agree" / "disagree" / "inconclusive" from the paired difference's 95% interval ``(low, high)``
@@ -100,7 +106,7 @@ def verdict(claim: NewClaim, difference: tuple[float, float], arm_success: dict[
                              f"{[a.name for a in claim.arms]})")
     if not math.isfinite(floor):
         raise ValueError(f"floor={floor!r} must be a finite success rate")
-    if all(arm_success[a][0] <= floor for a in (claim.baseline, claim.challenger)):
+    if no_signal([arm_success[a][0] for a in (claim.baseline, claim.challenger)], floor):
         return "no signal"
     low, high = difference
     if not (math.isfinite(low) and math.isfinite(high)) or low > high:

@@ -73,8 +73,13 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
     res = summary["claims"]["dr_grpo"]
     assert res["seeds"] == [0, 1] and res["budget"] == 1200
     assert len(res["rows"]) == 2
+    # Issue 17 item 9: 1,200 steps teach nothing, so no arm beats the single-answer floor and the
+    # lab says "no signal" instead of a verdict (the one rule of benchmarks.lab_claims_new).
+    floor = res["single_answer_floor"]
+    assert 0.0 < floor < 0.5
+    assert all(low <= floor for low, _, _ in res["held_out_greedy"].values())
     for row in res["rows"]:
-        assert row["verdict"] in {"agree", "disagree", "inconclusive"}
+        assert row["verdict"] == "no signal" and "single-answer floor" in row["measured"]
         assert row["paper"] == claim.paper
     png = (tmp_path / "dr_grpo.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
@@ -109,3 +114,10 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
     assert f"run file {path}" in out.err and "checksum" in out.err
     assert check_run(path)["key"]["budget"] == 1200
     assert (tmp_path / "runs" / "quarantine" / f"{path.name}.checksum").is_file()
+
+
+def test_one_no_signal_rule_for_every_claim() -> None:
+    from benchmarks.lab_claims_new import no_signal
+
+    assert no_signal([0.05, 0.06], 0.06) and no_signal([float("nan"), 0.0], 0.1)
+    assert not no_signal([0.05, 0.07], 0.06)

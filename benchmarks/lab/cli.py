@@ -72,11 +72,12 @@ from benchmarks.core.common import (
 from benchmarks.core.executor import run_tasks
 from benchmarks.core.store import load_run
 from benchmarks.core.study import seeds_argument
-from benchmarks.lab.base import BASE, BASE_PRESET, ENV_ID, ENV_KWARGS, EVAL_K, EVAL_PROMPTS, _seeds
+from benchmarks.lab.base import BASE, BASE_PRESET, ENV_ID, ENV_KWARGS, EVAL_K, EVAL_PROMPTS, _seeds, ci
 from benchmarks.lab.claims import CLAIMS
 from benchmarks.lab.runner import task_for
+from benchmarks.lab_claims_new import no_signal
 
-__all__ = ["analyse", "build_parser", "main", "run_claims", "stored_records", "table"]
+__all__ = ["analyse", "build_parser", "main", "run_claims", "single_answer_floor", "stored_records", "table"]
 
 
 def _budget(name: str, scale: float) -> int:
@@ -112,6 +113,17 @@ def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path
 def analyse(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     claim = CLAIMS[name]
     res = claim.analyse(claim, runs)
+    # One rule for every claim (benchmarks.lab_claims_new.no_signal): when no arm's held-out greedy
+    # success interval beats the single-answer floor, neither arm learned and no verdict is given.
+    floor = single_answer_floor(runs[claim.arms[0].name][0]["key"])
+    success = {a.name: ci([r["final"]["greedy"] for r in runs[a.name]]) for a in claim.arms}
+    res["single_answer_floor"] = floor
+    res["held_out_greedy"] = {a: [i.low, i.point, i.high] for a, i in success.items()}
+    if no_signal([i.low for i in success.values()], floor):
+        for row in res["rows"]:
+            row["verdict"] = "no signal"
+            row["measured"] += (f"; no arm's held-out greedy success beats the single-answer floor "
+                                f"{floor:.2f}")
     res["seeds"] = _seeds(runs)
     res["budget"] = runs[claim.arms[0].name][0]["key"]["budget"]
     res["seconds"] = {a.name: [r["seconds"] + r["eval_seconds"] for r in runs[a.name]] for a in claim.arms}
@@ -123,6 +135,19 @@ def analyse(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start}
                    for a in claim.arms}
     return res
+
+
+def single_answer_floor(key: dict[str, Any]) -> float:
+    """Held-out greedy success of the best single answer on the lab's evaluation prompts: a lone number
+    token equal to the target (on Countdown no one expression over slot tokens does better, since each
+    prompt's numbers differ)."""
+    import gymnasium as gym
+
+    import rlvr_env  # noqa: F401
+    from agents.evaluation import evaluation_prompts
+
+    prompts = evaluation_prompts(gym.make(key["env_id"], **key["env_kwargs"]), "test", EVAL_PROMPTS, 0)
+    return float(np.mean([p.target in p.numbers for p in prompts]))
 
 
 def table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
