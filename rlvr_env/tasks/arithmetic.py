@@ -49,8 +49,8 @@ class ArithmeticTask(Task):
     ``+``. The split holds out 10 (number order, target) pairs: each target with 2 of its 6 orders.
 
     ``grammar_mask``: False (``rlvr/Arithmetic-v0``'s default): :meth:`action_mask` allows every token.
-    True (``gym.make("rlvr/Arithmetic-v0", grammar_mask=True)``): it allows the tokens that keep the answer a prefix of a well-formed one,
-    an unused number at positions 1, 3, 5 and an operator at 2, 4 (a prefix that is already malformed,
+    True (``gym.make("rlvr/Arithmetic-v0", grammar_mask=True)``): it allows the tokens that keep the
+    answer a prefix of a well-formed one, an unused number at positions 1, 3, 5 and an operator at 2, 4 (a prefix that is already malformed,
     from an agent that ignored the mask, is offered every token).
     """
 
