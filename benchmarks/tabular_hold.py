@@ -9,8 +9,8 @@ below ``--floor`` (default 0.8) or the final one below 0.95. Once a target is so
 undoes the task within a long budget.
 
 Runs are seconds each (the tabular policy is NumPy), so they run one after another in this process,
-one thread. Results go to ``benchmark-runs/tabular_hold/<name>.json`` (git-ignored) and a summary line
-per config is printed::
+one thread, not through the Ray pipeline. Results go to ``benchmark-runs/tabular_hold/<name>.json``
+(git-ignored; ``--update-results``: benchmarks/results/tabular_hold/) and a summary line per config::
 
     python -m benchmarks.tabular_hold --seeds 0-9 --budget 300000             # the preset as shipped
     python -m benchmarks.tabular_hold --seeds 0-9 --budget 300000 --set '{"beta": 0.0}'
@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-OUT = Path("benchmark-runs/tabular_hold")
+from benchmarks.core.common import RESULTS_DIR, add_output_arguments, output_folder
+from benchmarks.core.study import seeds_argument
 
 
 def run_one(seed: int, budget: int, eval_every: int, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -64,26 +64,17 @@ def judge(curve: list[tuple[int, float]], floor: float) -> dict[str, Any]:
             "min_after": float(after.min()), "final": float(scores[-1])}
 
 
-def _seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        try:
-            out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a seed list such as 0-9 or 1,4,7") from None
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tabular_hold", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=_seeds, default=_seeds("0-9"))
+    parser.add_argument("--seeds", type=seeds_argument(), default=list(range(10)),
+                        help="seeds (0-9: the ones presets are chosen on; report on fresh ones, 100-109)")
     parser.add_argument("--budget", type=int, default=300_000)
     parser.add_argument("--eval-every", type=int, default=4096)
     parser.add_argument("--floor", type=float, default=0.8)
     parser.add_argument("--set", default="{}", help="JSON dict of GRPOConfig overrides on the preset")
     parser.add_argument("--name", default=None, help="output file name (default: from --set and seeds)")
+    add_output_arguments(parser, "tabular_hold", RESULTS_DIR / "tabular_hold")
     return parser
 
 
@@ -113,11 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     name = args.name or (f"{'_'.join(f'{k}{v}' for k, v in sorted(overrides.items())) or 'preset'}"
                          f"__s{args.seeds[0]}-{args.seeds[-1]}__b{args.budget}")
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps(summary, indent=1))
+    out = output_folder(args)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
     print(f"{overrides or 'preset'}: reached 95% {len(reached)}/{len(runs)}, lost after reaching "
           f"{summary['lost']}, median steps to 95% {summary['median_steps_to_95']}, final mean "
-          f"{summary['final_mean']:.3f} -> {OUT / (name + '.json')}")
+          f"{summary['final_mean']:.3f} -> {out / (name + '.json')}")
     return 0
 
 

@@ -273,9 +273,10 @@ def test_parse_seeds_rejects(text: str) -> None:
         (["--env", "NoSuchEnv-v9"], "--env"),
     ],
 )
-def test_bad_cli_input(argv: list[str], match: str, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=match):
+def test_bad_cli_input(argv: list[str], match: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:  # a usage error (issue 17 item 6), not a traceback
         main([*argv, "--out", str(tmp_path), "--quiet"])
+    assert exc.value.code == 2 and match in capsys.readouterr().err
 
 
 def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from benchmarks.core.study import RunSpec
 
 #: Every experiment's CLI module: each has build_parser(); those that take --seeds parse them alike.
 EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "spread", "env_speed",
-               "throughput", "vector_speed", "llm_rewards", "fresh_install", "speed_goals")
+               "throughput", "vector_speed", "llm_rewards", "fresh_install", "speed_goals", "tabular_hold")
 
 
 def test_every_benchmark_command_is_in_the_experiment_list() -> None:
@@ -36,7 +36,7 @@ def test_every_benchmark_command_is_in_the_experiment_list() -> None:
     commands = {p.stem for p in root.glob("*.py") if 'if __name__ == "__main__"' in p.read_text()}
     helpers = {"update_readme", "migrate_runs", "demo"}  # maintenance and a demo: no results folder
     assert commands - helpers - {"lab"} <= set(EXPERIMENTS), sorted(commands - helpers - set(EXPERIMENTS))
-SEEDED = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune")
+SEEDED = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "tabular_hold")
 #: The learning columns of runs.csv: everything that is not time, memory or provenance.
 LEARNING = ("contender", "seed", "num_timesteps", "learned_steps", "final_train_success",
             "final_test_success",
