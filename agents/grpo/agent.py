@@ -33,6 +33,7 @@ from agents.grpo.policies import (
     check_tabular_observations,
     log_softmax,
 )
+from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from agents.grpo.rollout import (
     GroupBatch,
     GroupMode,
@@ -187,6 +188,9 @@ class GRPO:
         self.train_seconds = 0.0  # wall time of the last learn() loop (rollouts + updates + logging)
         self._logger: Any = None
         self._group_hooks = GroupHooks()
+        #: phase timing of ``learn`` (:mod:`agents.grpo.profiling`): ``model.timer = PhaseTimer()`` turns
+        #: it on; the default :data:`~agents.grpo.profiling.NO_TIMER` costs nothing and times nothing
+        self.timer: NoTimer | PhaseTimer = NO_TIMER
 
     def _max_episode_length(self) -> int | None:
         task = getattr(self.env.unwrapped, "task", None)
@@ -225,19 +229,22 @@ class GRPO:
         try:
             while self.num_timesteps < goal:
                 # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
+                timer = self.timer
                 got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards,
-                                     self.config, goal - self.num_timesteps)
+                                     self.config, goal - self.num_timesteps, timer)
                 train_stats: dict[str, float] = {}
                 adv = None
                 if got.train is not None:
-                    adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
-                        got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
-                        lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),  # token counts
-                    )  # (B, G)
+                    with timer.phase("advantage"):
+                        adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
+                            got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
+                            lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),  # tokens
+                        )  # (B, G)
                 self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv,
                                        self.iterations + 1, self.num_timesteps)
                 if got.train is not None and adv is not None:
-                    train_stats = self._update(got.train, adv.reshape(-1))  # mu clipped epochs
+                    with timer.phase("update"):
+                        train_stats = self._update(got.train, adv.reshape(-1))  # mu clipped epochs
                 self.num_timesteps += got.sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
                 elapsed = time.perf_counter() - start_time
