@@ -90,7 +90,8 @@ def verifier_share_of_step(case: str, steps: int, seed: int) -> float | None:
     profiler.enable()
     model.learn(steps)
     profiler.disable()
-    stats: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    stats: dict[tuple[str, int, str], tuple[Any, ...]]
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     step = verifier = 0.0
     for (path, _, func), (_, _, _, cumulative, _) in stats.items():
         if path.endswith("rlvr_env/vector.py") and func == "step":

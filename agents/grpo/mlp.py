@@ -100,11 +100,10 @@ class MLPPolicy(Policy):
         """``net(x)`` with the same kernels (``Linear.forward`` is ``F.linear``, ``Tanh.forward``
         ``torch.tanh``, ``ReLU.forward`` ``torch.relu``) without the module-call overhead, which on
         these tiny nets is a large part of a rollout step's forward."""
-        modules = list(net)
-        for linear in modules[:-1:2]:
+        linears: list[nn.Linear] = [m for m in net if isinstance(m, nn.Linear)]
+        for linear in linears[:-1]:
             x = self._act(nn.functional.linear(x, linear.weight, linear.bias))
-        head = modules[-1]
-        return nn.functional.linear(x, head.weight, head.bias)
+        return nn.functional.linear(x, linears[-1].weight, linears[-1].bias)
 
     def _input(self, obs: np.ndarray) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(obs))

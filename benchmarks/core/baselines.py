@@ -113,7 +113,7 @@ def _native_vec_env(env: str | gym.Env, seed: int, n_envs: int, env_kwargs: Mapp
         raise ValueError(f"vec_env='native': {env!r} has no native vector env (vector_entry_point)")
     kwargs = {"split": "train"} if env_kwargs is None else dict(env_kwargs)
     venv = gym.make_vec(env, num_envs=n_envs, vectorization_mode="vector_entry_point", **kwargs)
-    vec = VecMonitor(rlvr_env.to_sb3_vec_env(venv))
+    vec = VecMonitor(rlvr_env.to_sb3_vec_env(venv))  # type: ignore[arg-type]
     vec.seed(seed)
     return vec
 
