@@ -244,8 +244,11 @@ class TokenVectorEnv(VectorEnv):
             numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
             targets = np.array([p.target for p in chosen], dtype=np.int64)
             self._start(rows, numbers, targets, self._encode(chosen, numbers, targets))
+            split_of: dict[Prompt, str] = {}  # a group's rows share one prompt: find its split once
             for r, p in zip(rows, chosen):
-                prompts[r], splits[r] = p, self.task.split_of(p)
+                if p not in split_of:
+                    split_of[p] = self.task.split_of(p)
+                prompts[r], splits[r] = p, split_of[p]
         else:
             numbers, targets, encoded = self._draw(len(rows))
             self._start(rows, numbers, targets, encoded)
@@ -284,7 +287,12 @@ class TokenVectorEnv(VectorEnv):
                 f"options['prompt'] must be one prompt or a sequence of num_envs={self.num_envs} prompts, "
                 f"got {value!r:.200}"
             )
-        return [self.task.validate_prompt(value[int(r)]) for r in rows]
+        checked: dict[int, Prompt] = {}  # by identity: a caller repeating one object gets it checked once
+        for r in rows:
+            item = value[int(r)]
+            if id(item) not in checked:
+                checked[id(item)] = self.task.validate_prompt(item)
+        return [checked[id(value[int(r)])] for r in rows]
 
     def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
         if self._pool is not None:

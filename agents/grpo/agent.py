@@ -35,6 +35,7 @@ from agents.grpo.policies import (
     check_tabular_observations,
     log_softmax,
 )
+from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from agents.grpo.rollout import (
     GroupBatch,
     GroupMode,
@@ -49,6 +50,34 @@ from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
 __all__ = ["GRPO", "Callback", "make_policy"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Minibatch:
+    """One minibatch's arrays for the update: ``rows`` (n,) of the batch, their (n, L) loss ``mask``,
+    ``valid`` tokens, old and reference log-probs and advantages, and the (T, ...) tokens in the loss."""
+
+    rows: np.ndarray
+    mask: np.ndarray
+    valid: np.ndarray
+    logp_old: np.ndarray
+    logp_ref: np.ndarray
+    adv: np.ndarray
+    obs: np.ndarray
+    actions: np.ndarray
+    action_masks: np.ndarray | None
+    n_tokens: int
+
+    @classmethod
+    def gather(cls, batch: GroupBatch, rows: np.ndarray, valid: np.ndarray, loss_mask: np.ndarray,
+               logp_ref: np.ndarray, adv_tok: np.ndarray) -> _Minibatch:
+        sub_valid = valid[rows]  # (n, L)
+        masks = batch.action_masks
+        return cls(rows=rows, mask=loss_mask[rows], valid=sub_valid, logp_old=batch.logp_old[rows],
+                   logp_ref=logp_ref[rows], adv=adv_tok[rows], obs=batch.obs[rows][sub_valid],
+                   actions=batch.actions[rows][sub_valid],
+                   action_masks=None if masks is None else masks[rows][sub_valid],
+                   n_tokens=int(sub_valid.sum()))
 
 
 class GRPO:
@@ -196,6 +225,9 @@ class GRPO:
         self.train_seconds = 0.0  # wall time of the last learn() loop (rollouts + updates + logging)
         self._logger: Any = None
         self._group_hooks = GroupHooks()
+        #: phase timing of ``learn`` (:mod:`agents.grpo.profiling`): ``model.timer = PhaseTimer()`` turns
+        #: it on; the default :data:`~agents.grpo.profiling.NO_TIMER` costs nothing and times nothing
+        self.timer: NoTimer | PhaseTimer = NO_TIMER
 
     def _max_episode_length(self) -> int | None:
         task = getattr(self.env.unwrapped, "task", None)
@@ -241,21 +273,24 @@ class GRPO:
                 if callbacks is not None:
                     callbacks.rollout_start()
                 # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
+                timer = self.timer
                 got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards,
-                                     self.config, goal - self.num_timesteps)
+                                     self.config, goal - self.num_timesteps, timer)
                 if callbacks is not None:
                     callbacks.rollout_end()
                 train_stats: dict[str, float] = {}
                 adv = None
                 if got.train is not None:
-                    adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
-                        got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
-                        lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),  # token counts
-                    )  # (B, G)
+                    with timer.phase("advantage"):
+                        adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
+                            got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
+                            lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),  # tokens
+                        )  # (B, G)
                 self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv,
                                        self.iterations + 1, self.num_timesteps)
                 if got.train is not None and adv is not None:
-                    train_stats = self._update(got.train, adv.reshape(-1))  # mu clipped epochs
+                    with timer.phase("update"):
+                        train_stats = self._update(got.train, adv.reshape(-1))  # mu clipped epochs
                 self.num_timesteps += got.sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
                 elapsed = time.perf_counter() - start_time
@@ -315,29 +350,26 @@ class GRPO:
         logp_ref = np.zeros_like(batch.logp_old)
         logp_ref[valid] = self.policy.reference_logp(batch.obs[valid], batch.actions[valid],
                                                      None if masks is None else masks[valid])
-        groups = np.arange(batch.n_groups)
-        chunks = np.array_split(groups, cfg.minibatches)
+        # Each minibatch's arrays are gathered once, not once per epoch (the update reads them only).
+        chunks = [_Minibatch.gather(batch, rows, valid, loss_mask, logp_ref, adv_tok)
+                  for rows in self._minibatch_rows(batch)]
+        chunks = [c for c in chunks if c.n_tokens]  # e.g. every answer truncated and masked out
         stats: list[tuple[LossTerms, float]] = []
         for _ in range(cfg.epochs):
-            for chunk in chunks:
-                rows = (chunk[:, None] * batch.group_size + np.arange(batch.group_size)).reshape(-1)
-                sub_valid = valid[rows]  # (n, L)
-                n_tokens = int(sub_valid.sum())
-                if n_tokens == 0:  # e.g. every answer of the minibatch was truncated and masked out
-                    continue
-                sub_masks = None if masks is None else masks[rows][sub_valid]
-                chosen = self._high_entropy_tokens(batch.obs[rows], sub_valid, loss_mask[rows],
-                                                   None if masks is None else masks[rows])
+            for c in chunks:
+                chosen = None
+                if cfg.top_entropy_quantile < 1.0:
+                    chosen = self._high_entropy_tokens(batch.obs[c.rows], c.valid, c.mask,
+                                                       None if masks is None else masks[c.rows])
                 entropy_weights = None
                 if cfg.entropy_coef > 0:  # mean entropy of the tokens in the loss (TRL's definition)
-                    entropy_weights = np.full(n_tokens, cfg.entropy_coef / n_tokens)
+                    entropy_weights = np.full(c.n_tokens, cfg.entropy_coef / c.n_tokens)
                     if chosen is not None:  # ... of the tokens the policy term trains on (as TRL)
-                        picked = chosen[sub_valid]
+                        picked = chosen[c.valid]
                         entropy_weights = picked * (cfg.entropy_coef / max(int(picked.sum()), 1))
-                loss_fn = functools.partial(self._token_loss, batch, rows, logp_ref, adv_tok, loss_mask,
-                                            policy_tokens=chosen)
-                result = self.policy.update(batch.obs[rows][sub_valid], batch.actions[rows][sub_valid],
-                                            loss_fn, entropy_weights=entropy_weights, masks=sub_masks)
+                loss_fn = functools.partial(self._token_loss, c, policy_tokens=chosen)
+                result = self.policy.update(c.obs, c.actions, loss_fn, entropy_weights=entropy_weights,
+                                            masks=c.action_masks)
                 stats.append((result.terms, result.entropy))
         if not stats:
             return {}
@@ -361,18 +393,21 @@ class GRPO:
         entropies[valid] = token_entropies(logp_all)
         return high_entropy_tokens(entropies, mask, rho)
 
-    def _token_loss(self, batch: GroupBatch, rows: np.ndarray, logp_ref: np.ndarray, adv_tok: np.ndarray,
-                    loss_mask: np.ndarray, logp_tokens: np.ndarray,
+    def _minibatch_rows(self, batch: GroupBatch) -> list[np.ndarray]:
+        """The episode rows of each minibatch (whole groups, ``config.minibatches`` of them)."""
+        chunks = np.array_split(np.arange(batch.n_groups), self.config.minibatches)
+        return [(chunk[:, None] * batch.group_size + np.arange(batch.group_size)).reshape(-1)
+                for chunk in chunks]
+
+    def _token_loss(self, c: _Minibatch, logp_tokens: np.ndarray,
                     policy_tokens: np.ndarray | None = None) -> LossTerms:
-        """The GRPO loss of episodes ``rows`` given the (T,) log-probs of their tokens in the loss; the
+        """The GRPO loss of minibatch ``c`` given the (T,) log-probs of its tokens in the loss; the
         gradient comes back per such token, in the same order."""
-        mask = loss_mask[rows]  # (n, L)
-        valid = mask > 0
-        logp = np.zeros(mask.shape)
-        logp[valid] = logp_tokens
-        terms = grpo_token_loss(logp, batch.logp_old[rows], logp_ref[rows], adv_tok[rows], mask,
-                                self._loss_settings, policy_tokens=policy_tokens)
-        return dataclasses.replace(terms, grad_logp=terms.grad_logp[valid])
+        logp = np.zeros(c.mask.shape)
+        logp[c.valid] = logp_tokens
+        terms = grpo_token_loss(logp, c.logp_old, c.logp_ref, c.adv, c.mask, self._loss_settings,
+                                policy_tokens=policy_tokens)
+        return dataclasses.replace(terms, grad_logp=terms.grad_logp[c.valid])
 
     # ---------------------------------------------------------------------------------------------
     # Inference and evaluation

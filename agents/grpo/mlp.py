@@ -94,6 +94,16 @@ class MLPPolicy(Policy):
         # float64 keeps the NumPy objective and torch in one precision (the nets are tiny).
         self.reference = copy.deepcopy(self.net).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=learning_rate, eps=1e-5)
+        self._act = {"tanh": torch.tanh, "relu": torch.relu}[activation]
+
+    def _forward(self, net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+        """``net(x)`` with the same kernels (``Linear.forward`` is ``F.linear``, ``Tanh.forward``
+        ``torch.tanh``, ``ReLU.forward`` ``torch.relu``) without the module-call overhead, which on
+        these tiny nets is a large part of a rollout step's forward."""
+        linears: list[nn.Linear] = [m for m in net if isinstance(m, nn.Linear)]
+        for linear in linears[:-1]:
+            x = self._act(nn.functional.linear(x, linear.weight, linear.bias))
+        return nn.functional.linear(x, linears[-1].weight, linears[-1].bias)
 
     def _input(self, obs: np.ndarray) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(obs))
@@ -102,24 +112,26 @@ class MLPPolicy(Policy):
         return x.reshape(x.shape[0], -1).double()
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return self.net(self._input(obs)).numpy()
+        with torch.inference_mode():
+            return self._forward(self.net, self._input(obs)).numpy()
 
     def reference_logp(
         self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
     ) -> np.ndarray:
-        with torch.no_grad():
-            logp_all = _masked_log_softmax(self.reference(self._input(obs)), masks)
+        with torch.inference_mode():
+            logp_all = _masked_log_softmax(self._forward(self.reference, self._input(obs)), masks)
             return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].numpy()
 
     def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
                entropy_weights: np.ndarray | None = None,
                masks: np.ndarray | None = None) -> UpdateStats:
-        logits = self.net(self._input(obs))  # (T, V)
+        logits = self._forward(self.net, self._input(obs))  # (T, V)
         logp_all = _masked_log_softmax(logits, masks)  # (T, V); -inf where masked
         logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
         terms = loss_fn(logp.detach().numpy())
-        self.optimizer.zero_grad()
+        params = self.optimizer.param_groups[0]["params"]  # net.parameters(), in order, without the walk
+        for param in params:  # optimizer.zero_grad()'s default (set_to_none), minus its overhead
+            param.grad = None
         # The objective's math lives in NumPy (agents.grpo.objective); autograd only chains its gradient
         # with respect to logp (and, for the entropy bonus, the logits) through the network.
         tensors, grads = [logp], [torch.as_tensor(terms.grad_logp.reshape(-1))]
@@ -129,7 +141,7 @@ class MLPPolicy(Policy):
             grads.append(torch.as_tensor(-d_bonus))
         torch.autograd.backward(tensors, grads)
         if self.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
+            nn.utils.clip_grad_norm_(params, self.max_grad_norm)
         self.optimizer.step()
         with torch.no_grad():
             # Zero the -inf log-probs of masked tokens before the sum (0 * -inf is NaN).

@@ -25,6 +25,7 @@ __all__ = [
     "UpdateStats",
     "log_softmax",
     "sample_categorical",
+    "sample_from_logp",
     "apply_mask",
     "TABULAR_DEFAULT_LR",
     "check_tabular_observations",
@@ -54,10 +55,15 @@ def apply_mask(logits: np.ndarray, masks: np.ndarray | None) -> np.ndarray:
 
 def sample_categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One draw per row of (N, V) logits with ``rng`` (inverse CDF; one uniform per row)."""
-    probs = np.exp(log_softmax(logits))  # (N, V)
-    cdf = np.cumsum(probs, axis=-1)
-    u = rng.random((logits.shape[0], 1)) * cdf[:, -1:]
-    return np.minimum((cdf <= u).sum(axis=-1), logits.shape[-1] - 1).astype(np.int64)
+    return sample_from_logp(log_softmax(logits), rng)
+
+
+def sample_from_logp(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """:func:`sample_categorical` given the rows' ``log_softmax`` (N, V) already (the rollout needs them
+    for the sampled tokens' log-probs too, so it computes them once)."""
+    cdf = np.cumsum(np.exp(logp), axis=-1)  # (N, V)
+    u = rng.random((logp.shape[0], 1)) * cdf[:, -1:]
+    return np.minimum((cdf <= u).sum(axis=-1), logp.shape[-1] - 1).astype(np.int64)
 
 
 @dataclass(frozen=True)

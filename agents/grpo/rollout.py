@@ -26,7 +26,8 @@ import numpy as np
 
 from agents.grpo.config import GRPOConfig
 from agents.grpo.objective import informative_groups
-from agents.grpo.policies import Policy, apply_mask, log_softmax, sample_categorical
+from agents.grpo.policies import Policy, apply_mask, log_softmax, sample_from_logp
+from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Prompt, Task
 
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 GroupMode = Literal["replay", "seed"]
+Timer = NoTimer | PhaseTimer
 _PROBE_SEED = 12345
 
 
@@ -194,30 +196,39 @@ class _Recorder:
         self.action_masks: list[np.ndarray] = []
 
     def sample(self, policy: Policy, obs: np.ndarray, active: np.ndarray,
-               rng: np.random.Generator, masks: np.ndarray | None = None) -> np.ndarray:
+               rng: np.random.Generator, masks: np.ndarray | None = None,
+               timer: Timer = NO_TIMER) -> np.ndarray:
         """One batched policy call for the active rows; returns (N,) actions (0 on inactive rows).
 
+        ``obs`` is recorded as it is (the runner passes an array it will not change afterwards).
         ``masks`` (N, V) bool, when given, restricts each active row to its allowed tokens (the sample
         and its log-prob come from the renormalised distribution)."""
         n = len(active)
+        every = bool(active.all())
         idx = np.flatnonzero(active)
-        sub = obs[idx]
-        policy.observe(sub)
-        logits = policy.logits(sub)  # (n_active, V)
-        if masks is not None:
-            full_masks = np.ones(masks.shape, dtype=bool)
-            full_masks[idx] = masks[idx]
-            self.action_masks.append(full_masks)
-            logits = apply_mask(logits, masks[idx])
-        actions = sample_categorical(logits, rng)
-        full_act = np.zeros(n, dtype=np.int64)
-        full_logp = np.zeros(n)
-        full_act[idx] = actions
-        full_logp[idx] = log_softmax(logits)[np.arange(len(idx)), actions]
-        self.obs.append(obs.copy())
-        self.act.append(full_act)
-        self.logp.append(full_logp)
-        self.mask.append(active.astype(np.float64))
+        with timer.phase("forward"):
+            sub = obs if every else obs[idx]
+            policy.observe(sub)
+            logits = policy.logits(sub)  # (n_active, V)
+        with timer.phase("sampling"):
+            if masks is not None:
+                if every:
+                    full_masks = masks
+                else:
+                    full_masks = np.ones(masks.shape, dtype=bool)
+                    full_masks[idx] = masks[idx]
+                self.action_masks.append(full_masks)
+                logits = apply_mask(logits, full_masks[idx] if not every else full_masks)
+            logp_all = log_softmax(logits)  # (n_active, V), shared by the draw and the recorded log-prob
+            actions = sample_from_logp(logp_all, rng)
+            full_act = np.zeros(n, dtype=np.int64)
+            full_logp = np.zeros(n)
+            full_act[idx] = actions
+            full_logp[idx] = logp_all[np.arange(len(idx)), actions]
+            self.obs.append(obs)
+            self.act.append(full_act)
+            self.logp.append(full_logp)
+            self.mask.append(active.astype(np.float64))
         return full_act
 
     def batch(self, group_size: int) -> GroupBatch:
@@ -269,30 +280,34 @@ class ListGroupRunner:
                 obs.append(o)
         return obs
 
-    def collect(self, policy: Policy, rng: np.random.Generator) -> GroupBatch:
+    def collect(self, policy: Policy, rng: np.random.Generator, timer: Timer = NO_TIMER) -> GroupBatch:
         n = len(self.envs)
-        obs = np.stack([np.asarray(o) for o in self._reset_groups(rng)])  # (N, *obs_shape)
+        with timer.phase("prompts"):
+            obs = np.stack([np.asarray(o) for o in self._reset_groups(rng)])  # (N, *obs_shape)
         active = np.ones(n, dtype=bool)
         rec = _Recorder(n)
         while active.any():
             masks = None
             if self.use_masks:
-                masks = np.ones((n, policy.n_actions), dtype=bool)
-                for i in np.flatnonzero(active):
-                    masks[i] = env_masks(self.envs[i])
-            actions = rec.sample(policy, obs, active, rng, masks)
-            for i in np.flatnonzero(active):  # env steps; the policy was called once for all rows
-                o, r, terminated, truncated, info = self.envs[i].step(int(actions[i]))
-                obs[i] = o
-                rec.returns[i] += float(r)
-                rec.lengths[i] += 1
-                if terminated or truncated:
-                    active[i] = False
-                    rec.truncated[i] = bool(truncated and not terminated)
-                    if "correct" in info:
-                        rec.correct[i] = float(info["correct"])
-                    if "well_formed" in info:
-                        rec.well_formed[i] = float(info["well_formed"])
+                with timer.phase("masks"):
+                    masks = np.ones((n, policy.n_actions), dtype=bool)
+                    for i in np.flatnonzero(active):
+                        masks[i] = env_masks(self.envs[i])
+            actions = rec.sample(policy, obs, active, rng, masks, timer)
+            with timer.phase("env_step"):
+                obs = obs.copy()  # the recorder keeps the previous array
+                for i in np.flatnonzero(active):  # env steps; the policy was called once for all rows
+                    o, r, terminated, truncated, info = self.envs[i].step(int(actions[i]))
+                    obs[i] = o
+                    rec.returns[i] += float(r)
+                    rec.lengths[i] += 1
+                    if terminated or truncated:
+                        active[i] = False
+                        rec.truncated[i] = bool(truncated and not terminated)
+                        if "correct" in info:
+                            rec.correct[i] = float(info["correct"])
+                        if "well_formed" in info:
+                            rec.well_formed[i] = float(info["well_formed"])
         return rec.batch(self.group_size)
 
 
@@ -315,24 +330,30 @@ class VectorGroupRunner:
         self.task: Task = inner.task  # type: ignore[attr-defined]
         self.split: str = inner.split  # type: ignore[attr-defined]
 
-    def collect(self, policy: Policy, rng: np.random.Generator) -> GroupBatch:
+    def collect(self, policy: Policy, rng: np.random.Generator, timer: Timer = NO_TIMER) -> GroupBatch:
         g, n = self.group_size, self.n_groups * self.group_size
-        prompts = draw_prompts(self.task, self.split, self.n_groups, rng)
-        obs, _ = self.venv.reset(options={"prompt": [p for p in prompts for _ in range(g)]})
+        with timer.phase("prompts"):
+            prompts = draw_prompts(self.task, self.split, self.n_groups, rng)
+            obs, _ = self.venv.reset(options={"prompt": [p for p in prompts for _ in range(g)]})
         active = np.ones(n, dtype=bool)
         rec = _Recorder(n)
         while active.any():
-            masks = self.venv.unwrapped.action_masks() if self.use_masks else None  # type: ignore[attr-defined]
-            actions = rec.sample(policy, obs, active, rng, masks)
-            obs, rewards, terminated, truncated, info = self.venv.step(actions)
-            rec.returns[active] += rewards[active]
-            rec.lengths[active] += 1
-            ended = active & (terminated | truncated)
-            if ended.any():  # with autoreset disabled, the final info is at the top level of info
-                rec.truncated[ended] = (truncated & ~terminated)[ended]
-                rec.correct[ended] = info["correct"][ended]
-                rec.well_formed[ended] = info["well_formed"][ended]
-                active &= ~ended
+            masks = None
+            if self.use_masks:
+                with timer.phase("masks"):
+                    masks = self.venv.unwrapped.action_masks()  # type: ignore[attr-defined]
+            actions = rec.sample(policy, obs, active, rng, masks, timer)
+            with timer.phase("env_step"):
+                # a fresh array every call (the env's copy=True), so the recorder keeps the last one as is
+                obs, rewards, terminated, truncated, info = self.venv.step(actions)
+                rec.returns[active] += rewards[active]
+                rec.lengths[active] += 1
+                ended = active & (terminated | truncated)
+                if ended.any():  # with autoreset disabled, the final info is at the top level of info
+                    rec.truncated[ended] = (truncated & ~terminated)[ended]
+                    rec.correct[ended] = info["correct"][ended]
+                    rec.well_formed[ended] = info["well_formed"][ended]
+                    active &= ~ended
         return rec.batch(g)
 
     def close(self) -> None:
@@ -403,6 +424,7 @@ def collect_groups(
     group_rewards: Callable[[GroupBatch], np.ndarray],
     config: GRPOConfig,
     steps_left: int,
+    timer: Timer = NO_TIMER,
 ) -> Collected:
     """Roll out one iteration's groups and score them with ``group_rewards`` ((B, G) per rollout).
 
@@ -411,8 +433,9 @@ def collect_groups(
     rewards are kept, ``config.dynamic_sampling_max_rounds`` is spent, or the rounds' steps reach
     ``steps_left`` (the rest of the step budget); only the first B informative groups are trained on.
     """
-    first = runner.collect(policy, rng)
-    first_rewards = group_rewards(first)  # (B, G)
+    first = runner.collect(policy, rng, timer)
+    with timer.phase("scoring"):
+        first_rewards = group_rewards(first)  # (B, G)
     if not config.dynamic_sampling:
         return Collected(first, first_rewards, first, first_rewards, np.arange(first.n_groups), 1)
     target = first.n_groups
@@ -424,17 +447,27 @@ def collect_groups(
     while True:
         batch, rewards = sampled[-1], sampled_rewards[-1]
         steps += batch.n_steps
-        keep = np.flatnonzero(informative_groups(rewards))
-        if keep.size:
-            kept.append(batch.select_groups(keep))
-            kept_rewards.append(rewards[keep])
-            kept_index.append(offset + keep)
-        offset += len(rewards)
+        with timer.phase("scoring"):  # dynamic sampling's selection is part of scoring
+            keep = np.flatnonzero(informative_groups(rewards))
+            if keep.size:
+                kept.append(batch.select_groups(keep))
+                kept_rewards.append(rewards[keep])
+                kept_index.append(offset + keep)
+            offset += len(rewards)
         n_kept = sum(len(r) for r in kept_rewards)
         if n_kept >= target or len(sampled) >= config.dynamic_sampling_max_rounds or steps >= steps_left:
             break
-        sampled.append(runner.collect(policy, rng))
-        sampled_rewards.append(group_rewards(sampled[-1]))
+        sampled.append(runner.collect(policy, rng, timer))
+        with timer.phase("scoring"):
+            sampled_rewards.append(group_rewards(sampled[-1]))
+    with timer.phase("scoring"):
+        return _assemble(sampled, sampled_rewards, kept, kept_rewards, kept_index, target)
+
+
+def _assemble(sampled: list[GroupBatch], sampled_rewards: list[np.ndarray], kept: list[GroupBatch],
+              kept_rewards: list[np.ndarray], kept_index: list[np.ndarray], target: int) -> Collected:
+    """Dynamic sampling's result: every sampled group, and the first ``target`` informative ones."""
+    first = sampled[0]
     all_batch = concat_groups(sampled) if len(sampled) > 1 else first
     all_rewards = np.concatenate(sampled_rewards)
     if not kept:

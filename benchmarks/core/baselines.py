@@ -27,6 +27,7 @@ import gymnasium as gym
 
 __all__ = [
     "HPARAMS_DIR",
+    "VEC_ENVS",
     "count_parameters",
     "load_hparams",
     "make_a2c",
@@ -40,7 +41,10 @@ __all__ = [
 HPARAMS_DIR = Path(__file__).resolve().parent.parent / "hparams"
 
 #: Keys a hyperparameter dict may hold besides the SB3 constructor's own keyword arguments.
-_EXTRA_KEYS = frozenset({"n_envs"})
+_EXTRA_KEYS = frozenset({"n_envs", "vec_env"})
+#: How the ``n_envs`` copies are stepped: SB3's ``DummyVecEnv`` over single envs (one Python env at a
+#: time), or the env id's native vector env through ``rlvr_env.to_sb3_vec_env`` (one array call per step).
+VEC_ENVS = ("dummy", "native")
 
 
 def load_hparams(contender: str, path: str | Path | None = None) -> dict[str, Any]:
@@ -65,14 +69,21 @@ def make_training_env(
     seed: int,
     n_envs: int = 1,
     env_kwargs: Mapping[str, Any] | None = None,
+    vec_env: str = "dummy",
 ) -> Any:
-    """The training env an SB3 model gets: ``env`` itself for one copy, else a seeded ``DummyVecEnv``.
+    """The training env an SB3 model gets: ``env`` itself for one copy, else a seeded ``DummyVecEnv``;
+    with ``vec_env="native"`` the id's native vector env of ``n_envs`` rows in a ``VecMonitor``
+    (``rlvr_env.to_sb3_vec_env``; SB3 seeds its prompt generator with ``seed``).
 
     ``env_kwargs`` (default ``{"split": "train"}`` for an id string, so training never sees held-out
     prompts) are passed to ``gym.make`` when ``env`` is an id.
     """
     if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
         raise ValueError(f"n_envs={n_envs!r} must be a positive integer")
+    if vec_env not in VEC_ENVS:
+        raise ValueError(f"vec_env={vec_env!r} is not one of {VEC_ENVS}")
+    if vec_env == "native":
+        return _native_vec_env(env, seed, n_envs, env_kwargs)
     if isinstance(env, str):
         kwargs = {"split": "train"} if env_kwargs is None else dict(env_kwargs)
         if n_envs == 1:
@@ -87,6 +98,24 @@ def make_training_env(
         raise ValueError(f"n_envs={n_envs} needs copies of the env, but {env!r} has no spec to re-make it")
     spec = env.spec
     return _dummy_vec_env(lambda: gym.make(spec), n_envs, seed)
+
+
+def _native_vec_env(env: str | gym.Env, seed: int, n_envs: int, env_kwargs: Mapping[str, Any] | None) -> Any:
+    """``n_envs`` rows of ``env``'s native vector env as an SB3 ``VecEnv`` (``VecMonitor`` records the
+    episodes, as ``Monitor`` does for ``DummyVecEnv``'s copies), seeded ``seed``."""
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    import rlvr_env
+
+    if not isinstance(env, str):
+        raise ValueError("vec_env='native' needs an env id string (its native vector env is made from it)")
+    if gym.spec(env).vector_entry_point is None:
+        raise ValueError(f"vec_env='native': {env!r} has no native vector env (vector_entry_point)")
+    kwargs = {"split": "train"} if env_kwargs is None else dict(env_kwargs)
+    venv = gym.make_vec(env, num_envs=n_envs, vectorization_mode="vector_entry_point", **kwargs)
+    vec = VecMonitor(rlvr_env.to_sb3_vec_env(venv))  # type: ignore[arg-type]
+    vec.seed(seed)
+    return vec
 
 
 def _dummy_vec_env(make: Any, n_envs: int, seed: int) -> Any:
@@ -114,7 +143,8 @@ def make_sb3(
 ) -> Any:
     """An SB3 ``algo`` ("PPO" or "A2C") with ``MlpPolicy`` on ``env``; ``hyperparams`` override the defaults.
 
-    ``hyperparams`` holds SB3 constructor keywords plus ``n_envs`` (environment copies, default 1). CPU by
+    ``hyperparams`` holds SB3 constructor keywords plus ``n_envs`` (environment copies, default 1) and
+    ``vec_env`` (:data:`VEC_ENVS`: how they are stepped, default ``"dummy"``). CPU by
     default: these networks are tiny and the GPU transfer would dominate.
     """
     from stable_baselines3 import A2C, PPO
@@ -127,13 +157,14 @@ def make_sb3(
         # The network is part of what is compared (parameter counts), so it is fixed, not a hyperparameter.
         raise ValueError("hyperparams must not change policy_kwargs: the network is fixed to SB3's default")
     n_envs = params.pop("n_envs", 1)
+    vec_env = params.pop("vec_env", "dummy")
     cls: type = classes[algo]
     fixed = {"self", "policy", "env", "seed", "device", "verbose"}
     valid = set(inspect.signature(cls).parameters) - fixed
     unknown = sorted(set(params) - valid - _EXTRA_KEYS)
     if unknown:
         raise ValueError(f"unknown {algo} hyperparameters {unknown}")
-    train_env = make_training_env(env, seed, n_envs=n_envs, env_kwargs=env_kwargs)
+    train_env = make_training_env(env, seed, n_envs=n_envs, env_kwargs=env_kwargs, vec_env=vec_env)
     return cls("MlpPolicy", train_env, seed=seed, device=device, verbose=verbose, **params)
 
 

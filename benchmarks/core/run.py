@@ -84,7 +84,8 @@ def build_model(spec: RunSpec) -> Any:
 
         params = dict(spec.hyperparams)
         n_envs = int(params.pop("n_envs", 1))
-        env = make_training_env(spec.env_id, spec.seed, n_envs=n_envs, env_kwargs=env_kwargs)
+        env = make_training_env(spec.env_id, spec.seed, n_envs=n_envs, env_kwargs=env_kwargs,
+                                vec_env=params.pop("vec_env", "dummy"))
         return MaskablePPO("MlpPolicy", env, seed=spec.seed, device="cpu", verbose=0, **params)
     from benchmarks.core.baselines import make_sb3
 

@@ -61,6 +61,10 @@ class Contender:
 # ...), with the rollout collected from 8 env copies x 256 steps instead of 1 x 2,048: the same updates on
 # the same amount of data (episodes are independent answers), ~1.7x the env steps/s here.
 _PPO_ROLLOUT = {"n_envs": 8, "n_steps": 256}
+# The fair wall-clock (issue 18): the same per-update batch as SB3's defaults, n_envs * n_steps = 2,048
+# exactly (minibatch 64, 10 epochs unchanged), collected at GRPO's width on Countdown (B x G = 8 x 16 =
+# 128 rows) from the native vector env through rlvr_env.to_sb3_vec_env instead of DummyVecEnv copies.
+_PPO_NATIVE = {"n_envs": 128, "n_steps": 16, "vec_env": "native"}
 _UNMASKED = {"action_masks": False}
 
 CONTENDERS: dict[str, Contender] = {
@@ -84,6 +88,9 @@ CONTENDERS: dict[str, Contender] = {
                   _PPO_ROLLOUT, masked=True),
         Contender("maskable_ppo_tuned", "MaskablePPO", "mlp", True, "MaskablePPO (tuned, masked)",
                   masked=True),
+        Contender("ppo_native", "PPO", "mlp", False, "SB3 PPO (defaults, native vector env)", _PPO_NATIVE),
+        Contender("maskable_ppo_native", "MaskablePPO", "mlp", False,
+                  "MaskablePPO (defaults, masked, native vector env)", _PPO_NATIVE, masked=True),
     )
 }
 #: Verdicts and ratios are given against each of these that ran: tuned PPO (the issue's reference) and
@@ -147,6 +154,12 @@ STUDIES: dict[str, Study] = {
         Study("countdown3", "Countdown with 3 numbers: 10 seeds", "rlvr/Countdown-v0",
               _COUNTDOWN + _COUNTDOWN_TUNED, "10-19", 409_600, {"n_numbers": 3}, eval_prompts=200,
               sampled_k=4),
+        # The fair wall-clock (issue 18): PPO and MaskablePPO on DummyVecEnv and on the native vector env
+        # side by side with GRPO, at a small budget (a wall-clock comparison, not a learning one).
+        Study("countdown3-wallclock", "Countdown-3 wall-clock, DummyVecEnv vs native vector env: 2 seeds",
+              "rlvr/Countdown-v0", ("grpo_mlp_masked", "ppo_default", "ppo_native", "maskable_ppo_default",
+                                    "maskable_ppo_native"), "10-11", 102_400, {"n_numbers": 3},
+              eval_prompts=200, sampled_k=4),
         Study("countdown4", "Countdown with 4 numbers: 10 seeds", "rlvr/Countdown-v0",
               _COUNTDOWN + _COUNTDOWN_TUNED, "10-19", 1_024_000, {"n_numbers": 4}, eval_prompts=200,
               sampled_k=4),
