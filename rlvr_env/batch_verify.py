@@ -474,7 +474,7 @@ class StackMachine:
             well_formed[has_value] = self._number_use(rows[has_value])
         correct = well_formed & (value_den == 1) & (value_num == self.targets[rows])
         fallback = self.over[rows] & ~trunc
-        verdict = _assemble(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
+        verdict = assemble_verdict(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
         for j in np.flatnonzero(fallback):  # exact re-scoring by the text verifier (rare)
             _fill_from_text(verdict, int(j), self, int(rows[j]))
         return verdict
@@ -507,7 +507,7 @@ def _normalize(num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return num, den
 
 
-def _assemble(
+def assemble_verdict(
     weights: RewardWeights,
     correct: np.ndarray,
     well_formed: np.ndarray,
@@ -592,7 +592,7 @@ def batch_verify(
     if b == 0:
         empty = np.zeros(0, dtype=bool)
         z = np.zeros(0, dtype=np.int64)
-        return _assemble(weights or RewardWeights(), empty, empty, empty, z, z, empty)
+        return assemble_verdict(weights or RewardWeights(), empty, empty, empty, z, z, empty)
     ends = np.full(b, length) if lengths is None else np.minimum(np.asarray(lengths).reshape(b), length)
     is_eos = table.kinds[tokens] == EOS  # (B, L)
     first_eos = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), length)
@@ -622,7 +622,7 @@ def batch_verify(
     if rejected:
         no = np.zeros(rejected, dtype=bool)
         zero = np.zeros(rejected, dtype=np.int64)
-        parts.append(_assemble(weights, no, no, no, zero, zero, no))
+        parts.append(assemble_verdict(weights, no, no, no, zero, zero, no))
     return _scatter(parts, order, b)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from rlvr_env.batch_verify import ADD, DIV, MUL, SUB, TokenTable
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
+from rlvr_env.tasks.countdown_programs import ProgramTable
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
@@ -33,6 +34,8 @@ _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
 #: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
 _MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
+#: Program tables by mask rules (building one takes up to a second; settings repeat within a process).
+_PROGRAM_TABLES: dict[tuple[object, ...], ProgramTable | None] = {}
 
 
 def multiset_hash(numbers: np.ndarray) -> np.ndarray:
@@ -545,6 +548,17 @@ class CountdownTask(Task):
         if not hasattr(self, "_automaton"):
             self._automaton = MaskAutomaton.build(self.mask_rules)
         return self._automaton
+
+    def program_table(self) -> ProgramTable | None:
+        """The answer shapes of this setting as a trie of programs (:class:`~rlvr_env.tasks.
+        countdown_programs.ProgramTable`), built once per setting and process; None when it would have
+        too many states (large N or long answers): the vector env then runs the incremental evaluator."""
+        rules = self.mask_rules
+        key = (rules.n, rules.max_length, rules.kinds.tobytes(), tuple(rules.op_ids.tolist()), rules.lp,
+               rules.rp, rules.eos_id, rules.exactly_once)
+        if key not in _PROGRAM_TABLES:
+            _PROGRAM_TABLES[key] = ProgramTable.build(rules)
+        return _PROGRAM_TABLES[key]
 
     def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
         row = np.full((1, self.max_length), self.eos_id, dtype=np.int64)

@@ -17,10 +17,12 @@ import numpy as np
 
 from rlvr_env.batch_verify import ADD, DIV, LPAREN, NUM, RPAREN
 
-__all__ = ["MaskRules", "PrefixStates", "MaskAutomaton", "advance", "masks_of", "prefix_states"]
+__all__ = ["DEAD", "MaskRules", "PrefixStates", "MaskAutomaton", "advance", "masks_of", "prefix_states"]
 
 #: Settings whose automaton would have more states than this keep the prefix loop (large N).
 MAX_STATES = 200_000
+#: The automaton's absorbing state of prefixes that broke a rule or ended (mask: EOS only).
+DEAD = 1
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class MaskAutomaton:
         are more than ``max_states``."""
         n, v, length = rules.n, rules.vocab_size, rules.max_length
         bits = 1 << np.arange(n)
-        dead = 1
+        dead = DEAD
         layer = PrefixStates.empty(1, n)
         next_rows: list[np.ndarray] = [np.full((1, v), dead), np.full((1, v), dead)]  # start, dead
         mask_rows: list[np.ndarray] = [masks_of(rules, layer, np.zeros(1, dtype=np.int64)),
