@@ -26,11 +26,11 @@ from gymnasium.vector.utils import batch_space
 
 from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
 from rlvr_env.envs import warn_no_render_mode
+from rlvr_env.program_scorer import ProgramScorer
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
 from rlvr_env.tasks.countdown_masks import DEAD
-from rlvr_env.tasks.countdown_programs import ProgramScorer
 from rlvr_env.verifier import NumberUse, RewardWeights
 
 __all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]

@@ -14,10 +14,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from rlvr_env.batch_verify import ADD, DIV, MUL, SUB, TokenTable
+from rlvr_env.batch_verify import TokenTable
+from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
-from rlvr_env.tasks.countdown_programs import ProgramTable
+from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
@@ -34,8 +35,6 @@ _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
 #: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
 _MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
-#: Program tables by mask rules (building one takes up to a second; settings repeat within a process).
-_PROGRAM_TABLES: dict[tuple[object, ...], ProgramTable | None] = {}
 
 
 def multiset_hash(numbers: np.ndarray) -> np.ndarray:
@@ -184,10 +183,9 @@ class CountdownTask(Task):
         self._op_kinds = np.array([_OP_KIND[op] for op in self.operators])
         self._lp = self.vocab.index("(") if parentheses else -1
         self._rp = self.vocab.index(")") if parentheses else -1
-        self.mask_rules = MaskRules(
-            n=n, max_length=self.max_length, kinds=self.table.kinds, op_ids=self._op_ids, lp=self._lp,
-            rp=self._rp, eos_id=self.eos_id, exactly_once=self.grammar.number_use == "exactly_once",
-        )
+        rules = MaskRules.of_vocab(self.table.kinds, self.table.slots, self.grammar, self.max_length)
+        assert rules is not None  # a Countdown vocabulary is a slot vocabulary
+        self.mask_rules = rules
 
         lo, hi = self.number_range
         tlo, thi = self.target_range
@@ -553,12 +551,7 @@ class CountdownTask(Task):
         """The answer shapes of this setting as a trie of programs (:class:`~rlvr_env.tasks.
         countdown_programs.ProgramTable`), built once per setting and process; None when it would have
         too many states (large N or long answers): the vector env then runs the incremental evaluator."""
-        rules = self.mask_rules
-        key = (rules.n, rules.max_length, rules.kinds.tobytes(), tuple(rules.op_ids.tolist()), rules.lp,
-               rules.rp, rules.eos_id, rules.exactly_once)
-        if key not in _PROGRAM_TABLES:
-            _PROGRAM_TABLES[key] = ProgramTable.build(rules)
-        return _PROGRAM_TABLES[key]
+        return cached_table(self.mask_rules)
 
     def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
         row = np.full((1, self.max_length), self.eos_id, dtype=np.int64)

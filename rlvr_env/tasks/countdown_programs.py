@@ -21,33 +21,21 @@ are scored by the general :func:`rlvr_env.batch_verify.batch_verify` instead; bo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
-from rlvr_env.batch_verify import (
-    ADD,
-    DIV,
-    EOS,
-    LPAREN,
-    MUL,
-    NUM,
-    RPAREN,
-    SUB,
-    BatchVerdict,
-    TokenTable,
-    assemble_verdict,
-    batch_verify,
-)
 from rlvr_env.tasks.countdown_masks import MaskRules, PrefixStates, advance, masks_of
-from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, RewardWeights
+from rlvr_env.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, RPAREN, SUB
 
-__all__ = ["ProgramTable", "ProgramScorer", "evaluate", "count_shapes", "MAX_SHAPES"]
+__all__ = ["ProgramTable", "cached_table", "evaluate", "count_shapes", "MAX_SHAPES"]
 
 #: Settings whose shape trie would have more states than this score with the incremental evaluator.
 MAX_SHAPES = 100_000
 START, DEAD = 0, 1  # the empty answer; the absorbing state of answers outside the masks' language
 _PRECEDENCE = {ADD: 1, SUB: 1, MUL: 2, DIV: 2}
+_MUL_LIKE = np.isin(np.arange(DIV + 1), [MUL, DIV])  # by op kind (0: a step a program does not use)
+_SIGN = np.where(np.arange(DIV + 1) == SUB, -1, 1)
 
 
 @dataclass(frozen=True)
@@ -58,7 +46,8 @@ class ProgramTable:
         next: (S, V) int64 state after each token (state 0: the empty answer, 1: dead, absorbing).
         accept: (S,) bool: the state is a complete answer followed by EOS.
         operands: (S, N) int64 token position of each operand register (unused registers: the first's).
-        left, right, ops: (S, N-1) int64 register program; ``ops`` 0 where a step does nothing.
+        left, right, ops: (S, N-1) int64 register program; unused steps have ``ops`` 0 and registers N.
+        counts: (S,) int64 operands of each accepting state's answer (0 elsewhere).
         n: slots (N).
     """
 
@@ -68,11 +57,18 @@ class ProgramTable:
     left: np.ndarray
     right: np.ndarray
     ops: np.ndarray
+    counts: np.ndarray
     n: int
 
     @property
     def num_states(self) -> int:
         return len(self.accept)
+
+    @cached_property
+    def walk(self) -> np.ndarray:
+        """(S * (V + 1),) ``next`` with one more column, token id V, that stays put (past a row's end),
+        flat: state ``s`` after token ``t`` is ``walk[s * (V + 1) + t]``."""
+        return np.concatenate([self.next, np.arange(self.num_states)[:, None]], axis=1).ravel()
 
     def bound(self) -> int:
         """The largest operand magnitude M with ``2**(N-1) * M**N < 2**63`` (int64 stays exact)."""
@@ -138,16 +134,30 @@ class ProgramTable:
         steps = max(n - 1, 1)
         accept = np.zeros(total, dtype=bool)
         operands = np.zeros((total, n), dtype=np.int64)
-        left = np.zeros((total, steps), dtype=np.int64)
-        right = np.zeros((total, steps), dtype=np.int64)
+        left = np.full((total, steps), n, dtype=np.int64)  # unused steps: the scratch register n
+        right = np.full((total, steps), n, dtype=np.int64)
         ops = np.zeros((total, steps), dtype=np.int64)
+        counts = np.zeros(total, dtype=np.int64)
         for state, (positions, program) in programs.items():
             accept[state] = True
+            counts[state] = len(positions)
             operands[state] = positions[0]  # unused registers read the first operand (harmless)
             operands[state, : len(positions)] = positions
             for step, (a, b, op) in enumerate(program):
                 left[state, step], right[state, step], ops[state, step] = a, b, op
-        return cls(np.stack(next_rows).astype(np.int64), accept, operands, left, right, ops, n)
+        return cls(np.stack(next_rows).astype(np.int64), accept, operands, left, right, ops, counts, n)
+
+
+_TABLES: dict[tuple[object, ...], ProgramTable | None] = {}
+
+
+def cached_table(rules: MaskRules) -> ProgramTable | None:
+    """:meth:`ProgramTable.build` once per setting and process (building takes up to a second for N = 4,
+    and envs and verifier calls repeat settings)."""
+    key = rules.key()
+    if key not in _TABLES:
+        _TABLES[key] = ProgramTable.build(rules)
+    return _TABLES[key]
 
 
 def count_shapes(rules: MaskRules) -> int:
@@ -215,134 +225,37 @@ def evaluate(
     """Run the programs of accepting ``states`` (k,) on ``operands`` (k, N) int64 (register i: the value
     of the answer's i-th operand). Returns the reduced value ``num / den`` (k,) with ``den > 0``, and
     ``err`` (k,): division by zero, or an inexact quotient under ``integer_division`` (no value)."""
-    k = len(states)
-    rows = np.arange(k)
-    num = operands.copy()  # (k, N)
-    den = np.ones_like(num)
+    k, n = operands.shape
+    regs = n + 1  # register n is scratch: steps a program does not use write there
+    base = np.arange(k)[:, None] * regs  # (k, 1)
+    ops = table.ops[states]  # (k, N-1)
+    a_idx = table.left[states] + base  # (k, N-1) flat register indices
+    b_idx = table.right[states] + base
+    num = np.zeros((k, regs), dtype=np.int64)
+    num[:, :n] = operands
+    num = num.ravel()  # (k * regs,)
+    den = np.ones(k * regs, dtype=np.int64)
     err = np.zeros(k, dtype=bool)
-    for step in range(table.ops.shape[1]):
-        op = table.ops[states, step]  # (k,)
-        if not op.any():
-            break
-        a, b = table.left[states, step], table.right[states, step]
-        an, ad, bn, bd = num[rows, a], den[rows, a], num[rows, b], den[rows, b]
+    for step in range(ops.shape[1]):
+        op = ops[:, step]  # (k,)
+        a, b = a_idx[:, step], b_idx[:, step]
+        an, ad, bn, bd = num[a], den[a], num[b], den[b]
         is_div = op == DIV
-        mul_like = (op == MUL) | is_div
-        f_num = np.where(is_div, bd, bn)  # a * b = (an * bn) / (ad * bd); a / b = (an * bd) / (ad * bn)
-        f_den = np.where(is_div, bn, bd)
-        r_den = ad * f_den
-        r_num = np.where(mul_like, an * f_num, an * bd + np.where(op == SUB, -bn, bn) * ad)
+        # a * b = (an bn) / (ad bd), a / b = (an bd) / (ad bn), a +- b = (an bd +- bn ad) / (ad bd)
+        f_num = np.where(is_div, bd, bn)
+        r_den = ad * np.where(is_div, bn, bd)
+        r_num = np.where(_MUL_LIKE[op], an * f_num, an * bd + _SIGN[op] * bn * ad)
         err |= is_div & (bn == 0)
         if integer_division:
             err |= is_div & (r_num % np.where(r_den == 0, 1, r_den) != 0)
-        live = op != 0
-        num[rows, a] = np.where(live, r_num, an)
-        den[rows, a] = np.where(live, r_den, ad)
-    value_num, value_den = num[:, 0], den[:, 0]
+        num[a] = r_num
+        den[a] = r_den
+    value_num, value_den = num[base[:, 0]], den[base[:, 0]]
     value_den = np.where(err, 1, value_den)
     neg = value_den < 0
-    value_num, value_den = np.where(neg, -value_num, value_num), np.abs(value_den)
+    if neg.any():
+        value_num, value_den = np.where(neg, -value_num, value_num), np.abs(value_den)
     if (value_den != 1).any():
         g = np.gcd(value_num, value_den)
         value_num, value_den = value_num // g, value_den // g
     return value_num, value_den, err
-
-
-class ProgramScorer:
-    """The incremental verifier of a native vector Countdown env when the setting has a
-    :class:`ProgramTable`: the same role (and attributes ``tokens``, ``pos``, ``numbers``, ``targets``)
-    as :class:`rlvr_env.batch_verify.StackMachine`, at one table lookup per step.
-
-    :meth:`feed` records each row's token and moves its shape state; :meth:`finish` scores the ending
-    rows: answers inside the masks' language by their programs (:func:`evaluate`), every other row by
-    :func:`~rlvr_env.batch_verify.batch_verify` on its tokens. Truncated rows get no reward and no value (``Task.score``'s rule).
-    """
-
-    def __init__(
-        self, programs: ProgramTable, table: TokenTable, grammar: Grammar, num_rows: int, max_length: int,
-        weights: RewardWeights,
-    ) -> None:
-        n = programs.n
-        if n * MAX_NUMBER_DIGITS + max_length > MAX_TEXT_CHARS:
-            raise ValueError(f"answers of {max_length} tokens over {n} numbers could exceed the text limit")
-        self.programs, self.table, self.grammar, self.weights = programs, table, grammar, weights
-        self.num_rows = b = num_rows
-        self.max_length = max_length
-        self._bound = programs.bound()
-        self._largest = 0  # largest prompt number seen; above the bound, rows are checked one by one
-        self._vocab = len(table.kinds)
-        self._next = programs.next.ravel()
-        self._tok = np.zeros((b, max_length + 1), dtype=np.int64)  # last column: writes of idle rows
-        self.tokens = self._tok[:, :max_length]  # (B, L) view
-        self._tok_flat = self._tok.ravel()
-        self._tok_base = np.arange(b) * (max_length + 1)
-        self.pos = np.zeros(b, dtype=np.int64)  # (B,)
-        self.state = np.zeros(b, dtype=np.int64)  # (B,) shape state
-        self.numbers = np.zeros((b, n), dtype=np.int64)  # (B, N)
-        self.targets = np.zeros(b, dtype=np.int64)  # (B,)
-
-    def set_prompts(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray) -> None:
-        """Start fresh answers on ``rows`` (k,) for prompts ``numbers`` (k, N), ``targets`` (k,)."""
-        self.numbers[rows] = numbers
-        self.targets[rows] = targets
-        self.pos[rows] = 0
-        self.state[rows] = START
-        if len(rows):
-            self._largest = max(self._largest, int(np.max(numbers)))
-
-    def feed(self, tokens: np.ndarray, active: np.ndarray, all_active: bool = False) -> None:
-        """Append ``tokens`` (B,) to the rows where ``active`` (B,) is True (``all_active``: all are)."""
-        if all_active:
-            self._tok_flat[self._tok_base + self.pos] = tokens
-            self.pos += 1
-            self.state = self._next[self.state * self._vocab + tokens]
-            return
-        self._tok_flat[self._tok_base + np.where(active, self.pos, self.max_length)] = tokens
-        self.pos += active
-        self.state = np.where(active, self._next[self.state * self._vocab + tokens], self.state)
-
-    def finish(self, rows: np.ndarray, truncated: np.ndarray, distinct: np.ndarray) -> BatchVerdict:
-        """Score the answers on ``rows`` (k,); ``truncated`` (k,) marks rows cut off at the maximum
-        length, ``distinct`` (k,) rows whose answer used no slot twice (the env's mask automaton was
-        not in its dead state before the last token). An answer is inside the masks' language when its
-        shape state accepts (every token allowed, slots renamed) and its slots are distinct."""
-        k = len(rows)
-        legal = self.programs.accept[self.state[rows]] & distinct
-        correct = np.zeros(k, dtype=bool)
-        well_formed = np.zeros(k, dtype=bool)
-        value_num = np.zeros(k, dtype=np.int64)
-        value_den = np.zeros(k, dtype=np.int64)
-        fallback = np.zeros(k, dtype=bool)
-        fast = legal & ~truncated
-        if self._largest > self._bound:
-            fast &= self.numbers[rows].max(axis=1) <= self._bound
-        big: dict[int, Fraction] = {}
-        if fast.any():
-            r = rows[fast]
-            states = self.state[r]
-            col = r[:, None]
-            slots = self.tokens[col, self.programs.operands[states]]  # (f, N) slot ids (= token ids)
-            num, den, err = evaluate(self.programs, states, self.numbers[col, slots],
-                                     self.grammar.integer_division)
-            ok = ~err  # inside the masks' language the number-use rule holds by construction
-            well_formed[fast] = ok
-            value_num[fast] = np.where(ok, num, 0)
-            value_den[fast] = np.where(ok, den, 0)
-            correct[fast] = ok & (den == 1) & (num == self.targets[r])
-        has_value = well_formed.copy()
-        slow = ~fast & ~truncated
-        if slow.any():
-            idx = np.flatnonzero(slow)
-            r = rows[idx]
-            verdict = batch_verify(self.tokens[r], self.numbers[r], self.targets[r], table=self.table,
-                                   grammar=self.grammar, weights=self.weights, lengths=self.pos[r])
-            correct[idx] = verdict.correct
-            well_formed[idx] = verdict.well_formed
-            has_value[idx] = verdict.has_value
-            value_num[idx] = verdict.value_num
-            value_den[idx] = verdict.value_den
-            fallback[idx] = verdict.fallback
-            big = {int(idx[j]): value for j, value in verdict.big_values.items()}
-        out = assemble_verdict(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
-        out.big_values.update(big)
-        return out
