@@ -599,7 +599,7 @@ def batch_verify(
     _check_numbers(numbers)
     table.values(numbers[:1])  # refuses prompts with fewer numbers than the vocabulary's slots
     weights = weights if weights is not None else RewardWeights()
-    fast = _by_programs(tokens, ends, numbers, targets, table, grammar)
+    fast = _by_programs(tokens, ends, numbers, targets, table, grammar, lengths is None)
     if fast is None:
         return _verify_rows(tokens, ends, numbers, targets, table, grammar, weights)
     rows, correct, well_formed, value_num, value_den = fast
@@ -622,12 +622,12 @@ def batch_verify(
 
 def _by_programs(
     tokens: np.ndarray, ends: np.ndarray, numbers: np.ndarray, targets: np.ndarray, table: TokenTable,
-    grammar: Grammar,
+    grammar: Grammar, read_all: bool,
 ) -> tuple[np.ndarray, ...] | None:
     """Score the rows of a slot vocabulary (Countdown's) that are answers inside its masks' language (a
     grammatical, complete answer using each slot at most once) by the programs of their shapes
     (:mod:`rlvr_env.tasks.countdown_programs`): one table lookup per column, then a few operations per
-    operator. Returns those rows and their correct, well-formed, value numerator and denominator; None
+    operator (``read_all``: no ``lengths`` were given, rows end at EOS or L). Returns those rows and their correct, well-formed, value numerator and denominator; None
     when the vocabulary or setting has no program table (every row then takes the general path)."""
     # Lazy: the tasks package imports this module (the import graph has no circle either way).
     from rlvr_env.tasks.countdown_masks import MaskRules
@@ -643,12 +643,15 @@ def _by_programs(
     if programs is None:
         return None
     width = len(table.kinds) + 1  # token id V: past the row's end, the state stays
-    cols = np.where(np.arange(length) < ends[:, None], tokens, width - 1)  # (B, L)
+    if read_all:  # every row ends at its first EOS or at L; accepting states absorb what follows EOS
+        cols = np.ascontiguousarray(tokens.T, dtype=np.int64)  # (L, B)
+    else:
+        cols = np.where(np.arange(length) < ends[:, None], tokens, width - 1).T.astype(np.int64, order="C")
     walk = programs.walk
-    state = np.zeros(b, dtype=np.int64)
-    for col in range(int(ends.max(initial=0))):
-        state = walk[state * width + cols[:, col]]
-    state = walk[state * width + rules.eos_id]  # the answer ends here
+    state = np.zeros(b, dtype=np.int64)  # premultiplied by width
+    for col in cols[: int(ends.max(initial=0))]:
+        state = walk[state + col]
+    state = walk[state + rules.eos_id] // width  # the answer ends here (a no-op after its EOS)
     rows = np.flatnonzero(programs.accept[state])
     states = state[rows]
     slots = tokens[rows[:, None], programs.operands[states]]  # (k, N) slot of each operand

@@ -66,9 +66,14 @@ class ProgramTable:
 
     @cached_property
     def walk(self) -> np.ndarray:
-        """(S * (V + 1),) ``next`` with one more column, token id V, that stays put (past a row's end),
-        flat: state ``s`` after token ``t`` is ``walk[s * (V + 1) + t]``."""
-        return np.concatenate([self.next, np.arange(self.num_states)[:, None]], axis=1).ravel()
+        """(S * (V + 1),) the transitions for reading whole rows, flat and premultiplied: from state
+        ``s`` (held as ``s * (V + 1)``) token ``t`` leads to ``walk[s * (V + 1) + t]``, again a
+        multiple of V + 1. Token id V (past a row's end) stays put, and accepting states are absorbing
+        (a row's tokens after its EOS are not read), so a row walks to its verdict column by column."""
+        s, v = self.next.shape
+        out = np.concatenate([self.next, np.arange(s)[:, None]], axis=1)  # (S, V + 1)
+        out[self.accept] = np.flatnonzero(self.accept)[:, None]
+        return (out * (v + 1)).ravel()
 
     def bound(self) -> int:
         """The largest operand magnitude M with ``2**(N-1) * M**N < 2**63`` (int64 stays exact)."""
