@@ -593,7 +593,8 @@ def batch_verify(
         z = np.zeros(0, dtype=np.int64)
         return assemble_verdict(weights or RewardWeights(), empty, empty, empty, z, z, empty)
     ends = np.full(b, length) if lengths is None else np.minimum(np.asarray(lengths).reshape(b), length)
-    is_eos = table.kinds[tokens] == EOS  # (B, L)
+    eos_ids = np.flatnonzero(table.kinds == EOS)
+    is_eos = tokens == eos_ids[0] if len(eos_ids) == 1 else table.kinds[tokens] == EOS  # (B, L)
     first_eos = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), length)
     ends = np.minimum(ends, first_eos)  # (B,) tokens to read per row
     _check_numbers(numbers)
@@ -654,9 +655,10 @@ def _by_programs(
     state = walk[state + rules.eos_id] // width  # the answer ends here (a no-op after its EOS)
     rows = np.flatnonzero(programs.accept[state])
     states = state[rows]
-    slots = tokens[rows[:, None], programs.operands[states]]  # (k, N) slot of each operand
+    flat = rows[:, None] * length + programs.operands[states]  # (k, N) flat index of each operand
+    slots = tokens.ravel()[flat].astype(np.int64)  # (k, N) slot of each operand
     bits = np.where(np.arange(rules.n) < programs.counts[states][:, None], 1 << slots, 0)
-    operands = numbers[rows[:, None], slots]
+    operands = numbers.ravel()[slots + rows[:, None] * numbers.shape[1]]
     keep = (bits.sum(axis=1) == np.bitwise_or.reduce(bits, axis=1))  # each slot at most once
     keep &= operands.max(axis=1) <= min(programs.bound(), 10**MAX_NUMBER_DIGITS - 1)
     rows, states, operands = rows[keep], states[keep], operands[keep]

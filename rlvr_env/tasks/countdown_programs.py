@@ -34,8 +34,8 @@ __all__ = ["ProgramTable", "cached_table", "evaluate", "count_shapes", "MAX_SHAP
 MAX_SHAPES = 100_000
 START, DEAD = 0, 1  # the empty answer; the absorbing state of answers outside the masks' language
 _PRECEDENCE = {ADD: 1, SUB: 1, MUL: 2, DIV: 2}
-_MUL_LIKE = np.isin(np.arange(DIV + 1), [MUL, DIV])  # by op kind (0: a step a program does not use)
-_SIGN = np.where(np.arange(DIV + 1) == SUB, -1, 1)
+#: By op kind (0: a step a program does not use): the sign of ``bn * ad`` in the numerator.
+_ADDEND = np.array([0 if k in (MUL, DIV) else -1 if k == SUB else 1 for k in range(DIV + 1)], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -246,15 +246,13 @@ def evaluate(
         a, b = a_idx[:, step], b_idx[:, step]
         an, ad, bn, bd = num[a], den[a], num[b], den[b]
         is_div = op == DIV
-        # a * b = (an bn) / (ad bd), a / b = (an bd) / (ad bn), a +- b = (an bd +- bn ad) / (ad bd)
-        f_num = np.where(is_div, bd, bn)
+        # a +- b = (an bd +- bn ad) / (ad bd), a * b = (an bn) / (ad bd), a / b = (an bd) / (ad bn)
+        num[a] = an * np.where(op == MUL, bn, bd) + _ADDEND[op] * bn * ad
         r_den = ad * np.where(is_div, bn, bd)
-        r_num = np.where(_MUL_LIKE[op], an * f_num, an * bd + _SIGN[op] * bn * ad)
+        den[a] = r_den
         err |= is_div & (bn == 0)
         if integer_division:
-            err |= is_div & (r_num % np.where(r_den == 0, 1, r_den) != 0)
-        num[a] = r_num
-        den[a] = r_den
+            err |= is_div & (num[a] % np.where(r_den == 0, 1, r_den) != 0)
     value_num, value_den = num[base[:, 0]], den[base[:, 0]]
     value_den = np.where(err, 1, value_den)
     neg = value_den < 0
