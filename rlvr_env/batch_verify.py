@@ -473,7 +473,9 @@ class StackMachine:
             well_formed[has_value] = self._number_use(rows[has_value])
         correct = well_formed & (value_den == 1) & (value_num == self.targets[rows])
         fallback = self.over[rows] & ~trunc
-        verdict = assemble_verdict(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
+        verdict = assemble_verdict(
+            self.weights, correct, well_formed, has_value, value_num, value_den, fallback
+        )
         for j in np.flatnonzero(fallback):  # exact re-scoring by the text verifier (rare)
             _fill_from_text(verdict, int(j), self, int(rows[j]))
         return verdict
@@ -628,7 +630,8 @@ def _by_programs(
     """Score the rows of a slot vocabulary (Countdown's) that are answers inside its masks' language (a
     grammatical, complete answer using each slot at most once) by the programs of their shapes
     (:mod:`rlvr_env.tasks.countdown_programs`): one table lookup per column, then a few operations per
-    operator (``read_all``: no ``lengths`` were given, rows end at EOS or L). Returns those rows and their correct, well-formed, value numerator and denominator; None
+    operator (``read_all``: no ``lengths`` were given, rows end at EOS or L). Returns those rows and
+    their correct, well-formed, value numerator and denominator; None
     when the vocabulary or setting has no program table (every row then takes the general path)."""
     # Lazy: the tasks package imports this module (the import graph has no circle either way).
     from rlvr_env.tasks.countdown_masks import MaskRules

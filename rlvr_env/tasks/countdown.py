@@ -267,7 +267,8 @@ class CountdownTask(Task):
             if check_limit:
                 ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
             is_div = op == DIV
-            # a +- b = (a_n b_d +- b_n a_d) / (a_d b_d), a * b = a_n b_n / (a_d b_d), a / b = a_n b_d / (a_d b_n)
+            # a +- b = (a_n b_d +- b_n a_d) / (a_d b_d), a * b = a_n b_n / (a_d b_d),
+            # a / b = a_n b_d / (a_d b_n)
             r_n = a_n * np.where(op == MUL, b_n, b_d) + _ADDEND[op] * b_n * a_d
             r_d = a_d * np.where(is_div, b_n, b_d)
             ok &= r_d != 0  # division by zero

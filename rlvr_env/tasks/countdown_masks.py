@@ -46,7 +46,9 @@ class MaskRules:
         return len(self.kinds)
 
     @classmethod
-    def of_vocab(cls, kinds: np.ndarray, slots: np.ndarray, grammar: Grammar, max_length: int) -> MaskRules | None:
+    def of_vocab(
+        cls, kinds: np.ndarray, slots: np.ndarray, grammar: Grammar, max_length: int
+    ) -> MaskRules | None:
         """The rules of a slot vocabulary (token kinds (V,) and slots (V,), as in
         :class:`rlvr_env.batch_verify.TokenTable`): ``"n0" .. "n{N-1}"`` first, then operators,
         parentheses and one EOS. None for any other vocabulary (constants, other tokens, no EOS)."""

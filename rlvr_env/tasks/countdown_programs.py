@@ -100,14 +100,16 @@ class ProgramTable:
         programs: dict[int, tuple[list[int], list[tuple[int, int, int]]]] = {}
         # per state of the current layer: mask state (struct of arrays) and parser state (Python)
         layer = PrefixStates.empty(1, n)
-        parsers: list[tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int, int], ...], tuple[int, ...]]]
+        parsers: list[tuple]
         parsers = [((), (), (), ())]  # (operator stack, operand stack, program, operand positions)
         layer_ids = [START]
         total = 2
         for length in range(rules.max_length):
             masks = masks_of(rules, layer, np.full(len(layer_ids), length))  # (k, V)
             used = layer.used.sum(axis=1)  # (k,) the canonical next slot
-            parents, toks, child_parsers = [], [], []
+            parents: list[int] = []
+            toks: list[int] = []
+            child_parsers: list[tuple] = []
             for row, (state, parser) in enumerate(zip(layer_ids, parsers)):
                 allowed = [t for t in range(n, v) if masks[row, t]]
                 if used[row] < n and masks[row, used[row]]:
@@ -176,7 +178,8 @@ def count_shapes(rules: MaskRules) -> int:
             break
         keys = list(layer)
         used = np.array([[s < c for s in range(n)] for _, _, c in keys], dtype=bool).reshape(len(keys), n)
-        st = PrefixStates(np.array([k[0] for k in keys], dtype=bool), np.array([k[1] for k in keys], dtype=np.int64),
+        st = PrefixStates(np.array([k[0] for k in keys], dtype=bool),
+                          np.array([k[1] for k in keys], dtype=np.int64),
                           used, np.zeros(len(keys), dtype=bool))
         masks = masks_of(rules, st, np.full(len(keys), length))
         nxt: dict[tuple[bool, int, int], int] = {}
