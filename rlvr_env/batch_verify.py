@@ -39,6 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from rlvr_env.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, OTHER, RPAREN, SUB
 from rlvr_env.verifier import (
     MAX_NUMBER_DIGITS,
     MAX_TEXT_CHARS,
@@ -50,8 +51,6 @@ from rlvr_env.verifier import (
 
 __all__ = ["TokenTable", "BatchVerdict", "StackMachine", "batch_verify"]
 
-# Token kinds.
-NUM, ADD, SUB, MUL, DIV, LPAREN, RPAREN, EOS, OTHER = range(9)
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV, "(": LPAREN, ")": RPAREN}
 _OP_CHAR = {v: k for k, v in _OP_KIND.items()}
 _SLOT = re.compile(r"n([0-9]+)\Z")
@@ -474,7 +473,9 @@ class StackMachine:
             well_formed[has_value] = self._number_use(rows[has_value])
         correct = well_formed & (value_den == 1) & (value_num == self.targets[rows])
         fallback = self.over[rows] & ~trunc
-        verdict = _assemble(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
+        verdict = assemble_verdict(
+            self.weights, correct, well_formed, has_value, value_num, value_den, fallback
+        )
         for j in np.flatnonzero(fallback):  # exact re-scoring by the text verifier (rare)
             _fill_from_text(verdict, int(j), self, int(rows[j]))
         return verdict
@@ -507,7 +508,7 @@ def _normalize(num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return num, den
 
 
-def _assemble(
+def assemble_verdict(
     weights: RewardWeights,
     correct: np.ndarray,
     well_formed: np.ndarray,
@@ -592,21 +593,97 @@ def batch_verify(
     if b == 0:
         empty = np.zeros(0, dtype=bool)
         z = np.zeros(0, dtype=np.int64)
-        return _assemble(weights or RewardWeights(), empty, empty, empty, z, z, empty)
+        return assemble_verdict(weights or RewardWeights(), empty, empty, empty, z, z, empty)
     ends = np.full(b, length) if lengths is None else np.minimum(np.asarray(lengths).reshape(b), length)
-    is_eos = table.kinds[tokens] == EOS  # (B, L)
+    eos_ids = np.flatnonzero(table.kinds == EOS)
+    is_eos = tokens == eos_ids[0] if len(eos_ids) == 1 else table.kinds[tokens] == EOS  # (B, L)
     first_eos = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), length)
     ends = np.minimum(ends, first_eos)  # (B,) tokens to read per row
+    _check_numbers(numbers)
+    table.values(numbers[:1])  # refuses prompts with fewer numbers than the vocabulary's slots
+    weights = weights if weights is not None else RewardWeights()
+    fast = _by_programs(tokens, ends, numbers, targets, table, grammar, lengths is None)
+    if fast is None:
+        return _verify_rows(tokens, ends, numbers, targets, table, grammar, weights)
+    rows, correct, well_formed, value_num, value_den = fast
+    rest = np.ones(b, dtype=bool)
+    rest[rows] = False
+    out = assemble_verdict(weights, np.zeros(b, bool), np.zeros(b, bool), np.zeros(b, bool),
+                           np.zeros(b, np.int64), np.zeros(b, np.int64), np.zeros(b, bool))
+    out.correct[rows], out.well_formed[rows], out.has_value[rows] = correct, well_formed, well_formed
+    out.value_num[rows], out.value_den[rows] = value_num, value_den
+    if rest.any():
+        idx = np.flatnonzero(rest)
+        slow = _verify_rows(tokens[idx], ends[idx], numbers[idx], targets[idx], table, grammar, weights)
+        for name in ("correct", "well_formed", "has_value", "value_num", "value_den", "fallback"):
+            getattr(out, name)[idx] = getattr(slow, name)
+        out.big_values.update({int(idx[j]): value for j, value in slow.big_values.items()})
+    out.parts = weights.parts(out.correct, out.well_formed)
+    out.reward = out.parts["accuracy"] + out.parts["format"]
+    return out
+
+
+def _by_programs(
+    tokens: np.ndarray, ends: np.ndarray, numbers: np.ndarray, targets: np.ndarray, table: TokenTable,
+    grammar: Grammar, read_all: bool,
+) -> tuple[np.ndarray, ...] | None:
+    """Score the rows of a slot vocabulary (Countdown's) that are answers inside its masks' language (a
+    grammatical, complete answer using each slot at most once) by the programs of their shapes
+    (:mod:`rlvr_env.tasks.countdown_programs`): one table lookup per column, then a few operations per
+    operator (``read_all``: no ``lengths`` were given, rows end at EOS or L). Returns those rows and
+    their correct, well-formed, value numerator and denominator; None
+    when the vocabulary or setting has no program table (every row then takes the general path)."""
+    # Lazy: the tasks package imports this module (the import graph has no circle either way).
+    from rlvr_env.tasks.countdown_masks import MaskRules
+    from rlvr_env.tasks.countdown_programs import cached_table, evaluate
+
+    b, length = tokens.shape
+    rules = MaskRules.of_vocab(table.kinds, table.slots, grammar, length + 1)  # + 1: room for EOS
+    if rules is None or (rules.exactly_once and numbers.shape[1] != rules.n):
+        return None
+    if rules.n * MAX_NUMBER_DIGITS + length > MAX_TEXT_CHARS:
+        return None  # the text-length rule could fire; it is not tracked here
+    programs = cached_table(rules)
+    if programs is None:
+        return None
+    width = len(table.kinds) + 1  # token id V: past the row's end, the state stays
+    if read_all:  # every row ends at its first EOS or at L; accepting states absorb what follows EOS
+        cols = np.ascontiguousarray(tokens.T, dtype=np.int64)  # (L, B)
+    else:
+        cols = np.where(np.arange(length) < ends[:, None], tokens, width - 1).T.astype(np.int64, order="C")
+    walk = programs.walk
+    state = np.zeros(b, dtype=np.int64)  # premultiplied by width
+    for col in cols[: int(ends.max(initial=0))]:
+        state = walk[state + col]
+    state = walk[state + rules.eos_id] // width  # the answer ends here (a no-op after its EOS)
+    rows = np.flatnonzero(programs.accept[state])
+    states = state[rows]
+    flat = rows[:, None] * length + programs.operands[states]  # (k, N) flat index of each operand
+    slots = tokens.ravel()[flat].astype(np.int64)  # (k, N) slot of each operand
+    bits = np.where(np.arange(rules.n) < programs.counts[states][:, None], 1 << slots, 0)
+    operands = numbers.ravel()[slots + rows[:, None] * numbers.shape[1]]
+    keep = (bits.sum(axis=1) == np.bitwise_or.reduce(bits, axis=1))  # each slot at most once
+    keep &= operands.max(axis=1) <= min(programs.bound(), 10**MAX_NUMBER_DIGITS - 1)
+    rows, states, operands = rows[keep], states[keep], operands[keep]
+    num, den, err = evaluate(programs, states, operands, grammar.integer_division)
+    ok = ~err  # inside the masks' language the number-use rule holds by construction
+    value_num, value_den = np.where(ok, num, 0), np.where(ok, den, 0)
+    return rows, ok & (den == 1) & (num == targets[rows]), ok, value_num, value_den
+
+
+def _verify_rows(
+    tokens: np.ndarray, ends: np.ndarray, numbers: np.ndarray, targets: np.ndarray, table: TokenTable,
+    grammar: Grammar, weights: RewardWeights,
+) -> BatchVerdict:
+    """:func:`batch_verify`'s general path on validated rows with their read lengths ``ends``."""
+    b, length = tokens.shape
     # Only rows the recogniser accepts can have a value; the others are scored as not well-formed
     # without running the machine (what it would conclude for them). The accepted rows are sorted by
     # length and cut into cache-sized chunks: a chunk stops at its longest row, so short answers do
     # not ride along through the long ones' columns.
-    _check_numbers(numbers)
-    table.values(numbers[:1])  # refuses prompts with fewer numbers than the vocabulary's slots
     passes = grammar_passes(table, grammar, tokens, ends)
     accepted = np.flatnonzero(passes)
     order = np.concatenate([accepted[np.argsort(ends[accepted], kind="stable")], np.flatnonzero(~passes)])
-    weights = weights if weights is not None else RewardWeights()
     parts = []
     for start in range(0, len(accepted), _CHUNK):
         idx = order[start : min(start + _CHUNK, len(accepted))]
@@ -622,7 +699,7 @@ def batch_verify(
     if rejected:
         no = np.zeros(rejected, dtype=bool)
         zero = np.zeros(rejected, dtype=np.int64)
-        parts.append(_assemble(weights, no, no, no, zero, zero, no))
+        parts.append(assemble_verdict(weights, no, no, no, zero, zero, no))
     return _scatter(parts, order, b)
 
 

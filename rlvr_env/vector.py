@@ -26,9 +26,11 @@ from gymnasium.vector.utils import batch_space
 
 from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
 from rlvr_env.envs import warn_no_render_mode
+from rlvr_env.program_scorer import ProgramScorer
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.verifier import NumberUse, RewardWeights
 
 __all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]
@@ -141,14 +143,25 @@ class TokenVectorEnv(VectorEnv):
         self._split_rows = np.array(sorted(in_split), dtype=np.int64)
         n_numbers = self._pool[0].shape[1] if self._pool is not None else getattr(task, "n_numbers")
         self.table = TokenTable.from_vocab(task.vocab, task.eos_id)
-        self.machine = StackMachine(
-            self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
-        )
         self._rows = np.arange(b)
         # Grammar masks as a state table when the task has one (small N): one state id per row.
         automaton = getattr(task, "mask_automaton", None)
         self._automaton = automaton() if automaton is not None else None
         self._mask_state = np.zeros(b, dtype=np.int64)  # (B,) automaton state of each row's prefix
+        if self._automaton is not None:
+            self._mask_next = self._automaton.next.ravel()
+        # Scoring: answer programs by table lookup when the setting has few answer shapes (small N),
+        # else the incremental evaluator; both exact (see rlvr_env.tasks.countdown_programs).
+        programs = getattr(task, "program_table", None)
+        table = programs() if programs is not None and self._automaton is not None else None
+        self.machine: StackMachine | ProgramScorer
+        if table is not None:
+            self.machine = ProgramScorer(table, self.table, task.grammar, b, task.max_length,
+                                         self.reward_weights)
+        else:
+            self.machine = StackMachine(
+                self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
+            )
         self._obs = np.zeros((b, obs_dim), dtype=np.float32)  # (B, D)
         self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
         self._started = False
@@ -323,10 +336,14 @@ class TokenVectorEnv(VectorEnv):
             active = np.ones(self.num_envs, dtype=bool)
         rows_all = bool(active.all())
         machine = self.machine
-        machine.feed(acts, active)
+        before = self._mask_state
+        if isinstance(machine, ProgramScorer):
+            machine.feed(acts, active, rows_all)
+        else:
+            machine.feed(acts, active)
         if self._automaton is not None:
-            moved = self._automaton.next[self._mask_state, acts]
-            self._mask_state = moved if rows_all else np.where(active, moved, self._mask_state)
+            moved = self._mask_next[before * self._vocab_size + acts]
+            self._mask_state = moved if rows_all else np.where(active, moved, before)
         pos = machine.pos  # (B,) tokens so far, after this step
         rows = self._rows if rows_all else self._rows[active]
         self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
@@ -340,7 +357,10 @@ class TokenVectorEnv(VectorEnv):
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         if done.any():
             ended = np.flatnonzero(done)
-            verdict = machine.finish(ended, truncated[ended])
+            if isinstance(machine, ProgramScorer):  # the automaton dies at a slot used twice
+                verdict = machine.finish(ended, truncated[ended], before[ended] != DEAD)
+            else:
+                verdict = machine.finish(ended, truncated[ended])
             rewards[ended] = verdict.reward
             final = self._final_info(ended, done, verdict)
             if mode == AutoresetMode.SAME_STEP:

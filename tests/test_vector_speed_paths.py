@@ -1,6 +1,7 @@
 """The fast paths of the native vector Countdown (issue 18, part 4) stay exact: the mask automaton
-against the prefix loop, and the vector env against the single env in lockstep over many random
-settings and seeds (N = 3, 4, 5)."""
+against the prefix loop, the answer-shape programs (and the batch verifier that uses them) against
+``verify``, and the vector env against the single env in lockstep over many random settings and seeds
+(N = 3, 4, 5)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlvr_env import CountdownTask
+from rlvr_env import CountdownTask, verify
+from rlvr_env.batch_verify import batch_verify
 from rlvr_env.tasks.countdown_masks import MaskAutomaton
+from rlvr_env.tasks.countdown_programs import count_shapes, evaluate
 from rlvr_env.vector import CountdownVectorEnv
 
 SETTINGS: list[dict[str, Any]] = [
@@ -107,3 +110,68 @@ def test_random_lockstep_over_many_seeds(seed: int) -> None:
                 o, _ = env.reset(options={"prompt": new})
             assert np.array_equal(o, obs[i])
     assert steps >= b  # many episodes ended
+
+
+PROGRAM_SETTINGS: list[dict[str, Any]] = [
+    {"n_numbers": 2, "max_length": 4},
+    {"n_numbers": 3},
+    {"n_numbers": 3, "number_use": "exactly_once", "integer_division": True},
+    {"n_numbers": 4},
+    {"n_numbers": 4, "operators": "+*", "parentheses": False, "max_length": 9},
+    {"n_numbers": 4, "number_range": (30000, 40000), "target_range": (1, 1000)},  # beyond the int64 bound
+    {"n_numbers": 3, "number_range": (999990, 999999), "target_range": (1, 1000)},
+]
+
+
+@pytest.mark.parametrize("kwargs", PROGRAM_SETTINGS, ids=[str(k) for k in PROGRAM_SETTINGS])
+def test_program_table_counts_and_batch_programs_agree_with_verify(kwargs: dict[str, Any]) -> None:
+    """The shape trie has the states :func:`count_shapes` predicts, every masked walk reaches an
+    accepting state, and ``batch_verify`` (whose programs path scores those walks) equals ``verify`` on
+    masked walks, walks that reuse a slot and token soup."""
+    task = CountdownTask(**kwargs)
+    table = task.program_table()
+    assert table is not None and table.num_states == count_shapes(task.mask_rules) + 2
+    automaton = task.mask_automaton()
+    assert automaton is not None
+    rng = np.random.default_rng(7)
+    b, length, v = 600, task.max_length, len(task.vocab)
+    numbers, targets, _ = task.sample_arrays(rng, "train", b)
+    tokens = np.full((b, length), task.eos_id, dtype=np.int64)
+    state = np.zeros(b, dtype=np.int64)
+    shape = np.zeros(b, dtype=np.int64)
+    live = np.ones(b, dtype=bool)
+    for col in range(length):
+        pick = np.argmax(rng.random((b, v)) * automaton.masks[state], axis=1)
+        tokens[live, col] = pick[live]
+        shape = np.where(live, table.next[shape, pick], shape)
+        state = np.where(live, automaton.next[state, pick], state)
+        live &= pick != task.eos_id
+    assert table.accept[shape].all()  # every masked answer is a complete shape
+    tokens[:120, :3] = [0, task.vocab.index(task.operators[0]), 0]  # a slot used twice
+    tokens[120:240] = rng.integers(v, size=(120, length))
+    got = batch_verify(tokens, numbers, targets, table=task.table, grammar=task.grammar)
+    for i in range(b):
+        text = task.table.text(tokens[i].tolist(), task.table.values(numbers[i : i + 1])[0])
+        want = verify(text, numbers[i].tolist(), int(targets[i]), grammar=task.grammar)
+        assert (got.reward[i], got.correct[i]) == (want.reward, want.correct)
+        assert got.well_formed[i] == want.well_formed
+        value = want.value
+        assert got.values()[i] == value, (text, value)
+
+
+def test_program_evaluation_is_exact_at_its_bound() -> None:
+    """Operands at the int64 bound multiply and divide exactly (the fast path's precondition)."""
+    task = CountdownTask(n_numbers=4)
+    table = task.program_table()
+    assert table is not None
+    m = table.bound()
+    assert (1 << 3) * m**4 < 1 << 63 <= (1 << 3) * (m + 1) ** 4
+    vocab = task.vocab
+    ids = [vocab.index(t) for t in ("n0", "*", "n1", "*", "n2", "-", "n3", "<eos>")]
+    shape = 0
+    for t in ids:
+        shape = int(table.next[shape, t])
+    assert table.accept[shape]
+    operands = np.array([[m, m - 1, m - 2, m - 3]], dtype=np.int64)
+    num, den, err = evaluate(table, np.array([shape]), operands, integer_division=False)
+    assert not err[0] and den[0] == 1 and int(num[0]) == m * (m - 1) * (m - 2) - (m - 3)

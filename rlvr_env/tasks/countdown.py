@@ -14,9 +14,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from rlvr_env.batch_verify import ADD, DIV, MUL, SUB, TokenTable
+from rlvr_env.batch_verify import TokenTable
+from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
+from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
@@ -27,6 +29,8 @@ _OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 _ATOM, _ADDITIVE, _MULTIPLICATIVE = 0, 1, 2
 _LIMIT = 1 << 31  # generation rejects intermediate values this large (int64 products stay exact)
+#: By op kind: the sign of ``b_n * a_d`` in a merged numerator (0 for ``*`` and ``/``).
+_ADDEND = np.array([0 if k in (MUL, DIV) else -1 if k == SUB else 1 for k in range(DIV + 1)], dtype=np.int64)
 _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
 #: Candidates drawn in a row without one valid prompt before a setting is declared (nearly) infeasible.
 #: The same for every request size, so drawing one prompt (the single env's reset) and drawing a
@@ -181,10 +185,9 @@ class CountdownTask(Task):
         self._op_kinds = np.array([_OP_KIND[op] for op in self.operators])
         self._lp = self.vocab.index("(") if parentheses else -1
         self._rp = self.vocab.index(")") if parentheses else -1
-        self.mask_rules = MaskRules(
-            n=n, max_length=self.max_length, kinds=self.table.kinds, op_ids=self._op_ids, lp=self._lp,
-            rp=self._rp, eos_id=self.eos_id, exactly_once=self.grammar.number_use == "exactly_once",
-        )
+        rules = MaskRules.of_vocab(self.table.kinds, self.table.slots, self.grammar, self.max_length)
+        assert rules is not None  # a Countdown vocabulary is a slot vocabulary
+        self.mask_rules = rules
 
         lo, hi = self.number_range
         tlo, thi = self.target_range
@@ -233,9 +236,19 @@ class CountdownTask(Task):
         return "test" if bool(self.split_arrays(np.array([prompt.numbers]))[0]) else "train"
 
     def _draw(self, rng: np.random.Generator, numbers: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Random expression trees over candidate ``numbers`` (k, N): value num/den (k,), merge history
-        (k, N-1, 3), solution length in tokens without EOS (k,), and whether the candidate is usable."""
+        """Random expression trees over candidate ``numbers`` (k, N): value (k,), merge history
+        (k, N-1, 3), and whether the candidate is usable (an integer value in ``target_range`` whose
+        minimal-parenthesis text fits, no division by zero).
+
+        The checks that cannot fail in a setting are skipped (same draws, same result): the 31-bit
+        operand bound when ``2**(N-2) * hi**(N-1)`` stays below it (an operand over m <= N-1 numbers
+        has unreduced numerator and denominator at most ``2**(m-1) * hi**m``), and the text length and
+        parenthesis rules when parentheses are allowed and ``max_length >= 4N-4`` (the longest
+        minimal-parenthesis text over N numbers, plus EOS)."""
         k, n = numbers.shape
+        hi = self.number_range[1]
+        check_limit = (1 << max(n - 2, 0)) * hi ** (n - 1) >= _LIMIT
+        shape = not self.grammar.parentheses or self.max_length < 4 * n - 4
         base = np.arange(k) * n  # (k,) flat offset of each row's items
         num = numbers.astype(np.int64).ravel()  # (k * N,) items: values num / den, row-major
         den = np.ones(k * n, dtype=np.int64)
@@ -251,41 +264,45 @@ class CountdownTask(Task):
             fi, fj = base + i, base + j
             a_n, a_d, b_n, b_d = num[fi], den[fi], num[fj], den[fj]
             # Fractions stay unreduced here (gcd is the slow part); the bound keeps products exact.
-            ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
+            if check_limit:
+                ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
             is_div = op == DIV
-            additive = (op == ADD) | (op == SUB)
-            sign = np.where(op == SUB, -1, 1)
-            r_n = np.where(additive, a_n * b_d + sign * b_n * a_d, a_n * np.where(is_div, b_d, b_n))
+            # a +- b = (a_n b_d +- b_n a_d) / (a_d b_d), a * b = a_n b_n / (a_d b_d),
+            # a / b = a_n b_d / (a_d b_n)
+            r_n = a_n * np.where(op == MUL, b_n, b_d) + _ADDEND[op] * b_n * a_d
             r_d = a_d * np.where(is_div, b_n, b_d)
             ok &= r_d != 0  # division by zero
-            r_d = np.where(r_d == 0, 1, r_d)
+            r_d[r_d == 0] = 1
             if self.grammar.integer_division:
                 ok &= ~is_div | (r_n % r_d == 0)
-            c_a, c_b = cls[fi], cls[fj]
-            paren_a = ~additive & (c_a == _ADDITIVE)
-            paren_b = (
-                ((op == MUL) & (c_b == _ADDITIVE))
-                | (is_div & (c_b != _ATOM))
-                | ((op == SUB) & (c_b == _ADDITIVE))
-            )
-            if not self.grammar.parentheses:
-                ok &= ~paren_a & ~paren_b
-            new_len = length[fi] + length[fj] + 1 + 2 * (paren_a.astype(np.int64) + paren_b)
-            new_cls = np.where(additive, _ADDITIVE, _MULTIPLICATIVE)
             first, second = base + np.minimum(i, j), base + np.maximum(i, j)
             last = base + m - 1
-            for arr, new in ((num, r_n), (den, r_d), (length, new_len), (cls, new_cls)):
-                moved = arr[last]
+            moved = [(num, r_n), (den, r_d)]
+            if shape:
+                additive = (op == ADD) | (op == SUB)
+                c_a, c_b = cls[fi], cls[fj]
+                paren_a = ~additive & (c_a == _ADDITIVE)
+                paren_b = (
+                    ((op == MUL) & (c_b == _ADDITIVE))
+                    | (is_div & (c_b != _ATOM))
+                    | ((op == SUB) & (c_b == _ADDITIVE))
+                )
+                if not self.grammar.parentheses:
+                    ok &= ~paren_a & ~paren_b
+                new_len = length[fi] + length[fj] + 1 + 2 * (paren_a.astype(np.int64) + paren_b)
+                moved += [(length, new_len), (cls, np.where(additive, _ADDITIVE, _MULTIPLICATIVE))]
+            for arr, new in moved:
+                arr[second] = arr[last]  # drops the item at `second`; a no-op when second is last
                 arr[first] = new
-                arr[second] = moved  # drops the item at `second`; a no-op when second is last
             history[:, stage, 0], history[:, stage, 1], history[:, stage, 2] = i, j, op
         value_num, value_den = num[base], den[base]
         ok &= value_num % value_den == 0
         value = value_num // value_den  # exact where ok
         tlo, thi = self.target_range
         ok &= (value >= tlo) & (value <= thi)
-        ok &= length[base] + 1 <= self.max_length
-        return value, history, length[base], ok
+        if shape:
+            ok &= length[base] + 1 <= self.max_length
+        return value, history, ok
 
     def sample_arrays(
         self, rng: np.random.Generator, split: str, k: int
@@ -318,7 +335,7 @@ class CountdownTask(Task):
             cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, _MIN_ROUND), n))  # (c, N)
             dry += len(cand_n)
             cand_n = cand_n[self.split_arrays(cand_n) == want_test]
-            cand_t, cand_h, _, ok = self._draw(rng, cand_n)
+            cand_t, cand_h, ok = self._draw(rng, cand_n)
             take = np.flatnonzero(ok)[:need]
             numbers[filled : filled + len(take)] = cand_n[take]
             targets[filled : filled + len(take)] = cand_t[take]
@@ -545,6 +562,12 @@ class CountdownTask(Task):
         if not hasattr(self, "_automaton"):
             self._automaton = MaskAutomaton.build(self.mask_rules)
         return self._automaton
+
+    def program_table(self) -> ProgramTable | None:
+        """The answer shapes of this setting as a trie of programs (:class:`~rlvr_env.tasks.
+        countdown_programs.ProgramTable`), built once per setting and process; None when it would have
+        too many states (large N or long answers): the vector env then runs the incremental evaluator."""
+        return cached_table(self.mask_rules)
 
     def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
         row = np.full((1, self.max_length), self.eos_id, dtype=np.int64)

@@ -15,12 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvr_env.batch_verify import ADD, DIV, LPAREN, NUM, RPAREN
+from rlvr_env.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, OTHER, RPAREN, SUB
+from rlvr_env.verifier import Grammar
 
-__all__ = ["MaskRules", "PrefixStates", "MaskAutomaton", "advance", "masks_of", "prefix_states"]
+_OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
+
+__all__ = ["DEAD", "MaskRules", "PrefixStates", "MaskAutomaton", "advance", "masks_of", "prefix_states"]
 
 #: Settings whose automaton would have more states than this keep the prefix loop (large N).
 MAX_STATES = 200_000
+#: The automaton's absorbing state of prefixes that broke a rule or ended (mask: EOS only).
+DEAD = 1
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,33 @@ class MaskRules:
     @property
     def vocab_size(self) -> int:
         return len(self.kinds)
+
+    @classmethod
+    def of_vocab(
+        cls, kinds: np.ndarray, slots: np.ndarray, grammar: Grammar, max_length: int
+    ) -> MaskRules | None:
+        """The rules of a slot vocabulary (token kinds (V,) and slots (V,), as in
+        :class:`rlvr_env.batch_verify.TokenTable`): ``"n0" .. "n{N-1}"`` first, then operators,
+        parentheses and one EOS. None for any other vocabulary (constants, other tokens, no EOS)."""
+        n = int((kinds == NUM).sum())
+        eos = np.flatnonzero(kinds == EOS)
+        if n < 1 or len(eos) != 1 or not np.array_equal(slots[:n], np.arange(n)) or (kinds[:n] != NUM).any():
+            return None
+        if (kinds == OTHER).any() or (slots[n:] >= 0).any() or (kinds[n:] == NUM).any():
+            return None
+        allowed = {_OP_KIND[op] for op in grammar.operators}
+        op_ids = np.array([t for t, k in enumerate(kinds.tolist()) if k in allowed], dtype=np.int64)
+        lps, rps = np.flatnonzero(kinds == LPAREN), np.flatnonzero(kinds == RPAREN)
+        if len(lps) > 1 or len(rps) > 1 or len(lps) != len(rps):
+            return None
+        lp, rp = (int(lps[0]), int(rps[0])) if grammar.parentheses and len(lps) else (-1, -1)
+        return cls(n=n, max_length=max_length, kinds=kinds, op_ids=op_ids, lp=lp, rp=rp, eos_id=int(eos[0]),
+                   exactly_once=grammar.number_use == "exactly_once")
+
+    def key(self) -> tuple[object, ...]:
+        """A hashable summary: equal keys, equal rules."""
+        return (self.n, self.max_length, self.kinds.tobytes(), tuple(self.op_ids.tolist()), self.lp, self.rp,
+                self.eos_id, self.exactly_once)
 
 
 @dataclass
@@ -126,7 +158,7 @@ class MaskAutomaton:
         are more than ``max_states``."""
         n, v, length = rules.n, rules.vocab_size, rules.max_length
         bits = 1 << np.arange(n)
-        dead = 1
+        dead = DEAD
         layer = PrefixStates.empty(1, n)
         next_rows: list[np.ndarray] = [np.full((1, v), dead), np.full((1, v), dead)]  # start, dead
         mask_rows: list[np.ndarray] = [masks_of(rules, layer, np.zeros(1, dtype=np.int64)),

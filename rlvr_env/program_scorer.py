@@ -1,0 +1,120 @@
+"""The native vector Countdown's verifier when the setting has a program table (small N).
+
+:class:`ProgramScorer` plays the role of :class:`rlvr_env.batch_verify.StackMachine` inside
+:class:`rlvr_env.vector.TokenVectorEnv` at one table lookup per step: answers inside the masks' language
+are scored by their programs (:mod:`rlvr_env.tasks.countdown_programs`), every other answer by
+:func:`rlvr_env.batch_verify.batch_verify`; both agree exactly with :func:`rlvr_env.verify`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from rlvr_env.batch_verify import BatchVerdict, TokenTable, assemble_verdict, batch_verify
+from rlvr_env.tasks.countdown_programs import START, ProgramTable, evaluate
+from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, RewardWeights
+
+__all__ = ["ProgramScorer"]
+
+
+class ProgramScorer:
+    """The incremental verifier of a native vector Countdown env when the setting has a
+    :class:`ProgramTable`: the same role (and attributes ``tokens``, ``pos``, ``numbers``, ``targets``)
+    as :class:`rlvr_env.batch_verify.StackMachine`, at one table lookup per step.
+
+    :meth:`feed` records each row's token and moves its shape state; :meth:`finish` scores the ending
+    rows: answers inside the masks' language by their programs (:func:`evaluate`), every other row by
+    :func:`~rlvr_env.batch_verify.batch_verify` on its tokens. Truncated rows get no reward and no value
+    (``Task.score``'s rule).
+    """
+
+    def __init__(
+        self, programs: ProgramTable, table: TokenTable, grammar: Grammar, num_rows: int, max_length: int,
+        weights: RewardWeights,
+    ) -> None:
+        n = programs.n
+        if n * MAX_NUMBER_DIGITS + max_length > MAX_TEXT_CHARS:
+            raise ValueError(f"answers of {max_length} tokens over {n} numbers could exceed the text limit")
+        self.programs, self.table, self.grammar, self.weights = programs, table, grammar, weights
+        self.num_rows = b = num_rows
+        self.max_length = max_length
+        self._bound = programs.bound()
+        self._largest = 0  # largest prompt number seen; above the bound, rows are checked one by one
+        self._vocab = len(table.kinds)
+        self._next = programs.next.ravel()
+        self._tok = np.zeros((b, max_length + 1), dtype=np.int64)  # last column: writes of idle rows
+        self.tokens = self._tok[:, :max_length]  # (B, L) view
+        self._tok_flat = self._tok.ravel()
+        self._tok_base = np.arange(b) * (max_length + 1)
+        self.pos = np.zeros(b, dtype=np.int64)  # (B,)
+        self.state = np.zeros(b, dtype=np.int64)  # (B,) shape state
+        self.numbers = np.zeros((b, n), dtype=np.int64)  # (B, N)
+        self.targets = np.zeros(b, dtype=np.int64)  # (B,)
+
+    def set_prompts(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray) -> None:
+        """Start fresh answers on ``rows`` (k,) for prompts ``numbers`` (k, N), ``targets`` (k,)."""
+        self.numbers[rows] = numbers
+        self.targets[rows] = targets
+        self.pos[rows] = 0
+        self.state[rows] = START
+        if len(rows):
+            self._largest = max(self._largest, int(np.max(numbers)))
+
+    def feed(self, tokens: np.ndarray, active: np.ndarray, all_active: bool = False) -> None:
+        """Append ``tokens`` (B,) to the rows where ``active`` (B,) is True (``all_active``: all are)."""
+        if all_active:
+            self._tok_flat[self._tok_base + self.pos] = tokens
+            self.pos += 1
+            self.state = self._next[self.state * self._vocab + tokens]
+            return
+        self._tok_flat[self._tok_base + np.where(active, self.pos, self.max_length)] = tokens
+        self.pos += active
+        self.state = np.where(active, self._next[self.state * self._vocab + tokens], self.state)
+
+    def finish(self, rows: np.ndarray, truncated: np.ndarray, distinct: np.ndarray) -> BatchVerdict:
+        """Score the answers on ``rows`` (k,); ``truncated`` (k,) marks rows cut off at the maximum
+        length, ``distinct`` (k,) rows whose answer used no slot twice (the env's mask automaton was
+        not in its dead state before the last token). An answer is inside the masks' language when its
+        shape state accepts (every token allowed, slots renamed) and its slots are distinct."""
+        k = len(rows)
+        legal = self.programs.accept[self.state[rows]] & distinct
+        correct = np.zeros(k, dtype=bool)
+        well_formed = np.zeros(k, dtype=bool)
+        value_num = np.zeros(k, dtype=np.int64)
+        value_den = np.zeros(k, dtype=np.int64)
+        fallback = np.zeros(k, dtype=bool)
+        fast = legal & ~truncated
+        if self._largest > self._bound:
+            fast &= self.numbers[rows].max(axis=1) <= self._bound
+        big: dict[int, Fraction] = {}
+        if fast.any():
+            r = rows[fast]
+            states = self.state[r]
+            col = r[:, None]
+            slots = self.tokens[col, self.programs.operands[states]]  # (f, N) slot ids (= token ids)
+            num, den, err = evaluate(self.programs, states, self.numbers[col, slots],
+                                     self.grammar.integer_division)
+            ok = ~err  # inside the masks' language the number-use rule holds by construction
+            well_formed[fast] = ok
+            value_num[fast] = np.where(ok, num, 0)
+            value_den[fast] = np.where(ok, den, 0)
+            correct[fast] = ok & (den == 1) & (num == self.targets[r])
+        has_value = well_formed.copy()
+        slow = ~fast & ~truncated
+        if slow.any():
+            idx = np.flatnonzero(slow)
+            r = rows[idx]
+            verdict = batch_verify(self.tokens[r], self.numbers[r], self.targets[r], table=self.table,
+                                   grammar=self.grammar, weights=self.weights, lengths=self.pos[r])
+            correct[idx] = verdict.correct
+            well_formed[idx] = verdict.well_formed
+            has_value[idx] = verdict.has_value
+            value_num[idx] = verdict.value_num
+            value_den[idx] = verdict.value_den
+            fallback[idx] = verdict.fallback
+            big = {int(idx[j]): value for j, value in verdict.big_values.items()}
+        out = assemble_verdict(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
+        out.big_values.update(big)
+        return out
