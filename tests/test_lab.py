@@ -246,3 +246,26 @@ def test_earlier_runs_repeat_exactly_under_this_code() -> None:
     assert pairs  # the new claims' baselines share settings with old claims' arms
     for c, e in pairs:
         assert c["final"] == e["final"] and c["iterations"] == e["iterations"]
+
+
+def test_running_some_claims_keeps_the_others_in_the_summary(tmp_path, capsys) -> None:
+    """``--claim kimi`` adds kimi to a folder's summary and keeps dr_grpo: re-analysed from its stored
+    runs, or (its runs gone) kept as the previous lab.json had it; other seeds or budgets are not mixed in."""
+    argv = ["--seeds", "0-1", "--budget-scale", str(1200 / lab.BUDGET), "--workers", "2", "--out",
+            str(tmp_path), "--quiet"]
+    assert lab.main(["--claim", "dr_grpo", *argv]) == 0
+    first = json.loads((tmp_path / "lab.json").read_text())["claims"]["dr_grpo"]
+    assert lab.main(["--claim", "kimi", *argv]) == 0
+    claims = json.loads((tmp_path / "lab.json").read_text())["claims"]
+    assert set(claims) == {"dr_grpo", "kimi"} and claims["dr_grpo"]["runs"] == "current"
+    assert claims["dr_grpo"]["rows"] == first["rows"]
+    for seed in (0, 1):  # the constant arm's runs are not kimi's: remove them
+        (tmp_path / "runs" / f"{lab.task_for(lab.CLAIMS['dr_grpo'].arms[1], seed, 1200).key}.json").unlink()
+    assert lab.main(["--claim", "kimi", *argv]) == 0
+    claims = json.loads((tmp_path / "lab.json").read_text())["claims"]
+    assert claims["dr_grpo"]["rows"] == first["rows"]
+    assert claims["dr_grpo"]["runs"] == "kept from the previous lab.json"
+    assert "| Dr. GRPO" in (tmp_path / "lab.md").read_text()
+    assert lab.main(["--claim", "kimi", *argv[:2], "--budget-scale", str(1300 / lab.BUDGET), *argv[4:]]) == 0
+    assert set(json.loads((tmp_path / "lab.json").read_text())["claims"]) == {"kimi"}
+    capsys.readouterr()

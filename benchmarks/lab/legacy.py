@@ -74,16 +74,18 @@ def _index(folder: Path) -> list[dict[str, Any]]:
 def earlier_records(arms: Sequence[Arm], seeds: Sequence[int], budget: int, folder: Path
                     ) -> dict[str, list[dict[str, Any]]] | None:
     """The records of ``arms`` on ``seeds`` among ``folder``'s run files of an earlier code version
-    (:func:`matches_earlier`), by arm, this code's run file of an arm x seed taking precedence where the
-    folder has both (they record the same run; the lab's tests check that they are equal); None unless
-    every arm x seed has exactly one."""
+    (:func:`matches_earlier`), by arm, the earlier file of an arm x seed taking precedence where the
+    folder also has this code's (they record the same run; the lab's tests check that they are equal);
+    None unless every arm x seed has exactly one."""
     index = _index(folder)
     out: dict[str, list[dict[str, Any]]] = {}
     for arm in arms:
         for seed in seeds:
             key = run_key(arm, seed, budget)
-            exact = [r for r in index if r["key"] == key]  # this code's run, when it is there too
-            found = exact or [r for r in index if matches_earlier(r["key"], key)]
+            found = [r for r in index if matches_earlier(r["key"], key)]
+            # Where this code's run file of the same run is there too, the earlier one is read, so a
+            # claim's figures (its timings included) stay those of the runs it was first analysed from.
+            found = [r for r in found if r["key"] != key] or found
             if len(found) != 1:
                 return None
             out.setdefault(arm.name, []).append(found[0])
