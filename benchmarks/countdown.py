@@ -79,7 +79,7 @@ WARM_CONFIG = {"beta": 0.04}
 BEST = "+ lookahead obs"
 
 
-def _floor(env: Any, prompts: list[Any]) -> float:
+def single_number_floor(env: Any, prompts: list[Any]) -> float:
     """Held-out success of the single-number answer: the share of prompts with a number equal to the target."""
     return float(np.mean([p.target in p.numbers for p in prompts]))
 
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.variants.split(";") if "ablation" in parts else []:
         if name not in VARIANTS:
             raise ValueError(f"--variants: unknown variant {name!r}; variants are {list(VARIANTS)}")
-    floor = _floor(gym.make(ENV_ID, **TASK), _prompts(TASK, args.eval_prompts)["test"])
+    floor = single_number_floor(gym.make(ENV_ID, **TASK), _prompts(TASK, args.eval_prompts)["test"])
     # Parts can run in separate invocations: each keeps the other parts' stored results.
     stored = out / "countdown.json"
     result: dict[str, Any] = json.loads(stored.read_text()) if stored.is_file() and not args.quick else {}
@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         result["warm"] = {**got["warm"], "demos": args.demos, "budget": args.warm_budget}
     if "n4" in got:
         result["n4"] = {"runs": got["n4"], "budget": args.n4_budget,
-                        "floor": _floor(gym.make(ENV_ID, **task4), _prompts(task4, n)["test"])}
+                        "floor": single_number_floor(gym.make(ENV_ID, **task4), _prompts(task4, n)["test"])}
     if "arithmetic" in got:
         result["arithmetic"] = got["arithmetic"]
     for part in parts:

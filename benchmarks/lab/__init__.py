@@ -11,6 +11,7 @@ from benchmarks.lab.base import (
     BUDGET,
     ENV_ID,
     ENV_KWARGS,
+    NO_SIGNAL,
     Arm,
     Claim,
     ci,
@@ -19,16 +20,18 @@ from benchmarks.lab.base import (
     per_seed,
     run_key,
     series,
+    single_answer_floor,
     solve_auc,
     verdict,
     window_mean,
 )
 from benchmarks.lab.claims import CLAIMS
-from benchmarks.lab.cli import analyse, build_parser, main, run_claims, stored_records
+from benchmarks.lab.cli import analyse, build_parser, claim_records, main, run_claims, stored_records
 from benchmarks.lab.runner import run_arm, run_name, task_for
 
 __all__ = [
-    "Arm", "BASE", "BASE_PRESET", "BUDGET", "CLAIMS", "Claim", "ENV_ID", "ENV_KWARGS", "analyse",
-    "build_parser", "ci", "first_reach", "main", "paired", "per_seed", "run_arm", "run_claims", "run_key",
-    "run_name", "series", "solve_auc", "stored_records", "task_for", "verdict", "window_mean",
+    "Arm", "BASE", "BASE_PRESET", "BUDGET", "CLAIMS", "Claim", "ENV_ID", "ENV_KWARGS", "NO_SIGNAL", "analyse",
+    "build_parser", "ci", "claim_records", "first_reach", "main", "paired", "per_seed", "run_arm", "run_claims",
+    "run_key", "run_name", "series", "single_answer_floor", "solve_auc", "stored_records", "task_for", "verdict",
+    "window_mean",
 ]

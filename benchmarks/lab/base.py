@@ -4,6 +4,7 @@ statistics every claim's analysis uses (per-seed values, IQM intervals, paired d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,18 +122,73 @@ def paired(a: list[float], b: list[float]) -> Interval:
     return ci(d)
 
 
-def verdict(diff: Interval, sign: int) -> str:
-    """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes 0 on its side."""
+def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
+    """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes ``-margin`` on its
+    side, "disagree" when it lies wholly beyond ``-margin`` on the other side, "inconclusive" otherwise.
+    ``margin`` 0 asks for a strict difference; a positive margin reads "no worse than by ``margin``"
+    (e.g. "at no accuracy cost", "matches")."""
+    if margin < 0 or not np.isfinite(margin):
+        raise ValueError(f"margin={margin!r} must be a finite number >= 0")
     if np.isnan(diff.point):
         return "inconclusive"
     lo, hi = diff.low * sign, diff.high * sign
     if sign < 0:
         lo, hi = hi, lo
-    if lo > 0:
+    if lo > -margin:
         return "agree"
-    if hi < 0:
+    if hi < -margin:
         return "disagree"
     return "inconclusive"
+
+
+#: What every claim's verdict becomes when no arm learned (issue 17 item 9).
+NO_SIGNAL = "no signal"
+
+
+@functools.cache
+def single_answer_floor() -> float:
+    """The held-out success of the best answer that ignores the prompt's arithmetic: answer the one
+    number equal to the target (:func:`benchmarks.countdown.single_number_floor`), on the lab's own
+    held-out prompts (the :data:`EVAL_PROMPTS` test prompts every run is scored on)."""
+    import gymnasium as gym
+
+    import rlvr_env  # noqa: F401  (registers the env ids)
+    from agents.evaluation import evaluation_prompts
+    from benchmarks.countdown import single_number_floor
+
+    env = gym.make(ENV_ID, **ENV_KWARGS)
+    return single_number_floor(env, evaluation_prompts(env, "test", EVAL_PROMPTS, seed=0))
+
+
+def held_out_success(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Per arm, per seed: held-out sampled success after training (mean over :data:`EVAL_K` answers)."""
+    return {arm: per_seed(runs, arm, lambda r: r["final"]["sampled"]) for arm in runs}
+
+
+def no_signal(success: dict[str, list[float]], floor: float) -> bool:
+    """True when no arm's held-out success beats ``floor``: the low end of every arm's interval (IQM over
+    seeds, 95% bootstrap) is at or below it. Then neither arm learned the task, and a difference between
+    them says nothing about the claim."""
+    if not np.isfinite(floor):
+        raise ValueError(f"floor={floor!r} must be a finite success rate")
+    if not success:
+        raise ValueError("success has no arm")
+    return all(not (ci(v).low > floor) for v in success.values())
+
+
+def apply_floor(res: dict[str, Any], runs: dict[str, list[dict[str, Any]]], floor: float) -> dict[str, Any]:
+    """The lab's one verdict rule on top of a claim's own: every row of ``res`` says :data:`NO_SIGNAL`
+    when :func:`no_signal` holds for the claim's arms. Records the floor and each arm's success."""
+    success = held_out_success(runs)
+    res["floor"] = floor
+    res["held_out_sampled"] = success
+    res["no_signal"] = no_signal(success, floor)
+    if res["no_signal"]:
+        for row in res["rows"]:
+            row["measured"] += (f"; no arm's held-out sampled success beats the single-answer floor "
+                                f"{floor:.2f} ({', '.join(f'{a} {_fmt(ci(v))}' for a, v in success.items())})")
+            row["verdict"] = NO_SIGNAL
+    return res
 
 
 def _by_seed(runs: dict[str, list[dict[str, Any]]], arm: str) -> dict[int, dict[str, Any]]:
@@ -180,6 +236,19 @@ def first_reach(rec: dict[str, Any], threshold: float, window: int = 3) -> tuple
 
 def _row(claim: Claim, text: str, measured: str, v: str) -> dict[str, str]:
     return {"claim": text, "paper": claim.paper, "measured": measured, "verdict": v}
+
+
+def two_arm_row(claim: Claim, text: str, what: str, values: dict[str, list[float]], margin: float = 0.0,
+                digits: int = 2, extra: str = "") -> dict[str, str]:
+    """The row of a claim that its second arm (the challenger) beats its first (the baseline) on the
+    per-seed ``values``: both arms' intervals, the paired difference challenger - baseline and its
+    verdict (``margin`` > 0: "matches or beats", the difference's low end above ``-margin``)."""
+    base, chal = claim.arms[0], claim.arms[1]
+    d = paired(values[chal.name], values[base.name])
+    measured = (f"{what}: {base.label} {_fmt(ci(values[base.name]), digits)}, {chal.label} "
+                f"{_fmt(ci(values[chal.name]), digits)}; difference {_fmt(d, digits)}"
+                + (f" (matches: interval above -{margin:g})" if margin else "") + extra)
+    return _row(claim, text, measured, verdict(d, +1, margin))
 
 
 def _label(claim: Claim, arm: str) -> str:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from benchmarks.lab.base import (
     Arm,
     BUDGET,
@@ -32,8 +30,7 @@ def analyse_kimi(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     d_len = paired(length["length_term"], length["no_length"])
     d_acc = paired(acc["length_term"], acc["no_length"])
     v_len = verdict(d_len, -1)
-    v_acc = "agree" if (np.isfinite(d_acc.low) and d_acc.low > -KIMI_MARGIN) else (
-        "disagree" if d_acc.high < -KIMI_MARGIN else "inconclusive")
+    v_acc = verdict(d_acc, +1, KIMI_MARGIN)
     v = v_len if v_len != "agree" else v_acc
     rows = [_row(claim, "the length term shortens correct answers without costing accuracy",
                  f"correct-answer length, last quarter (tokens): without {_fmt(ci(length['no_length']))}, "
