@@ -26,6 +26,10 @@ LOCKSTEP: list[tuple[str, dict[str, Any]]] = [
     (COUNTDOWN, {"n_numbers": 5, "integer_division": True, "operators": "+-/"}),
     (COUNTDOWN, {"operators": "+*", "parentheses": False, "max_length": 9, "split": "test"}),
     (COUNTDOWN, {"n_numbers": 6, "number_range": (1, 100), "target_range": (1, 999)}),
+    # the token-context observation (rlvr_env.token_obs), issue 16
+    (ARITHMETIC, {"observation": "tokens"}),
+    (COUNTDOWN, {"n_numbers": 3, "observation": "tokens"}),
+    (COUNTDOWN, {"n_numbers": 5, "target_range": (-60, 600), "observation": "tokens", "split": "test"}),
 ]
 
 
