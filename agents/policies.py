@@ -31,7 +31,7 @@ __all__ = [
     "POLICY_NAMES",
 ]
 
-POLICY_NAMES = ("tabular", "mlp")
+POLICY_NAMES = ("tabular", "mlp", "transformer")
 LossFn = Callable[[np.ndarray], LossTerms]
 
 
@@ -353,7 +353,8 @@ def make_policy(
     tabular_optimizer: str = "sgd",
     policy_kwargs: dict[str, Any] | None = None,
 ) -> Policy:
-    """Build a policy by name ("tabular" or "mlp"); torch is imported only for "mlp"."""
+    """Build a policy by name ("tabular", "mlp" or "transformer"); torch is imported only for the
+    neural ones."""
     kwargs = dict(policy_kwargs or {})
     if kind == "tabular":
         if kwargs:
@@ -367,6 +368,17 @@ def make_policy(
         from agents.mlp_policy import MLPPolicy  # lazy: torch
 
         return MLPPolicy(
+            observation_space,
+            n_actions,
+            3e-4 if learning_rate is None else learning_rate,
+            seed=seed,
+            max_grad_norm=max_grad_norm,
+            **kwargs,
+        )
+    if kind == "transformer":  # issue 16: a causal transformer over observation="tokens"
+        from agents.grpo.transformer import TransformerPolicy  # lazy: torch
+
+        return TransformerPolicy(
             observation_space,
             n_actions,
             3e-4 if learning_rate is None else learning_rate,

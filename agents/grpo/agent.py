@@ -60,7 +60,9 @@ class GRPO:
         config: the hyperparameters (:class:`GRPOConfig`). Fields it leaves unset (None), and all of
             them when ``config`` is None, take ``policy``'s preset (``GRPOConfig.preset(policy)``);
             ``GRPOConfig.preset("paper")`` is the papers' values. The resolved config is ``self.config``.
-        policy: ``"tabular"`` (NumPy softmax table) or ``"mlp"`` (SB3 PPO's actor network, torch).
+        policy: ``"tabular"`` (NumPy softmax table), ``"mlp"`` (SB3 PPO's actor network, torch) or
+            ``"transformer"`` (a causal transformer over ``observation="tokens"``,
+            :mod:`agents.grpo.transformer`).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
         policy_kwargs: for ``"mlp"``: ``net_arch`` (default ``[64, 64]``) and ``activation``.
@@ -115,6 +117,8 @@ class GRPO:
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
+        if isinstance(env, str) and policy == "transformer":  # it reads the token context (issue 16)
+            self.env_kwargs.setdefault("observation", "tokens")
         if isinstance(env, str):
             self.env_id = env
             self.env = gym.make(env, **self.env_kwargs)
@@ -520,7 +524,7 @@ class GRPO:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("grpo.json", meta_text)
             zf.writestr("policy.npz", arrays.getvalue())
-            if self.policy_name == "mlp":
+            if self.policy_name in ("mlp", "transformer"):
                 import torch
 
                 opt = io.BytesIO()
@@ -569,7 +573,7 @@ class GRPO:
         if model.n_actions != meta["n_actions"]:
             raise ValueError(f"{path} has {meta['n_actions']} actions, the env has {model.n_actions}")
         model.policy.load_state(arrays)
-        if opt_bytes is not None and policy == "mlp":
+        if opt_bytes is not None and policy in ("mlp", "transformer"):
             import torch
 
             try:
