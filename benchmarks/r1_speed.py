@@ -39,11 +39,13 @@ def measure(policy: str, steps: int, seed: int) -> dict[str, float]:
     batch = model._runner.collect(model.policy, model.rng)
     rollout_s = time.perf_counter() - t0
     return {"policy": policy, "steps": float(steps), "seconds": seconds, "steps_per_second": steps / seconds,
-            "rollout_steps_per_second": batch.n_steps / rollout_s, "parameters": float(model.num_parameters())}
+            "rollout_steps_per_second": batch.n_steps / rollout_s,
+            "parameters": float(model.num_parameters())}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)

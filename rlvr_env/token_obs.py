@@ -147,7 +147,8 @@ class TokenContext:
         hole = -1  # a digit position a shorter number does not use; squeezed out below
         pieces = [np.full((k, 1), BOS)]
         for slot in range(self.n_numbers):
-            pieces += [np.full((k, 1), self.slot_labels[slot]), self._digits(numbers[:, slot], self.number_digits)]
+            label = np.full((k, 1), self.slot_labels[slot])
+            pieces += [label, self._digits(numbers[:, slot], self.number_digits)]
         pieces.append(np.full((k, 1), TARGET))
         if self.signed:
             pieces.append(np.where(targets < 0, MINUS, hole)[:, None])

@@ -336,7 +336,8 @@ class TokenVectorEnv(VectorEnv):
         if self.token_context is None:
             self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
         else:  # the token context: the answer's position holds the token's context id
-            self._obs[rows, self._prefix_offset + pos[rows] - 1] = self.token_context.answer_offset + acts[rows]
+            ids = self.token_context.answer_offset + acts[rows]
+            self._obs[rows, self._prefix_offset + pos[rows] - 1] = ids
         full = active & (pos >= self._length)
         if self._eos is None:
             terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)

@@ -102,7 +102,8 @@ def test_sb3_gets_the_same_network_and_trains(algo: str) -> None:
     with torch.no_grad():
         sb3 = model.policy.get_distribution(torch.as_tensor(obs[None]).float()).distribution.logits
         width = env.unwrapped.token_context.prompt_width
-        ours = torch.log_softmax(grpo_net.head(grpo_net.hidden(torch.as_tensor(obs[None, :width]))[0][:, -1]), -1)
+        hidden = grpo_net.hidden(torch.as_tensor(obs[None, :width]))[0][:, -1]
+        ours = torch.log_softmax(grpo_net.head(hidden), -1)
     assert torch.allclose(sb3, ours, atol=1e-5)
     value_before = model.policy.value_net.weight.detach().clone()
     model.learn(256)

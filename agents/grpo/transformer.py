@@ -21,9 +21,9 @@ token only; any other batch is computed in full (same result). Updates run one f
 distinct answers of a batch (teacher forcing) and read every token's log-prob from it.
 
 :func:`sb3_policy_kwargs` / :func:`copy_to_sb3` give SB3 ``PPO`` and sb3-contrib ``MaskablePPO`` the same
-network: the features extractor (:func:`sb3_extractor_class`) is the trunk (same architecture, same initial weights for a
-seed), ``action_net`` gets the head's weights, and the critic (``value_net``) is a fresh linear head
-on the shared trunk.
+network: the features extractor (:func:`sb3_extractor_class`) is the trunk (same architecture,
+same initial weights for a seed), ``action_net`` gets the head's weights, and the critic
+(``value_net``) is a fresh linear head on the shared trunk.
 """
 
 from __future__ import annotations
