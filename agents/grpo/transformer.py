@@ -125,26 +125,54 @@ class TinyLM(nn.Module):
                 std = 0.02 / np.sqrt(2 * n_layers) if name.endswith(("proj.weight", "ff2.weight")) else 0.02
                 nn.init.normal_(p, 0.0, std, generator=gen)
 
-    def hidden(self, ids: torch.Tensor) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """Hidden states (n, t, d) of context ids (n, t) (left padding allowed), and each layer's keys
-        and values (the KV cache of these t positions)."""
+    def hidden(self, ids: torch.Tensor
+               ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]], int]:
+        """Hidden states of context ids (n, t) (left padding allowed), each layer's keys and values (the
+        KV cache), and ``start``: both cover columns ``[start, t)`` only, where ``start`` counts the
+        leading columns that are padding in every row. Dropping them is exact (padding is never
+        attended to and positions keep their own embeddings); it saves work on a batch of short
+        prompts."""
         n, t = ids.shape
-        keys = ids != PAD  # (n, t)
-        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        start = _leading_padding(ids)
+        ids = ids[:, start:]
+        w = t - start
+        keys = ids != PAD  # (n, w)
+        causal = torch.ones(w, w, dtype=torch.bool).tril()
         # A padding query attends to itself only (its output is never read; this keeps softmax finite).
-        allowed = (causal[None] & keys[:, None, :]) | torch.eye(t, dtype=torch.bool)[None]
-        x = self.tok(ids) + self.pos.weight[:t]
+        allowed = (causal[None] & keys[:, None, :]) | torch.eye(w, dtype=torch.bool)[None]
+        x = self.tok(ids) + self.pos.weight[start:t]
         cache = []
         for block in self.blocks:
             x, kv = block(x, allowed[:, None], None)
             cache.append(kv)
-        return self.ln_f(x), cache
+        return self.ln_f(x), cache, start
+
+    def answer_hidden(self, prompts: torch.Tensor, owner: torch.Tensor, answers: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher forcing with a shared prompt: the hidden state (U, d) of each distinct prompt's last
+        token (prompts (U, P), left-padded) and the hidden states (S, T, d) of answers (S, T)
+        (right-padded), answer s continuing prompt ``owner[s]``. Each prompt is computed once, however
+        many answers share it (GRPO's G answers per prompt), and its keys and values serve them all;
+        the result equals :meth:`hidden` on the concatenated rows."""
+        hp, cache, start = self.hidden(prompts)
+        last = hp[:, -1]  # left-padded: the last column is the prompt's last token
+        s, t = answers.shape
+        if t == 0:
+            return last, hp.new_zeros((0, 0, hp.shape[-1]))
+        p = prompts.shape[1]
+        keys = (prompts[:, start:] != PAD)[owner]  # (S, P - start)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()  # answers are right-padded: causal suffices
+        allowed = torch.cat([keys[:, None, :].expand(s, t, -1), causal[None].expand(s, t, t)], dim=2)
+        x = self.tok(answers) + self.pos.weight[p:p + t]
+        for block, (k, v) in zip(self.blocks, cache):
+            x, _ = block(x, allowed[:, None], (k[owner], v[owner]))
+        return last, self.ln_f(x)
 
     def step(self, ids: torch.Tensor, position: int, keys: torch.Tensor,
              cache: list[tuple[torch.Tensor, torch.Tensor]]
              ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
         """Hidden state (n, d) of one new (non-padding) token per row at ``position``, given the cache
-        of positions ``[0, position)`` and which of them are real tokens, ``keys`` (n, position)."""
+        of the positions before it and which of them are real tokens, ``keys`` (n, cached positions)."""
         n = ids.shape[0]
         allowed = torch.cat([keys, torch.ones(n, 1, dtype=torch.bool)], dim=1)[:, None, None, :]
         x = (self.tok(ids) + self.pos.weight[position])[:, None, :]  # (n, 1, d)
@@ -153,6 +181,20 @@ class TinyLM(nn.Module):
             x, kv = block(x, allowed, past)
             new_cache.append(kv)
         return self.ln_f(x[:, 0]), new_cache
+
+
+def _leading_padding(ids: torch.Tensor) -> int:
+    """How many leading columns of ids (n, t) are padding in every row."""
+    real = (ids != PAD).any(dim=0)  # (t,)
+    return int(real.to(torch.int8).argmax()) if bool(real.any()) else 0
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of (n, w) in a fixed (sorted) order, and each row's index among them (n,)."""
+    if len(rows) == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, inverse.reshape(-1)
 
 
 def build_network(space: gym.Space, n_actions: int, seed: int, dtype: str = "float32",
@@ -210,23 +252,26 @@ class TransformerPolicy(Policy):
     # -- rollout: logits with a KV cache --------------------------------------------------------
     def logits(self, obs: np.ndarray) -> np.ndarray:
         ids = np.asarray(obs, dtype=np.int64).reshape(-1, self.context_length)
-        t = answer_lengths(ids, self.prompt_width)
-        with torch.no_grad():
-            h = self._cached_step(ids, t)
+        # Equal rows (the G answers of a group share the prompt and often their first tokens) are
+        # computed once.
+        uniq, inverse = _unique_rows(ids)
+        t = answer_lengths(uniq, self.prompt_width)
+        with torch.inference_mode():
+            h = self._cached_step(uniq, t)
             if h is None:
-                h = self._full(ids, t)
-            return self.net.head(h).double().numpy()
+                h = self._full(uniq, t)
+            return self.net.head(h).double().numpy()[inverse]
 
     def _full(self, ids: np.ndarray, t: np.ndarray) -> torch.Tensor:
         p = self.prompt_width
         width = p + int(t.max())
         x = torch.as_tensor(ids[:, :width])
-        hidden, cache = self.net.hidden(x)
+        hidden, cache, start = self.net.hidden(x)
         self._cache = None
         if (t == t[0]).all():  # a lockstep batch: keep its keys and values for the next token
             self._cache = {"ids": ids.copy(), "t": int(t[0]), "hash": _row_hash(ids),
-                           "keys": x != PAD, "kv": cache}
-        return hidden[torch.arange(len(ids)), torch.as_tensor(p + t - 1)]
+                           "keys": x[:, start:] != PAD, "kv": cache}
+        return hidden[torch.arange(len(ids)), torch.as_tensor(p + t - 1 - start)]
 
     def _cached_step(self, ids: np.ndarray, t: np.ndarray) -> torch.Tensor | None:
         """The hidden states of the last tokens when every row extends a cached row by one token."""
@@ -270,15 +315,24 @@ class TransformerPolicy(Policy):
         return chain, last
 
     def _token_logits(self, net: TinyLM, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
-        """(T, V) logits of token rows (contexts ``obs`` (T, C)), in one pass over their answers."""
+        """(T, V) logits of token rows (contexts ``obs`` (T, C)) in one pass: each distinct answer is
+        computed once, and each distinct prompt once for all its answers (:meth:`TinyLM.answer_hidden`)."""
         ids = np.asarray(obs, dtype=np.int64).reshape(-1, self.context_length)
         actions = np.asarray(actions, dtype=np.int64).reshape(-1)
         t = answer_lengths(ids, self.prompt_width)
         chain, last = self._chains(ids, actions, t)
-        width = self.prompt_width + int(t.max())
-        hidden, _ = net.hidden(torch.as_tensor(ids[last, :width]))  # (S, W, d)
-        h = hidden[torch.as_tensor(chain), torch.as_tensor(self.prompt_width + t - 1)]  # (T, d)
-        return net.head(h)
+        p = self.prompt_width
+        width = p + int(t.max())
+        answers, answer_of = _unique_rows(ids[last, :width])  # (A, W), (S,)
+        prompts, owner = _unique_rows(answers[:, :p])  # (U, P), (A,)
+        last_h, answer_h = net.answer_hidden(torch.as_tensor(prompts), torch.as_tensor(owner),
+                                             torch.as_tensor(answers[:, p:]))
+        a = answer_of[chain]  # (T,) each row's distinct answer
+        span = width - p
+        # A row with no answer token yet reads its prompt's last state; others their answer's.
+        index = np.where(t == 0, owner[a], len(prompts) + a * span + t - 1)
+        flat = torch.cat([last_h, answer_h.reshape(-1, last_h.shape[-1])])
+        return net.head(flat[torch.as_tensor(index)])
 
     def log_prob(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
                  ) -> torch.Tensor:
@@ -288,7 +342,7 @@ class TransformerPolicy(Policy):
 
     def reference_logp(self, obs: np.ndarray, actions: np.ndarray,
                        masks: np.ndarray | None = None) -> np.ndarray:
-        with torch.no_grad():
+        with torch.inference_mode():
             logp_all = _masked_log_softmax(self._token_logits(self.reference, obs, actions), masks)
             return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].double().numpy()
 
@@ -372,8 +426,8 @@ def sb3_extractor_class() -> type:
             ids = observations.long()  # SB3 casts Box observations to float; ids are small integers
             t = (ids[:, self.prompt_width:] != PAD).sum(dim=1)
             width = self.prompt_width + int(t.max())
-            hidden, _ = self.lm.hidden(ids[:, :width])
-            return hidden[torch.arange(len(ids)), self.prompt_width + t - 1]
+            hidden, _, start = self.lm.hidden(ids[:, :width])
+            return hidden[torch.arange(len(ids)), self.prompt_width + t - 1 - start]
 
     return _Extractor
 
