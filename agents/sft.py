@@ -127,6 +127,38 @@ def _log_prob(policy: Any, obs: np.ndarray, actions: np.ndarray, masks: np.ndarr
     return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]
 
 
+def _distinct_answers(demos: Demonstrations, lengths: np.ndarray, bounds: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct answers of ``demos`` (first occurrence of each), how many times each occurs, and
+    the prompt (an index) each one answers. A repeated (prompt, answer) pair is trained on once, with
+    its count as weight: the same loss as training on every copy, for a fraction of the work (100k
+    Countdown-3 solutions hold ~48k distinct pairs over ~11k prompts). Without prompt arrays (plain
+    token-level demonstrations) every answer is its own prompt and none is merged."""
+    numbers = getattr(demos, "numbers", None)
+    n = len(lengths)
+    if numbers is None or len(numbers) != n:
+        return np.arange(n), np.ones(n, dtype=np.int64), np.arange(n)
+    prompt_key = np.concatenate([np.asarray(numbers, dtype=np.int64).reshape(n, -1),
+                                 np.asarray(demos.targets, dtype=np.int64)[:, None]], axis=1)
+    tokens = np.full((n, int(lengths.max())), -1, dtype=np.int64)
+    valid = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
+    tokens[valid] = demos.actions
+    _, first, counts = np.unique(np.concatenate([prompt_key, tokens], axis=1), axis=0,
+                                 return_index=True, return_counts=True)
+    order = np.argsort(first)  # keep the data's own order among distinct answers
+    first, counts = first[order], counts[order]
+    _, prompt_of = np.unique(prompt_key[first], axis=0, return_inverse=True)
+    return first, counts, prompt_of.reshape(-1)
+
+
+def _answer_rows(bounds: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """The rows ``bounds[a] .. bounds[a + 1]`` of each of ``answers`` (indices), one after another,
+    without a Python loop."""
+    lengths = bounds[answers + 1] - bounds[answers]
+    offsets = np.repeat(bounds[answers] - (np.cumsum(lengths) - lengths), lengths)
+    return offsets + np.arange(int(lengths.sum()))
+
+
 def supervised_fit(
     policy: Any,
     demos: Demonstrations,
@@ -139,9 +171,13 @@ def supervised_fit(
     max_grad_norm: float | None = 1.0,
 ) -> list[float]:
     """Fit a torch policy to ``demos`` by cross-entropy on each demonstrated token (under the grammar
-    masks when ``masked``): Adam, minibatches of ``batch_size`` whole answers in a seeded order, the step
-    size decayed by a cosine from ``learning_rate`` to a tenth of it. Returns each epoch's mean loss
-    (nats per token). The policy's RL optimiser and reference are left alone (see :func:`cold_start`)."""
+    masks when ``masks``): Adam, the step size decayed by a cosine from ``learning_rate`` to a tenth of
+    it. Returns each epoch's mean loss (nats per demonstrated token).
+
+    Minibatches hold whole prompts with all their demonstrated answers (about ``batch_size``
+    solutions per step, in a seeded prompt order), each distinct answer once with its count as
+    weight (:func:`_distinct_answers`), so the transformer computes each prompt once for all its
+    answers. The policy's RL optimiser and reference are left alone (see :func:`cold_start`)."""
     epochs = _positive_int("epochs", epochs)
     batch_size = _positive_int("batch_size", batch_size)
     if not learning_rate > 0:
@@ -149,34 +185,41 @@ def supervised_fit(
     net = policy.net
     params = [p for p in net.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=learning_rate, eps=1e-5)
-    # Minibatches hold whole answers (the transformer scores an answer's tokens in one pass); plain
-    # token-level demonstrations (agents.bc) count each token as its own "answer".
+    # Plain token-level demonstrations (agents.bc) count each token as its own "answer".
     lengths = getattr(demos, "lengths", None)
     if lengths is None:
         lengths = np.ones(len(demos.actions), dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
     bounds = np.concatenate([[0], np.cumsum(lengths)])
-    n_answers = len(lengths)
-    steps_total = epochs * math.ceil(n_answers / batch_size)
+    answers, counts, prompt_of = _distinct_answers(demos, lengths, bounds)
+    n_prompts = int(prompt_of.max()) + 1 if len(prompt_of) else 0
+    by_prompt = np.argsort(prompt_of, kind="stable")  # distinct answers, prompt after prompt
+    prompt_start = np.searchsorted(prompt_of[by_prompt], np.arange(n_prompts + 1))
+    per_step = max(1, round(batch_size * n_prompts / len(lengths)))  # prompts per step
+    steps_total = epochs * math.ceil(n_prompts / per_step)
     rng = np.random.default_rng(seed)
     losses, step = [], 0
     for _ in range(epochs):
-        order = rng.permutation(n_answers)
-        total, count = 0.0, 0
-        for first in range(0, n_answers, batch_size):
-            picked = order[first : first + batch_size]
-            rows = np.concatenate([np.arange(bounds[a], bounds[a + 1]) for a in picked])
+        order = rng.permutation(n_prompts)
+        total, count = 0.0, 0.0
+        for first in range(0, n_prompts, per_step):
+            picked = np.sort(order[first : first + per_step])
+            which = by_prompt[_answer_rows(prompt_start, picked)]  # their distinct answers
+            rows = _answer_rows(bounds, answers[which])
+            weights = torch.as_tensor(np.repeat(counts[which], lengths[answers[which]]),
+                                      dtype=net.head.weight.dtype)  # (rows,) copies of each answer
             for group in opt.param_groups:  # cosine from lr to lr / 10
                 group["lr"] = learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * step / steps_total)))
             logp = _log_prob(policy, demos.obs[rows], demos.actions[rows],
                              demos.masks[rows] if masked else None)
-            loss = -logp.mean()
+            loss = -(weights * logp).sum() / weights.sum()
             opt.zero_grad()
             loss.backward()
             if max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
             opt.step()
-            total += float(loss.detach()) * len(rows)
-            count += len(rows)
+            total += float(loss.detach()) * float(weights.sum())
+            count += float(weights.sum())
             step += 1
         losses.append(total / count)
     return losses

@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
                         help="start from this named preset instead of the policy's (e.g. countdown); "
                              "flags still override it")
+    parser.add_argument("--policy-kwargs", default="{}",
+                        help='JSON dict for the policy, e.g. \'{"n_layers": 3}\' for the transformer')
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--total-timesteps", type=int, default=50_000,
                         help="budget in env steps (0: no RL, e.g. to evaluate the cold start alone)")
@@ -120,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         env_kwargs = json.loads(args.env_kwargs)
     except json.JSONDecodeError as err:
         raise SystemExit(f"--env-kwargs {args.env_kwargs!r} is not JSON: {err}") from None
+    try:
+        policy_kwargs = json.loads(args.policy_kwargs)
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"--policy-kwargs {args.policy_kwargs!r} is not JSON: {err}") from None
     overrides = {}
     for field in dataclasses.fields(GRPOConfig):
         value = getattr(args, field.name)
@@ -131,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = GRPOConfig(**overrides)  # unset fields take the policy's preset inside GRPO
         model = GRPO(args.env, config, policy=args.policy, seed=args.seed, env_kwargs=env_kwargs,
+                     policy_kwargs=policy_kwargs,
                      verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir,
                      eval_freq=args.eval_freq, eval_k=args.eval_k, eval_prompts=args.eval_prompts)
     except ValueError as err:
@@ -139,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, typing.Any] = {"argv": sys.argv[1:] if argv is None else list(argv),
                                      "env": args.env, "env_kwargs": model.env_kwargs, "policy": args.policy,
                                      "seed": args.seed, "config": model.config.to_dict(),
+                                     "policy_kwargs": model.policy_kwargs,
                                      "parameters": model.num_parameters()}
     if args.sft:
         from agents.sft import cold_start  # lazy: torch
