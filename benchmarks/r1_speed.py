@@ -1,5 +1,6 @@
 """GRPO env steps per second with the transformer policy at batch 256 (16 prompts x 16 answers), side by
-side with the MLP policy in one process (issue 16's speed goal: >= 10k steps/s on 2 cores).
+side with the MLP policy in one process (issue 16's speed goal: >= 10k steps/s on 2 cores), and the
+supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
 
 Ratios measured in one run are what to quote on a shared machine; absolute figures depend on its load.
 Writes ``benchmark-runs/r1/speed.json`` (git-ignored)::
@@ -20,6 +21,7 @@ import torch
 import rlvr_env  # noqa: F401
 from agents.config import GRPOConfig
 from agents.grpo.agent import GRPO
+from agents.sft import demonstrations, supervised_fit
 
 OUT = Path("benchmark-runs/r1")
 
@@ -43,17 +45,34 @@ def measure(policy: str, steps: int, seed: int) -> dict[str, float]:
             "parameters": float(model.num_parameters())}
 
 
+def measure_sft(n: int, seed: int) -> dict[str, float]:
+    """Solutions per second of one cold-start epoch (after the demonstrations are built) over ``n``
+    train-split solutions, with the transformer policy's default architecture."""
+    model = GRPO("rlvr/Countdown-v0", GRPOConfig.preset("transformer"), policy="transformer", seed=seed,
+                 env_kwargs={"n_numbers": 3})
+    start = time.perf_counter()
+    demos = demonstrations(model.env, n, seed)
+    demo_s = time.perf_counter() - start
+    start = time.perf_counter()
+    supervised_fit(model.policy, demos, epochs=1, seed=seed)
+    fit_s = time.perf_counter() - start
+    return {"solutions": float(n), "demonstrations_seconds": demo_s, "epoch_seconds": fit_s,
+            "solutions_per_second": n / fit_s, "parameters": float(model.num_parameters())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sft", type=int, default=100_000, help="solutions for the cold-start epoch")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rows = [measure(p, args.steps, args.seed) for p in ("transformer", "mlp")]
     record = {"threads": args.threads, "load_average": os.getloadavg(), "runs": rows,
-              "transformer_over_mlp": rows[0]["steps_per_second"] / rows[1]["steps_per_second"]}
+              "transformer_over_mlp": rows[0]["steps_per_second"] / rows[1]["steps_per_second"],
+              "sft": measure_sft(args.sft, args.seed)}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "speed.json").write_text(json.dumps(record, indent=1))
     print(json.dumps(record, indent=1))

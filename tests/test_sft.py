@@ -80,3 +80,20 @@ def test_cli_runs_the_recipe_and_writes_json(tmp_path, capsys) -> None:
         assert key in record, key
     assert record["sft_solutions"] == 200 and record["num_timesteps"] >= 200
     assert 0.0 <= record["test_greedy"] <= 1.0 and record["env_kwargs"]["observation"] == "tokens"
+
+
+def test_repeated_solutions_are_trained_once_with_their_count_as_weight() -> None:
+    from agents.sft import _distinct_answers
+
+    model = agent()
+    demos = demonstrations(model.env, 3000, seed=4)
+    bounds = np.concatenate([[0], np.cumsum(demos.lengths)])
+    first, counts, prompt_of = _distinct_answers(demos, demos.lengths, bounds)
+    assert counts.sum() == 3000 and len(first) < 3000  # the generator repeats (prompt, answer) pairs
+    assert len(np.unique(prompt_of)) < len(first)  # and prompts: several answers share one
+    with torch.no_grad():  # the weighted loss over distinct answers is the loss over every copy
+        every = -model.policy.log_prob(demos.obs, demos.actions, demos.masks)
+        rows = np.concatenate([np.arange(bounds[a], bounds[a + 1]) for a in first])
+        weights = torch.as_tensor(np.repeat(counts, demos.lengths[first]), dtype=every.dtype)
+        once = -model.policy.log_prob(demos.obs[rows], demos.actions[rows], demos.masks[rows])
+    assert torch.isclose((weights * once).sum() / weights.sum(), every.mean(), atol=1e-5)

@@ -110,3 +110,29 @@ def test_sb3_gets_the_same_network_and_trains(algo: str) -> None:
     assert model.num_timesteps >= 256
     assert not torch.equal(value_before, model.policy.value_net.weight)  # the fresh critic trained
     assert not torch.equal(grpo_net.head.weight, model.policy.action_net.weight.detach())
+
+
+def test_shared_prompt_teacher_forcing_equals_the_full_rows() -> None:
+    space = gym.make(ENV, n_numbers=3, observation="tokens").observation_space
+    net = build_network(space, 20, seed=1, dtype="float64", **SMALL)
+    p = space.prompt_width
+    rng = np.random.default_rng(0)
+    prompts = rng.integers(1, 26, size=(3, p))
+    prompts[0, :4] = 0  # left padding of different widths
+    prompts[1, :2] = 0
+    owner = np.array([0, 0, 1, 2, 2, 2])
+    answers = rng.integers(1, 26, size=(6, 5))
+    answers[1, 3:] = 0  # right padding: a shorter answer
+    with torch.no_grad():
+        last, ans = net.answer_hidden(torch.as_tensor(prompts), torch.as_tensor(owner),
+                                      torch.as_tensor(answers))
+        full, _, start = net.hidden(torch.as_tensor(np.concatenate([prompts[owner], answers], axis=1)))
+    assert start == 0
+    assert torch.allclose(last[owner], full[:, p - 1], atol=1e-10)
+    real = torch.as_tensor(answers != 0)
+    assert torch.allclose(ans[real], full[:, p:][real], atol=1e-10)
+    with torch.no_grad():  # leading all-padding columns are dropped exactly
+        trimmed, _, start = net.hidden(torch.as_tensor(prompts[:1]))
+        untrimmed, _, start2 = net.hidden(torch.as_tensor(prompts[[0, 2]]))  # row 2 has no padding
+    assert start == 4 and trimmed.shape[1] == p - 4 and start2 == 0
+    assert torch.allclose(trimmed[0], untrimmed[0, 4:], atol=1e-10)
