@@ -378,7 +378,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # with grammar masks; the countdown preset's choices (no k1.5 length term under masks, dynamic
     # sampling, clip-higher) with a small step size for a pretrained policy and B x G = 256 episodes;
     # mu = 1 (one step per batch, as DeepSeekMath ran it): the update is most of the cost.
-    # Not tuned beyond that yet (issue 16 asks for seeds 0-2; see the r1 report).
+    # Not tuned yet: the second round's tuning on seeds 0-2 did not fit the machine's load (r1b report).
     "transformer": {
         "epochs": 1,
         "group_size": 16,

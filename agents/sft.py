@@ -171,7 +171,7 @@ def supervised_fit(
     max_grad_norm: float | None = 1.0,
 ) -> list[float]:
     """Fit a torch policy to ``demos`` by cross-entropy on each demonstrated token (under the grammar
-    masks when ``masks``): Adam, the step size decayed by a cosine from ``learning_rate`` to a tenth of
+    masks when ``masked``): Adam, the step size decayed by a cosine from ``learning_rate`` to a tenth of
     it. Returns each epoch's mean loss (nats per demonstrated token).
 
     Minibatches hold whole prompts with all their demonstrated answers (about ``batch_size``
@@ -225,7 +225,7 @@ def supervised_fit(
     return losses
 
 
-def cold_start(model: Any, n: int, *, epochs: int = 4, batch_size: int = 256, learning_rate: float = 1e-3,
+def cold_start(model: Any, n: int, *, epochs: int = 8, batch_size: int = 256, learning_rate: float = 1e-3,
                seed: int | None = None) -> dict[str, Any]:
     """Supervised cold start of a GRPO agent on ``n`` train-split solutions, then RL's start: the fitted
     network becomes the frozen KL reference and the RL optimiser restarts. Returns what it did

@@ -16,7 +16,6 @@ import argparse
 import hashlib
 import json
 import time
-import types
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> dict:
     key = json.dumps({"env_kwargs": model.env_kwargs, "policy_kwargs": policy_kwargs, "sft": sft,
                       "seed": args.seed}, sort_keys=True)
     base_path = OUT / "bases" / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".npz")
-    eval_args = types.SimpleNamespace(eval_k=args.eval_k, eval_prompts=None)
+    eval_args = argparse.Namespace(eval_k=args.eval_k, eval_prompts=None)
     record: dict = {"name": args.name, "seed": args.seed, "sft": sft, "policy_kwargs": policy_kwargs,
                     "env_kwargs": model.env_kwargs, "config": model.config.to_dict(),
                     "threads": torch.get_num_threads()}

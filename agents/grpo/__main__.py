@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft", type=int, default=0,
                         help="supervised cold start on this many train-split solutions before GRPO "
                              "(agents.sft; 0: train from scratch); the SFT model is the KL reference")
-    parser.add_argument("--sft-epochs", type=int, default=4, help="epochs of the cold start")
+    parser.add_argument("--sft-epochs", type=int, default=8,
+                        help="epochs of the cold start (8: 100k solutions in about 5 min on one thread)")
     parser.add_argument("--sft-lr", type=float, default=1e-3, help="Adam step size of the cold start")
     parser.add_argument("--sft-batch-size", type=int, default=256, help="answers per cold-start step")
     parser.add_argument("--json", default=None,
