@@ -134,11 +134,10 @@ def _distinct_answers(demos: Demonstrations, lengths: np.ndarray, bounds: np.nda
     its count as weight: the same loss as training on every copy, for a fraction of the work (100k
     Countdown-3 solutions hold ~48k distinct pairs over ~11k prompts). Without prompt arrays (plain
     token-level demonstrations) every answer is its own prompt and none is merged."""
-    numbers = getattr(demos, "numbers", None)
     n = len(lengths)
-    if numbers is None or len(numbers) != n:
+    if not isinstance(demos, AnswerDemonstrations) or len(demos.numbers) != n:
         return np.arange(n), np.ones(n, dtype=np.int64), np.arange(n)
-    prompt_key = np.concatenate([np.asarray(numbers, dtype=np.int64).reshape(n, -1),
+    prompt_key = np.concatenate([np.asarray(demos.numbers, dtype=np.int64).reshape(n, -1),
                                  np.asarray(demos.targets, dtype=np.int64)[:, None]], axis=1)
     tokens = np.full((n, int(lengths.max())), -1, dtype=np.int64)
     valid = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
