@@ -171,7 +171,9 @@ def _answer_correct_vector(predict: MaskedPredict, base: TokenEnv, episodes: lis
     the single env; a lockstep test in tests/test_vector.py checks that), one row per episode."""
     from rlvr_env.vector import TokenVectorEnv
 
-    venv = TokenVectorEnv(base.task, len(episodes), split=base.split, autoreset_mode="Disabled")
+    kind = "features" if getattr(base, "token_context", None) is None else "tokens"  # same observation
+    venv = TokenVectorEnv(base.task, len(episodes), split=base.split, autoreset_mode="Disabled",
+                          observation=kind)
     obs, _ = venv.reset(options={"prompt": episodes})
     active = np.ones(len(episodes), dtype=bool)
     correct = np.zeros(len(episodes), dtype=bool)

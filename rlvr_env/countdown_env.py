@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.token_obs import split_observation
 from rlvr_env.verifier import NumberUse
 
 __all__ = ["CountdownEnv"]
@@ -118,6 +119,8 @@ class CountdownEnv(TokenEnv):
     | `solution_stats`   | bool        | `False`          | add solution count / shortest length (N <= 4) |
     | `observation`      | str         | `"bits"`         | `"relations"` appends one-hot numbers/target  |
     |                    |             |                  | and pair residuals (``CountdownTask._relations``) |
+    |                    |             |                  | `"tokens"`: prompt digits + answer as token ids   |
+    |                    |             |                  | (:mod:`rlvr_env.token_obs`)                       |
     | `split`            | str         | `"train"`        | `"train"` or `"test"` (held-out multisets)    |
     | `accuracy_weight`  | float       | `1.0`            | reward for a correct answer                   |
     | `format_weight`    | float       | `0.1`            | reward for a well-formed answer               |
@@ -128,7 +131,8 @@ class CountdownEnv(TokenEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. ``observation="tokens"`` was added later without a version bump: the
+      default observation is unchanged.
     """
 
     def __init__(
@@ -148,6 +152,7 @@ class CountdownEnv(TokenEnv):
         format_weight: float = 0.1,
         render_mode: str | None = None,
     ) -> None:
+        task_observation, env_observation = split_observation(observation)
         super().__init__(
             CountdownTask(
                 n_numbers=n_numbers,
@@ -158,11 +163,12 @@ class CountdownEnv(TokenEnv):
                 number_use=number_use,
                 integer_division=integer_division,
                 max_length=max_length,
-                observation=observation,
+                observation=task_observation,
                 solution_stats=solution_stats,
             ),
             split=split,
             accuracy_weight=accuracy_weight,
             format_weight=format_weight,
             render_mode=render_mode,
+            observation=env_observation,
         )

@@ -12,6 +12,7 @@ from gymnasium.error import ResetNeeded
 from rlvr_env.batch_verify import TokenTable
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
+from rlvr_env.token_obs import TokenContext, check_observation
 from rlvr_env.verifier import RewardWeights, Verdict
 
 __all__ = ["TokenEnv", "ArithmeticEnv", "check_action", "warn_no_render_mode"]
@@ -72,10 +73,12 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
         render_mode: str | None = None,
+        observation: str = "features",
     ) -> None:
         if not isinstance(split, str):
             raise ValueError(f"split={split!r} must be a string, one of ('train', 'test')")
         check_split(split)
+        check_observation(observation)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode={render_mode!r} is not supported; choose one of "
@@ -101,8 +104,17 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
             **task.prompt_layout,
             "prefix": slice(self._prefix_offset, obs_dim),
         }
-
         self._obs = np.zeros(obs_dim, dtype=np.float32)
+        #: With ``observation="tokens"``: the builder of the token-context rows (``rlvr_env.token_obs``),
+        #: which then replace the features above (space, layout and buffer).
+        self.token_context: TokenContext | None = None
+        if observation == "tokens":
+            self.token_context = ctx = TokenContext(task)
+            self.observation_space = ctx.space
+            self.obs_layout = ctx.layout
+            self._prefix_offset = ctx.prompt_width
+            self._obs = np.zeros(ctx.length, dtype=np.int64)
+
         self._prompt: Prompt | None = None
         self._tokens: list[int] = []
         self._done = False
@@ -126,8 +138,9 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         self._prompt = prompt
         self._tokens = []
         self._done = False
-        self._obs[:] = 0.0
-        self._obs[: self._prefix_offset] = self.task.encode_prompt(prompt)
+        self._obs[:] = 0
+        ctx = self.token_context
+        self._obs[: self._prefix_offset] = (self.task if ctx is None else ctx).encode_prompt(prompt)
         return self._obs.copy(), {"prompt": prompt, "split": self.task.split_of(prompt)}
 
     def step(
@@ -139,7 +152,10 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
             raise ResetNeeded("step() was called after the episode ended; call reset() to start a new one")
         token = check_action(action, self._vocab_size)
         position = len(self._tokens)
-        self._obs[self._prefix_offset + position * self._vocab_size + token] = 1.0
+        if self.token_context is None:
+            self._obs[self._prefix_offset + position * self._vocab_size + token] = 1.0
+        else:  # the token context: the answer's next position holds the token's context id
+            self._obs[self._prefix_offset + position] = self.token_context.answer_offset + token
         self._tokens.append(token)
 
         task = self.task
@@ -299,11 +315,15 @@ class ArithmeticEnv(TokenEnv):
     | `format_weight`   | float         | `0.1`     | reward for a well-formed answer (finite)             |
     | `render_mode`     | str or None   | `None`    | `"ansi"` returns the prompt and the answer so far    |
     | `grammar_mask`    | bool          | `False`   | `action_masks()` is the grammar mask (else all True) |
+    | `observation`     | str           | `"features"` | or `"tokens"`: prompt digits + answer as token ids |
+    |                   |               |           | (:mod:`rlvr_env.token_obs`)                          |
 
     ## Version History
 
     * v0: initial version (the lesson's task, verifier and split). ``action_masks()`` allows every
       token unless ``grammar_mask=True`` (added later as an opt-in keyword; the default is unchanged).
+      The ``observation="tokens"`` option was added later without a version bump: the default
+      observation is unchanged.
     """
 
     def __init__(
@@ -313,6 +333,7 @@ class ArithmeticEnv(TokenEnv):
         format_weight: float = 0.1,
         render_mode: str | None = None,
         grammar_mask: bool = False,
+        observation: str = "features",
     ) -> None:
         super().__init__(
             ArithmeticTask(grammar_mask),
@@ -320,4 +341,5 @@ class ArithmeticEnv(TokenEnv):
             accuracy_weight=accuracy_weight,
             format_weight=format_weight,
             render_mode=render_mode,
+            observation=observation,
         )

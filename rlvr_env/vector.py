@@ -31,6 +31,7 @@ from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
 from rlvr_env.tasks.countdown_masks import DEAD
+from rlvr_env.token_obs import TokenContext, check_observation, split_observation
 from rlvr_env.verifier import NumberUse, RewardWeights
 
 __all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]
@@ -96,7 +97,9 @@ class TokenVectorEnv(VectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
         copy: bool = True,
         render_mode: str | None = None,
+        observation: str = "features",
     ) -> None:
+        check_observation(observation)
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} must be a positive integer")
         if not isinstance(split, str):
@@ -137,7 +140,21 @@ class TokenVectorEnv(VectorEnv):
             "prefix": slice(self._prefix_offset, obs_dim),
         }
 
+        #: With ``observation="tokens"``: the token-context builder shared with the single env; its
+        #: rows replace the features (space, layout, buffer, prompt encodings).
+        self.token_context: TokenContext | None = None
+        if observation == "tokens":
+            self.token_context = ctx = TokenContext(task)
+            self._prefix_offset = ctx.prompt_width
+            obs_dim = ctx.length
+            self.single_observation_space = ctx.space
+            self.observation_space = batch_space(ctx.space, b)
+            self.obs_layout = ctx.layout
+
         self._pool = self._finite_pool(task)
+        if self.token_context is not None and self._pool is not None:
+            nums, tgts, _, rows_of = self._pool
+            self._pool = (nums, tgts, self.token_context.encode_arrays(nums, tgts), rows_of)
         #: rows of the finite pool that belong to this env's split (empty for generated prompts)
         in_split = [i for p, i in self._pool[3].items() if task.split_of(p) == split] if self._pool else []
         self._split_rows = np.array(sorted(in_split), dtype=np.int64)
@@ -162,7 +179,7 @@ class TokenVectorEnv(VectorEnv):
             self.machine = StackMachine(
                 self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
             )
-        self._obs = np.zeros((b, obs_dim), dtype=np.float32)  # (B, D)
+        self._obs = np.zeros((b, obs_dim), dtype=self.single_observation_space.dtype)  # (B, D)
         self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
         self._started = False
         self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -196,7 +213,12 @@ class TokenVectorEnv(VectorEnv):
             return numbers[idx], targets[idx], encoded[idx]
         task: Any = self.task
         numbers, targets, _ = task.sample_arrays(rng, self.split, k)
-        return numbers, targets, task.encode_arrays(numbers, targets)
+        return numbers, targets, self._encode_arrays(numbers, targets)
+
+    def _encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """The prompt segment of the observation: the task's features, or the token context's ids."""
+        coder: Any = self.task if self.token_context is None else self.token_context
+        return coder.encode_arrays(numbers, targets)
 
     def _draw(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The next k prompts from the buffer (refilled in chunks of at least ``_MIN_CHUNK``)."""
@@ -213,7 +235,7 @@ class TokenVectorEnv(VectorEnv):
 
     def _start(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray, encoded: np.ndarray) -> None:
         """Begin fresh episodes on ``rows`` (k,) with the given prompts (arrays of k rows)."""
-        self._obs[rows] = 0.0
+        self._obs[rows] = 0
         self._obs[rows, : self._prefix_offset] = encoded
         self.machine.set_prompts(rows, numbers, targets)
         self._mask_state[rows] = 0
@@ -310,8 +332,7 @@ class TokenVectorEnv(VectorEnv):
     def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
         if self._pool is not None:
             return self._pool[2][[self._pool[3][p] for p in prompts]].reshape(len(prompts), -1)
-        task: Any = self.task
-        return task.encode_arrays(numbers, targets)
+        return self._encode_arrays(numbers, targets)
 
     def step(
         self, actions: object
@@ -346,7 +367,11 @@ class TokenVectorEnv(VectorEnv):
             self._mask_state = moved if rows_all else np.where(active, moved, before)
         pos = machine.pos  # (B,) tokens so far, after this step
         rows = self._rows if rows_all else self._rows[active]
-        self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
+        if self.token_context is None:
+            self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
+        else:  # the token context: the answer's position holds the token's context id
+            ids = self.token_context.answer_offset + acts[rows]
+            self._obs[rows, self._prefix_offset + pos[rows] - 1] = ids
         full = active & (pos >= self._length)
         if self._eos is None:
             terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)
@@ -494,6 +519,7 @@ class ArithmeticVectorEnv(TokenVectorEnv):
         copy: bool = True,
         render_mode: str | None = None,
         grammar_mask: bool = False,
+        observation: str = "features",
     ) -> None:
         super().__init__(
             ArithmeticTask(grammar_mask),
@@ -504,6 +530,7 @@ class ArithmeticVectorEnv(TokenVectorEnv):
             autoreset_mode=autoreset_mode,
             copy=copy,
             render_mode=render_mode,
+            observation=observation,
         )
 
 
@@ -545,6 +572,7 @@ class CountdownVectorEnv(TokenVectorEnv):
     ) -> None:
         # solution_stats is accepted so that make() and make_vec() take the same kwargs; the vector env
         # draws prompts as arrays and never builds per-prompt metadata.
+        task_observation, env_observation = split_observation(observation)
         super().__init__(
             CountdownTask(
                 n_numbers=n_numbers,
@@ -555,7 +583,7 @@ class CountdownVectorEnv(TokenVectorEnv):
                 number_use=number_use,
                 integer_division=integer_division,
                 max_length=max_length,
-                observation=observation,
+                observation=task_observation,
             ),
             num_envs,
             split=split,
@@ -564,4 +592,5 @@ class CountdownVectorEnv(TokenVectorEnv):
             autoreset_mode=autoreset_mode,
             copy=copy,
             render_mode=render_mode,
+            observation=env_observation,
         )

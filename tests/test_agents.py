@@ -449,9 +449,9 @@ def test_help_shows_what_will_run() -> None:
     from agents.grpo.__main__ import build_parser
 
     text = " ".join(build_parser().format_help().split())
-    tab, mlp = GRPOConfig.preset("tabular"), GRPOConfig.preset("mlp")
-    assert f"(runs with: tabular {tab.group_size}, mlp {mlp.group_size})" in text
-    assert f"(runs with: tabular {tab.advantage}, mlp {mlp.advantage})" in text
+    tab, mlp, tr = GRPOConfig.preset("tabular"), GRPOConfig.preset("mlp"), GRPOConfig.preset("transformer")
+    assert f"(runs with: tabular {tab.group_size}, mlp {mlp.group_size}, transformer {tr.group_size})" in text
+    assert f"(runs with: tabular {tab.advantage}, mlp {mlp.advantage}, transformer {tr.advantage})" in text
     assert "(default: 8)" not in text
 
 

@@ -12,8 +12,8 @@ from agents import GRPO, GRPOConfig
 
 #: (CLI module, argv, a fragment the usage error must contain)
 BAD_VALUES = [
-    ("agents.grpo.__main__", ["--total-timesteps", "-5"], "--total-timesteps: -5 is not a positive integer"),
-    ("agents.grpo.__main__", ["--total-timesteps", "abc"], "'abc' is not a positive integer"),
+    ("agents.grpo.__main__", ["--total-timesteps", "-5"], "--total-timesteps: -5 is not an integer >= 0"),
+    ("agents.grpo.__main__", ["--total-timesteps", "abc"], "'abc' is not an integer >= 0"),
     ("agents.grpo.__main__", ["--seed", "-1"], "--seed: -1 is not an integer >= 0"),
     ("agents.grpo.__main__", ["--threads", "0"], "--threads: 0 is not a positive integer"),
     ("agents.grpo.__main__", ["--eval-k", "0"], "--eval-k: 0 is not a positive integer"),

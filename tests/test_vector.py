@@ -28,6 +28,10 @@ LOCKSTEP: list[tuple[str, dict[str, Any]]] = [
     (COUNTDOWN, {"n_numbers": 6, "number_range": (1, 100), "target_range": (1, 999)}),
     # numbers beyond the answer programs' int64 bound: those rows are scored by the general path
     (COUNTDOWN, {"number_range": (30000, 40000), "target_range": (1, 100000)}),
+    # the token-context observation (rlvr_env.token_obs), issue 16
+    (ARITHMETIC, {"observation": "tokens"}),
+    (COUNTDOWN, {"n_numbers": 3, "observation": "tokens"}),
+    (COUNTDOWN, {"n_numbers": 5, "target_range": (-60, 600), "observation": "tokens", "split": "test"}),
 ]
 
 

@@ -118,8 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
                         help="start from this named preset instead of the policy's (e.g. countdown); "
                              "flags still override it")
+    parser.add_argument("--policy-kwargs", default="{}",
+                        help='JSON dict for the policy, e.g. \'{"n_layers": 3}\' for the transformer')
     parser.add_argument("--seed", type=_non_negative_int, default=0)
-    parser.add_argument("--total-timesteps", type=_positive_int, default=50_000, help="budget in env steps")
+    parser.add_argument("--total-timesteps", type=_non_negative_int, default=50_000,
+                        help="budget in env steps (0: no RL, e.g. to evaluate the cold start alone)")
     parser.add_argument("--log-interval", type=_positive_int, default=1,
                         help="iterations between printed lines")
     parser.add_argument("--log-dir", default=None, help="also write SB3 CSV logs here")
@@ -136,6 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sampled answers per prompt for sampled success (mean@k) and pass@k")
     parser.add_argument("--eval-prompts", type=_positive_int, default=None,
                         help="prompts per split for evaluations (default: all of a finite task, else 256)")
+    # issue 16: the R1 recipe (cold start, then GRPO) and a machine-readable result
+    parser.add_argument("--sft", type=_non_negative_int, default=0,
+                        help="supervised cold start on this many train-split solutions before GRPO "
+                             "(agents.sft; 0: train from scratch); the SFT model is the KL reference")
+    parser.add_argument("--sft-epochs", type=_positive_int, default=8,
+                        help="epochs of the cold start (8: 100k solutions in about 5 min on one thread)")
+    parser.add_argument("--sft-lr", type=float, default=1e-3, help="Adam step size of the cold start")
+    parser.add_argument("--sft-batch-size", type=_positive_int, default=256,
+                        help="answers per cold-start step")
+    parser.add_argument("--json", default=None,
+                        help="write the final metrics (test_greedy, test_sampled, test_pass_at_k, "
+                             "train_greedy, ... and the base model's, base_*) as JSON here")
     _config_flags(parser)
     return parser
 
@@ -149,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--env-kwargs {args.env_kwargs!r} is not JSON: {err}")
     if not isinstance(env_kwargs, dict):
         parser.error(f"--env-kwargs {args.env_kwargs!r} must be a JSON object (a dict of gym.make kwargs)")
+    try:
+        policy_kwargs = json.loads(args.policy_kwargs)
+    except json.JSONDecodeError as err:
+        parser.error(f"--policy-kwargs {args.policy_kwargs!r} is not JSON: {err}")
+    if not isinstance(policy_kwargs, dict):
+        parser.error(f"--policy-kwargs {args.policy_kwargs!r} must be a JSON object")
     overrides = {}
     for field in dataclasses.fields(GRPOConfig):
         value = getattr(args, field.name)
@@ -160,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = GRPOConfig(**overrides)  # unset fields take the policy's preset inside GRPO
         model = GRPO(args.env, config, policy=args.policy, seed=args.seed, env_kwargs=env_kwargs,
+                     policy_kwargs=policy_kwargs,
                      verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir,
                      eval_freq=args.eval_freq, eval_k=args.eval_k, eval_prompts=args.eval_prompts)
     except (ValueError, TypeError, gym.error.Error) as err:  # a bad flag value, env id or env kwarg
@@ -169,23 +191,60 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     print(f"GRPO ({args.policy}) on {args.env}, seed {args.seed}: {model.config}")
-    model.learn(args.total_timesteps, progress_bar=args.progress_bar)
+    record: dict[str, typing.Any] = {"argv": sys.argv[1:] if argv is None else list(argv),
+                                     "env": args.env, "env_kwargs": model.env_kwargs, "policy": args.policy,
+                                     "seed": args.seed, "config": model.config.to_dict(),
+                                     "policy_kwargs": model.policy_kwargs,
+                                     "parameters": model.num_parameters()}
+    if args.sft:
+        from agents.sft import cold_start  # lazy: torch
+
+        try:
+            record.update(cold_start(model, args.sft, epochs=args.sft_epochs, batch_size=args.sft_batch_size,
+                                     learning_rate=args.sft_lr))
+        except ValueError as err:
+            raise SystemExit(f"error: {err}") from None
+        print(f"cold start: {args.sft} train-split solutions, {args.sft_epochs} epochs in "
+              f"{record['sft_seconds']:.1f} s, loss per token {record['sft_losses'][-1]:.3f}")
+        if args.json and isinstance(model.env.unwrapped, TokenEnv):
+            record.update(_report(model, args, "base_"))
+    if args.total_timesteps > 0:
+        model.learn(args.total_timesteps, progress_bar=args.progress_bar)
     seconds = model.train_seconds  # the training loop only: no logger/torch set-up, no evaluation
+    record.update({"num_timesteps": model.num_timesteps, "train_seconds": seconds,
+                   "steps_per_second": model.num_timesteps / max(seconds, 1e-9)})
     print(f"trained {model.num_timesteps} env steps in {seconds:.2f} s "
           f"({model.num_timesteps / max(seconds, 1e-9):.0f} steps/s), {model.num_parameters()} parameters")
     if isinstance(model.env.unwrapped, TokenEnv):
-        for split in ("train", "test"):
-            rep = model.success(split, k=args.eval_k, n_prompts=args.eval_prompts)
-            print(f"{split} prompts ({len(rep.per_prompt_sampled)}"
-                  f"{', grammar-masked' if model.masks_constrain else ''}): greedy success {rep.greedy:.3f}, "
-                  f"sampled success (mean@{rep.k}) {rep.sampled:.3f}, pass@{rep.k} {rep.pass_at_k:.3f}, "
-                  f"worst prompt's sampled success {rep.min_prompt_sampled:.3f}")
+        record.update(_report(model, args, "", show=True))
     else:
         print(f"greedy mean return over 10 episodes: {model.evaluate():.2f}")
     if args.save:
         model.save(args.save)
         print(f"saved {args.save}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(record, fh, indent=1)
+        print(f"wrote {args.json}")
     return 0
+
+
+def _report(model: GRPO, args: argparse.Namespace, prefix: str, show: bool = False) -> dict[str, float]:
+    """``{prefix}{split}_greedy / _sampled / _pass_at_k / _min_prompt_sampled`` on both splits (the
+    shared evaluation code, masks as in training; held-out = the test split); ``show`` prints them."""
+    out: dict[str, float] = {"eval_k": args.eval_k}
+    for split in ("train", "test"):
+        rep = model.success(split, k=args.eval_k, n_prompts=args.eval_prompts)
+        out.update({f"{prefix}{split}_greedy": rep.greedy, f"{prefix}{split}_sampled": rep.sampled,
+                    f"{prefix}{split}_pass_at_k": rep.pass_at_k,
+                    f"{prefix}{split}_min_prompt_sampled": rep.min_prompt_sampled,
+                    f"{prefix}{split}_prompts": len(rep.per_prompt_sampled)})
+        if show:
+            print(f"{split} prompts ({len(rep.per_prompt_sampled)}"
+                  f"{', grammar-masked' if model.masks_constrain else ''}): greedy success {rep.greedy:.3f}, "
+                  f"sampled success (mean@{rep.k}) {rep.sampled:.3f}, pass@{rep.k} {rep.pass_at_k:.3f}, "
+                  f"worst prompt's sampled success {rep.min_prompt_sampled:.3f}")
+    return out
 
 
 if __name__ == "__main__":

@@ -104,8 +104,10 @@ class GRPO:
         config: the hyperparameters (:class:`GRPOConfig`). Fields it leaves unset (None), and all of
             them when ``config`` is None, take ``policy``'s preset (``GRPOConfig.preset(policy)``);
             ``GRPOConfig.preset("paper")`` is the papers' values. The resolved config is ``self.config``.
-        policy: ``"tabular"`` (NumPy softmax table) or ``"mlp"`` (SB3 PPO's actor network; needs the
-            ``torch`` extra, ``pip install "rlvr-env[torch]"``).
+        policy: ``"tabular"`` (NumPy softmax table), ``"mlp"`` (SB3 PPO's actor network) or
+            ``"transformer"`` (a causal transformer over ``observation="tokens"``,
+            :mod:`agents.grpo.transformer`); the neural ones need the ``torch`` extra
+            (``pip install "rlvr-env[torch]"``).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
         policy_kwargs: for ``"mlp"``: ``net_arch`` (default ``[64, 64]``) and ``activation``.
@@ -164,6 +166,8 @@ class GRPO:
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
+        if isinstance(env, str) and policy == "transformer":  # it reads the token context (issue 16)
+            self.env_kwargs.setdefault("observation", "tokens")
         if isinstance(env, str):
             self.env_id = env
             self.env = gym.make(env, **self.env_kwargs)
@@ -572,9 +576,9 @@ def make_policy(
     tabular_optimizer: str = "sgd",
     policy_kwargs: dict[str, Any] | None = None,
 ) -> Policy:
-    """Build a policy by name ("tabular" or "mlp"). Here, not in :mod:`agents.grpo.policies`, because
-    the mlp policy builds on that module; torch is imported only for "mlp" (``ImportError`` naming
-    the ``torch`` extra when it is not installed)."""
+    """Build a policy by name ("tabular", "mlp" or "transformer"). Here, not in
+    :mod:`agents.grpo.policies`, because the neural policies build on that module; torch is imported only
+    for them (``ImportError`` naming the ``torch`` extra when it is not installed)."""
     kwargs = dict(policy_kwargs or {})
     if kind == "tabular":
         if kwargs:
@@ -588,6 +592,17 @@ def make_policy(
         from agents.grpo.mlp import MLPPolicy  # lazy: torch
 
         return MLPPolicy(
+            observation_space,
+            n_actions,
+            3e-4 if learning_rate is None else learning_rate,
+            seed=seed,
+            max_grad_norm=max_grad_norm,
+            **kwargs,
+        )
+    if kind == "transformer":  # issue 16: a causal transformer over observation="tokens"
+        from agents.grpo.transformer import TransformerPolicy  # lazy: torch
+
+        return TransformerPolicy(
             observation_space,
             n_actions,
             3e-4 if learning_rate is None else learning_rate,

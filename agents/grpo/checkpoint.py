@@ -20,6 +20,9 @@ import numpy as np
 from agents.grpo.config import GRPOConfig
 from agents.grpo.policies import POLICY_NAMES
 
+#: Policies whose optimiser state (torch) is saved beside their arrays.
+NEURAL_POLICIES = ("mlp", "transformer")
+
 __all__ = ["CHECKPOINT_FORMAT", "load", "save"]
 
 CHECKPOINT_FORMAT = "rlvr-env/grpo-checkpoint/v1"
@@ -53,7 +56,7 @@ def save(model: Any, path: str | Path) -> None:
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("grpo.json", meta_text)
         zf.writestr("policy.npz", arrays.getvalue())
-        if model.policy_name == "mlp":
+        if model.policy_name in NEURAL_POLICIES:
             import torch  # the mlp policy exists, so torch is installed
 
             opt = io.BytesIO()
@@ -98,7 +101,7 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
     if model.n_actions != meta["n_actions"]:
         raise ValueError(f"{path} has {meta['n_actions']} actions, the env has {model.n_actions}")
     model.policy.load_state(arrays)
-    if opt_bytes is not None and policy == "mlp":
+    if opt_bytes is not None and policy in NEURAL_POLICIES:
         import torch  # the mlp model above was built, so torch is installed
 
         try:

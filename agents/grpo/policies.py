@@ -32,7 +32,7 @@ __all__ = [
     "POLICY_NAMES",
 ]
 
-POLICY_NAMES = ("tabular", "mlp")
+POLICY_NAMES = ("tabular", "mlp", "transformer")
 LossFn = Callable[[np.ndarray], LossTerms]
 
 

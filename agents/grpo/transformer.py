@@ -1,0 +1,471 @@
+"""A small causal transformer over the token context (``observation="tokens"``), for GRPO and for SB3.
+
+The network (:class:`TinyLM`) reads the row a token env observes (:mod:`rlvr_env.token_obs`: the prompt
+as digits, then the answer so far) and predicts the next answer token from the hidden state of the
+context's last token, as a decoder-only language model does: token + learned position embeddings,
+pre-LayerNorm blocks (causal multi-head self-attention, GELU MLP), a final LayerNorm, and a linear head
+over the env's actions. Padding (id 0) is never attended to.
+
+Why our own module and not a ``transformers`` config-built tiny Llama: the policy must (1) sample one
+token per env step for a whole vector-env batch under grammar masks, with a KV cache, and (2) compute
+the log-probs of every answer token of a batch in one teacher-forced pass, in the same precision, so
+that the rollout's and the update's log-probs agree to ~1e-6. Both are a few lines over an explicit
+attention (``torch.nn.functional.scaled_dot_product_attention``); a Hugging Face model adds its cache
+classes, generation plumbing and per-call overhead to a 2-layer, width-128 net whose whole step is a
+few hundred microseconds, and brings ``transformers`` into the GRPO agent's dependencies.
+
+:class:`TransformerPolicy` is the GRPO policy (``policy="transformer"``): rollouts go through
+:meth:`TransformerPolicy.logits`, which keeps a KV cache of its last call and, when every row of the new
+call extends a cached row by one token (a lockstep rollout or evaluation), runs the network on the new
+token only; any other batch is computed in full (same result). Updates run one forward pass over the
+distinct answers of a batch (teacher forcing) and read every token's log-prob from it.
+
+:func:`sb3_policy_kwargs` / :func:`copy_to_sb3` give SB3 ``PPO`` and sb3-contrib ``MaskablePPO`` the same
+network: the features extractor (:func:`sb3_extractor_class`) is the trunk (same architecture,
+same initial weights for a seed), ``action_net`` gets the head's weights, and the critic
+(``value_net``) is a fresh linear head on the shared trunk.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from agents.extras import missing_extra
+
+try:
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+except ImportError as err:  # installed without the torch extra: the tabular policy still works
+    raise missing_extra("the transformer policy (agents.grpo.transformer)", "torch") from err
+
+from agents.grpo.objective import entropy_bonus
+from agents.grpo.policies import LossFn, Policy, UpdateStats
+from rlvr_env.token_obs import PAD, TokenContextSpace
+
+__all__ = ["TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_to_sb3",
+           "sb3_extractor_class", "sb3_policy_kwargs"]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_HASH = np.random.default_rng(20250616).integers(1, 2**62, size=4096, dtype=np.int64)  # row hash weights
+
+
+def _check_space(space: gym.Space) -> TokenContextSpace:
+    if not isinstance(space, TokenContextSpace):
+        raise ValueError(
+            f"the transformer policy reads the token context; the env observes {space}. Make the env "
+            "with observation='tokens' (e.g. env_kwargs={'observation': 'tokens'})"
+        )
+    return space
+
+
+def answer_lengths(ids: np.ndarray, prompt_width: int) -> np.ndarray:
+    """(n,) answer tokens emitted so far in each context row (n, C): the non-padding answer positions."""
+    return (np.asarray(ids)[:, prompt_width:] != PAD).sum(axis=1)
+
+
+class _Block(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.ff1, self.ff2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        n, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        shape = (n, t, self.n_heads, d // self.n_heads)
+        return tuple(z.reshape(shape).transpose(1, 2) for z in (q, k, v))  # type: ignore[return-value]
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x (n, t, d); allowed (n, 1, t, t_past + t) bool; past: keys, values (n, h, t_past, dh)."""
+        q, k, v = self._heads(x)  # (n, h, t, dh)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (n, h, t, dh)
+        x = x + self.proj(att.transpose(1, 2).reshape(x.shape))
+        x = x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
+        return x, (k, v)
+
+
+class TinyLM(nn.Module):
+    """Decoder-only transformer over context ids (n, C): ``trunk`` gives hidden states, ``head`` logits.
+
+    Initialised as GPT-2 is (normal(0, 0.02) weights, zero biases, unit LayerNorms, residual output
+    projections scaled by 1/sqrt(2 * layers)) from a generator seeded by ``seed``, so one seed gives one
+    network, for GRPO and for SB3 alike.
+    """
+
+    def __init__(self, vocab_size: int, context_length: int, n_actions: int, *, seed: int,
+                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, d_ff: int | None = None) -> None:
+        super().__init__()
+        for name, value in (("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be a multiple of n_heads={n_heads}")
+        d_ff = 2 * d_model if d_ff is None else int(d_ff)
+        self.arch = {"d_model": d_model, "n_layers": n_layers, "n_heads": n_heads, "d_ff": d_ff}
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(context_length, d_model)
+        self.blocks = nn.ModuleList(_Block(d_model, n_heads, d_ff) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_actions)
+        gen = torch.Generator().manual_seed(int(seed))
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif ".ln" in name or name.startswith("ln_f"):
+                nn.init.ones_(p)
+            else:
+                std = 0.02 / np.sqrt(2 * n_layers) if name.endswith(("proj.weight", "ff2.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std, generator=gen)
+
+    def hidden(self, ids: torch.Tensor
+               ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]], int]:
+        """Hidden states of context ids (n, t) (left padding allowed), each layer's keys and values (the
+        KV cache), and ``start``: both cover columns ``[start, t)`` only, where ``start`` counts the
+        leading columns that are padding in every row. Dropping them is exact (padding is never
+        attended to and positions keep their own embeddings); it saves work on a batch of short
+        prompts."""
+        n, t = ids.shape
+        start = _leading_padding(ids)
+        ids = ids[:, start:]
+        w = t - start
+        keys = ids != PAD  # (n, w)
+        causal = torch.ones(w, w, dtype=torch.bool).tril()
+        # A padding query attends to itself only (its output is never read; this keeps softmax finite).
+        allowed = (causal[None] & keys[:, None, :]) | torch.eye(w, dtype=torch.bool)[None]
+        x = self.tok(ids) + self.pos.weight[start:t]
+        cache = []
+        for block in self.blocks:
+            x, kv = block(x, allowed[:, None], None)
+            cache.append(kv)
+        return self.ln_f(x), cache, start
+
+    def answer_hidden(self, prompts: torch.Tensor, owner: torch.Tensor, answers: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher forcing with a shared prompt: the hidden state (U, d) of each distinct prompt's last
+        token (prompts (U, P), left-padded) and the hidden states (S, T, d) of answers (S, T)
+        (right-padded), answer s continuing prompt ``owner[s]``. Each prompt is computed once, however
+        many answers share it (GRPO's G answers per prompt), and its keys and values serve them all;
+        the result equals :meth:`hidden` on the concatenated rows."""
+        hp, cache, start = self.hidden(prompts)
+        last = hp[:, -1]  # left-padded: the last column is the prompt's last token
+        s, t = answers.shape
+        if t == 0:
+            return last, hp.new_zeros((0, 0, hp.shape[-1]))
+        p = prompts.shape[1]
+        keys = (prompts[:, start:] != PAD)[owner]  # (S, P - start)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()  # answers are right-padded: causal suffices
+        allowed = torch.cat([keys[:, None, :].expand(s, t, -1), causal[None].expand(s, t, t)], dim=2)
+        x = self.tok(answers) + self.pos.weight[p:p + t]
+        for block, (k, v) in zip(self.blocks, cache):
+            x, _ = block(x, allowed[:, None], (k[owner], v[owner]))
+        return last, self.ln_f(x)
+
+    def step(self, ids: torch.Tensor, position: int, keys: torch.Tensor,
+             cache: list[tuple[torch.Tensor, torch.Tensor]]
+             ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Hidden state (n, d) of one new (non-padding) token per row at ``position``, given the cache
+        of the positions before it and which of them are real tokens, ``keys`` (n, cached positions)."""
+        n = ids.shape[0]
+        allowed = torch.cat([keys, torch.ones(n, 1, dtype=torch.bool)], dim=1)[:, None, None, :]
+        x = (self.tok(ids) + self.pos.weight[position])[:, None, :]  # (n, 1, d)
+        new_cache = []
+        for block, past in zip(self.blocks, cache):
+            x, kv = block(x, allowed, past)
+            new_cache.append(kv)
+        return self.ln_f(x[:, 0]), new_cache
+
+
+def _leading_padding(ids: torch.Tensor) -> int:
+    """How many leading columns of ids (n, t) are padding in every row."""
+    real = (ids != PAD).any(dim=0)  # (t,)
+    return int(real.to(torch.int8).argmax()) if bool(real.any()) else 0
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of (n, w) in a fixed (sorted) order, and each row's index among them (n,)."""
+    if len(rows) == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
+def build_network(space: gym.Space, n_actions: int, seed: int, dtype: str = "float32",
+                  **arch: Any) -> TinyLM:
+    """The :class:`TinyLM` for a token-context observation space (``ValueError`` for any other)."""
+    ctx = _check_space(space)
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not one of {sorted(_DTYPES)}")
+    unknown = set(arch) - {"d_model", "n_layers", "n_heads", "d_ff"}
+    if unknown:
+        raise ValueError(f"unknown transformer arguments {sorted(unknown)}; "
+                         "use d_model, n_layers, n_heads, d_ff, dtype")
+    net = TinyLM(len(ctx.vocab), ctx.shape[0], n_actions, seed=seed, **arch)
+    return net.to(_DTYPES[dtype])
+
+
+def _masked_log_softmax(logits: torch.Tensor, masks: np.ndarray | None) -> torch.Tensor:
+    if masks is None:
+        return torch.log_softmax(logits, dim=-1)
+    m = torch.as_tensor(np.asarray(masks, dtype=bool).reshape(logits.shape))
+    if not bool(m.any(dim=-1).all()):
+        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
+    return torch.log_softmax(logits.masked_fill(~m, float("-inf")), dim=-1)
+
+
+def _row_hash(ids: np.ndarray) -> np.ndarray:
+    """(n,) int64 polynomial hash of context rows (wrapping arithmetic); equal rows, equal hashes."""
+    return (ids * _HASH[: ids.shape[1]]).sum(axis=1)
+
+
+class TransformerPolicy(Policy):
+    """GRPO's causal-transformer policy over the token context (see the module docstring).
+
+    ``policy_kwargs``: ``d_model`` (128), ``n_layers`` (2), ``n_heads`` (4), ``d_ff`` (2 d_model),
+    ``dtype`` ("float32"; "float64" for exact agreement tests). Adam (eps 1e-5) as the MLP policy.
+    """
+
+    kind = "transformer"
+
+    def __init__(self, observation_space: gym.Space, n_actions: int, learning_rate: float, *, seed: int,
+                 max_grad_norm: float | None = 0.5, dtype: str = "float32", **arch: Any) -> None:
+        space = _check_space(observation_space)
+        self.n_actions = n_actions
+        self.prompt_width = space.prompt_width
+        self.answer_offset = space.answer_offset
+        self.context_length = int(space.shape[0])
+        self.max_grad_norm = max_grad_norm
+        self.dtype = _DTYPES.get(dtype, torch.float32)
+        self.net = build_network(space, n_actions, seed, dtype, **arch)
+        self.reference = copy.deepcopy(self.net).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=learning_rate, eps=1e-5)
+        self._cache: dict[str, Any] | None = None
+        self.cache_hits = 0  # calls served by the KV cache (one new token per row), for tests and speed
+
+    # -- rollout: logits with a KV cache --------------------------------------------------------
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        ids = np.asarray(obs, dtype=np.int64).reshape(-1, self.context_length)
+        # Equal rows (the G answers of a group share the prompt and often their first tokens) are
+        # computed once.
+        uniq, inverse = _unique_rows(ids)
+        t = answer_lengths(uniq, self.prompt_width)
+        with torch.inference_mode():
+            h = self._cached_step(uniq, t)
+            if h is None:
+                h = self._full(uniq, t)
+            return self.net.head(h).double().numpy()[inverse]
+
+    def _full(self, ids: np.ndarray, t: np.ndarray) -> torch.Tensor:
+        p = self.prompt_width
+        width = p + int(t.max())
+        x = torch.as_tensor(ids[:, :width])
+        hidden, cache, start = self.net.hidden(x)
+        self._cache = None
+        if (t == t[0]).all():  # a lockstep batch: keep its keys and values for the next token
+            self._cache = {"ids": ids.copy(), "t": int(t[0]), "hash": _row_hash(ids),
+                           "keys": x[:, start:] != PAD, "kv": cache}
+        return hidden[torch.arange(len(ids)), torch.as_tensor(p + t - 1 - start)]
+
+    def _cached_step(self, ids: np.ndarray, t: np.ndarray) -> torch.Tensor | None:
+        """The hidden states of the last tokens when every row extends a cached row by one token."""
+        c = self._cache
+        if c is None or not (t == c["t"] + 1).all():
+            return None
+        pos = self.prompt_width + c["t"]  # where the new token sits
+        parent = ids.copy()
+        parent[:, pos] = PAD
+        order = np.argsort(c["hash"], kind="stable")
+        sorted_hash = c["hash"][order]
+        h = _row_hash(parent)
+        at = np.minimum(np.searchsorted(sorted_hash, h), len(order) - 1)
+        src = order[at]  # (n,) the cached row each new row extends
+        if not np.array_equal(c["ids"][src], parent):
+            return None
+        idx = torch.as_tensor(src)
+        kv = [(k[idx], v[idx]) for k, v in c["kv"]]
+        keys = c["keys"][idx]
+        new = torch.as_tensor(ids[:, pos])
+        hidden, cache = self.net.step(new, pos, keys, kv)
+        self._cache = {"ids": ids.copy(), "t": c["t"] + 1, "hash": _row_hash(ids),
+                       "keys": torch.cat([keys, (new != PAD)[:, None]], dim=1), "kv": cache}
+        self.cache_hits += 1
+        return hidden
+
+    # -- training: every token's log-prob from one teacher-forced pass --------------------------
+    def _chains(self, ids: np.ndarray, actions: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Group token rows into answers: row j+1 continues row j when it is row j's context with row
+        j's action appended. Returns (each row's answer index (T,), each answer's last row (S,))."""
+        n = len(ids)
+        cont = np.zeros(n, dtype=bool)
+        if n > 1:
+            expected = ids[:-1].copy()
+            room = self.prompt_width + t[:-1] < self.context_length
+            rows = np.flatnonzero(room)
+            expected[rows, self.prompt_width + t[:-1][rows]] = self.answer_offset + actions[:-1][rows]
+            cont[1:] = room & (t[1:] == t[:-1] + 1) & (ids[1:] == expected).all(axis=1)
+        chain = np.cumsum(~cont) - 1  # (T,)
+        last = np.flatnonzero(np.append(~cont[1:], True))  # (S,) the last row of each answer
+        return chain, last
+
+    def _token_logits(self, net: TinyLM, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
+        """(T, V) logits of token rows (contexts ``obs`` (T, C)) in one pass: each distinct answer is
+        computed once, and each distinct prompt once for all its answers (:meth:`TinyLM.answer_hidden`)."""
+        ids = np.asarray(obs, dtype=np.int64).reshape(-1, self.context_length)
+        actions = np.asarray(actions, dtype=np.int64).reshape(-1)
+        t = answer_lengths(ids, self.prompt_width)
+        chain, last = self._chains(ids, actions, t)
+        p = self.prompt_width
+        width = p + int(t.max())
+        answers, answer_of = _unique_rows(ids[last, :width])  # (A, W), (S,)
+        prompts, owner = _unique_rows(answers[:, :p])  # (U, P), (A,)
+        last_h, answer_h = net.answer_hidden(torch.as_tensor(prompts), torch.as_tensor(owner),
+                                             torch.as_tensor(answers[:, p:]))
+        a = answer_of[chain]  # (T,) each row's distinct answer
+        span = width - p
+        # A row with no answer token yet reads its prompt's last state; others their answer's.
+        index = np.where(t == 0, owner[a], len(prompts) + a * span + t - 1)
+        flat = torch.cat([last_h, answer_h.reshape(-1, last_h.shape[-1])])
+        return net.head(flat[torch.as_tensor(index)])
+
+    def log_prob(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+                 ) -> torch.Tensor:
+        """(T,) log-probabilities of ``actions`` with gradient (the supervised cold start uses it)."""
+        logp_all = _masked_log_softmax(self._token_logits(self.net, obs, actions), masks)
+        return logp_all[torch.arange(len(actions)), torch.as_tensor(np.asarray(actions))]
+
+    def reference_logp(self, obs: np.ndarray, actions: np.ndarray,
+                       masks: np.ndarray | None = None) -> np.ndarray:
+        with torch.inference_mode():
+            logp_all = _masked_log_softmax(self._token_logits(self.reference, obs, actions), masks)
+            return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].double().numpy()
+
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
+        self._cache = None  # the weights change: cached keys and values go stale
+        logits = self._token_logits(self.net, obs, actions)  # (T, V)
+        logp_all = _masked_log_softmax(logits, masks)
+        logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
+        terms = loss_fn(logp.detach().double().numpy())
+        self.optimizer.zero_grad()
+        tensors = [logp]
+        grads = [torch.as_tensor(terms.grad_logp.reshape(-1), dtype=logp.dtype)]
+        if entropy_weights is not None:
+            _, d_bonus = entropy_bonus(logp_all.detach().double().numpy(), entropy_weights)
+            tensors.append(logits)
+            grads.append(torch.as_tensor(-d_bonus, dtype=logits.dtype))
+        torch.autograd.backward(tensors, grads)
+        if self.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            plogp = torch.where(torch.isfinite(logp_all), logp_all.exp() * logp_all, 0.0)
+            entropy = float(-plogp.sum(-1).mean()) if len(actions) else 0.0
+        return UpdateStats(terms, entropy)
+
+    # -- cold start and checkpoints ---------------------------------------------------------------
+    def parameters(self) -> Sequence[nn.Parameter]:
+        return list(self.net.parameters())
+
+    def restart_from_current(self) -> None:
+        """Make the current network the frozen KL reference and restart the RL optimiser (what the
+        cold start does before RL, as DeepSeek-R1 starts RL from its SFT checkpoint)."""
+        self._cache = None
+        self.reference = copy.deepcopy(self.net).requires_grad_(False)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
+
+    def state(self) -> dict[str, np.ndarray]:
+        out = {f"net.{k}": v.detach().numpy().copy() for k, v in self.net.state_dict().items()}
+        out.update({f"ref.{k}": v.numpy().copy() for k, v in self.reference.state_dict().items()})
+        return out
+
+    def optimizer_state(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        for prefix, module in (("net.", self.net), ("ref.", self.reference)):
+            expected = module.state_dict()
+            for k, v in expected.items():
+                arr = arrays.get(prefix + k)
+                if arr is None:
+                    raise ValueError(f"transformer policy state lacks the array {prefix + k!r}")
+                if tuple(arr.shape) != tuple(v.shape) or not np.all(np.isfinite(arr)):
+                    raise ValueError(f"array {prefix + k!r} has shape {arr.shape}; expected "
+                                     f"{tuple(v.shape)} with finite values")
+            module.load_state_dict({k: torch.as_tensor(arrays[prefix + k]) for k in expected})
+        self._cache = None
+
+
+# -- the same network for Stable-Baselines3 -------------------------------------------------------
+def sb3_extractor_class() -> type:
+    """The SB3 features-extractor class over the token context (SB3 is imported here, lazily)."""
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor  # lazy: SB3
+
+    class _Extractor(BaseFeaturesExtractor):
+        """SB3 features extractor: the :class:`TinyLM` trunk's hidden state at the context's last token."""
+
+        def __init__(self, observation_space: gym.Space, n_actions: int, seed: int, **arch: Any) -> None:
+            net = build_network(observation_space, n_actions, seed, "float32", **arch)
+            super().__init__(observation_space, features_dim=net.arch["d_model"])
+            space = _check_space(observation_space)
+            self.prompt_width = space.prompt_width
+            self.lm = net  # its head is unused here: copy_to_sb3 puts it into action_net
+
+        def forward(self, observations: torch.Tensor) -> torch.Tensor:
+            ids = observations.long()  # SB3 casts Box observations to float; ids are small integers
+            t = (ids[:, self.prompt_width:] != PAD).sum(dim=1)
+            width = self.prompt_width + int(t.max())
+            hidden, _, start = self.lm.hidden(ids[:, :width])
+            return hidden[torch.arange(len(ids)), self.prompt_width + t - 1 - start]
+
+    return _Extractor
+
+
+def sb3_policy_kwargs(n_actions: int, seed: int, **arch: Any) -> dict[str, Any]:
+    """``policy_kwargs`` for SB3 ``PPO("MlpPolicy", ...)`` / ``MaskablePPO("MlpPolicy", ...)`` that make
+    the actor this module's transformer: the trunk as features extractor (shared with the critic),
+    no extra MLP layers (``net_arch=[]``), and no orthogonal re-initialisation (``ortho_init=False``),
+    so the trunk keeps the seeded initial weights. Call :func:`copy_to_sb3` after construction to give
+    ``action_net`` the head's weights (the same start as GRPO's policy for that seed, or its SFT)."""
+    return {
+        "features_extractor_class": sb3_extractor_class(),
+        "features_extractor_kwargs": {"n_actions": n_actions, "seed": seed, **arch},
+        "net_arch": [],
+        "ortho_init": False,
+    }
+
+
+def copy_to_sb3(source: TinyLM | TransformerPolicy, sb3_model: Any) -> None:
+    """Copy a transformer (a :class:`TransformerPolicy`'s network, e.g. after the cold start, or a
+    :class:`TinyLM`) into an SB3 model built with :func:`sb3_policy_kwargs`: trunk into the features
+    extractor, head into ``action_net``. The critic's ``value_net`` stays fresh. ``ValueError`` when
+    the architectures differ."""
+    net = source.net if isinstance(source, TransformerPolicy) else source
+    policy = sb3_model.policy
+    extractor = getattr(policy, "features_extractor", None)
+    lm = getattr(extractor, "lm", None)
+    if not isinstance(lm, TinyLM):
+        raise ValueError("the SB3 model was not built with sb3_policy_kwargs(): no transformer extractor")
+    src, dst = net.state_dict(), lm.state_dict()
+    if {k: tuple(v.shape) for k, v in src.items()} != {k: tuple(v.shape) for k, v in dst.items()}:
+        raise ValueError(f"transformer architectures differ: {net.arch} vs {lm.arch}")
+    with torch.no_grad():
+        lm.load_state_dict({k: v.to(dst[k].dtype) for k, v in src.items()})
+        policy.action_net.weight.copy_(net.head.weight.to(policy.action_net.weight.dtype))
+        policy.action_net.bias.copy_(net.head.bias.to(policy.action_net.bias.dtype))

@@ -1,0 +1,107 @@
+"""Tune the R1 recipe's GRPO stage (issue 16) on the choosing seeds, reusing each seed's cold-start base.
+
+The base (the supervised cold start, :func:`agents.sft.cold_start`) is the costly part and does not
+depend on GRPO's settings, so it is trained once per (seed, architecture, SFT settings) and its weights
+are kept in ``benchmark-runs/r1/bases/`` (git-ignored); every GRPO setting then starts from exactly the
+weights the CLI recipe (``python -m agents.grpo ... --sft N``) would give it. Each run writes
+``benchmark-runs/r1/tune/<name>_s<seed>.json`` with the base's and the final held-out/train metrics
+(the CLI's own evaluation, :func:`agents.grpo.__main__._report`)::
+
+    python -m benchmarks.r1_tune --name lr1e-4 --seed 0 --steps 300000 --set learning_rate=1e-4 beta=0.01
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import rlvr_env  # noqa: F401
+from agents.grpo.config import GRPOConfig
+from agents.grpo.__main__ import _report
+from agents.grpo.agent import GRPO
+from agents.sft import cold_start
+
+OUT = Path("benchmark-runs/r1")
+ENV = "rlvr/Countdown-v0"
+
+
+def _value(text: str) -> object:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def run(args: argparse.Namespace) -> dict:
+    overrides = dict(item.split("=", 1) for item in args.set)
+    config = GRPOConfig.preset(args.preset, **{k: _value(v) for k, v in overrides.items()})
+    env_kwargs = json.loads(args.env_kwargs)
+    policy_kwargs = json.loads(args.policy_kwargs)
+    model = GRPO(ENV, config, policy="transformer", seed=args.seed, env_kwargs=env_kwargs,
+                 policy_kwargs=policy_kwargs)
+    sft = {"n": args.sft, "epochs": args.sft_epochs, "lr": args.sft_lr, "batch_size": args.sft_batch_size}
+    key = json.dumps({"env_kwargs": model.env_kwargs, "policy_kwargs": policy_kwargs, "sft": sft,
+                      "seed": args.seed}, sort_keys=True)
+    base_path = OUT / "bases" / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".npz")
+    eval_args = argparse.Namespace(eval_k=args.eval_k, eval_prompts=None)
+    record: dict = {"name": args.name, "seed": args.seed, "sft": sft, "policy_kwargs": policy_kwargs,
+                    "env_kwargs": model.env_kwargs, "config": model.config.to_dict(),
+                    "threads": torch.get_num_threads()}
+    if base_path.exists():
+        with np.load(base_path, allow_pickle=False) as npz:
+            model.policy.load_state({k: npz[k] for k in npz.files})
+        record.update(json.loads(base_path.with_suffix(".json").read_text()))
+    else:
+        info = cold_start(model, args.sft, epochs=args.sft_epochs, batch_size=args.sft_batch_size,
+                          learning_rate=args.sft_lr)
+        info.update(_report(model, eval_args, "base_"))
+        base_path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(base_path, **model.policy.state())  # type: ignore[arg-type]
+        base_path.with_suffix(".json").write_text(json.dumps(info))
+        record.update(info)
+    if args.steps:
+        start = time.perf_counter()
+        model.learn(args.steps)
+        record.update({"num_timesteps": model.num_timesteps, "grpo_seconds": time.perf_counter() - start,
+                       "steps_per_second": model.num_timesteps / max(model.train_seconds, 1e-9)})
+        record.update(_report(model, eval_args, ""))
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=300_000)
+    parser.add_argument("--preset", default="transformer")
+    parser.add_argument("--set", nargs="*", default=[], help="GRPOConfig overrides, field=value")
+    parser.add_argument("--env-kwargs", default='{"n_numbers": 3}')
+    parser.add_argument("--policy-kwargs", default="{}")
+    parser.add_argument("--sft", type=int, default=100_000)
+    parser.add_argument("--sft-epochs", type=int, default=8)
+    parser.add_argument("--sft-lr", type=float, default=1e-3)
+    parser.add_argument("--sft-batch-size", type=int, default=256)
+    parser.add_argument("--eval-k", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    record = run(args)
+    (OUT / "tune").mkdir(parents=True, exist_ok=True)
+    path = OUT / "tune" / f"{args.name}_s{args.seed}.json"
+    path.write_text(json.dumps(record, indent=1))
+    keys = ("base_test_greedy", "base_test_sampled", "base_test_pass_at_k", "test_greedy", "test_sampled",
+            "test_pass_at_k", "train_greedy", "sft_seconds", "steps_per_second")
+    print(path, {k: round(record[k], 3) for k in keys if k in record})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""The supervised cold start (agents.sft): train-split data only, it lowers the loss, seeded repeats are
+exact, it becomes GRPO's KL reference, and the CLI runs the recipe end to end and writes JSON."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rlvr_env  # noqa: F401
+from agents.grpo.config import GRPOConfig
+from agents.grpo.__main__ import main
+from agents.grpo.agent import GRPO
+from agents.sft import cold_start, demonstrations, solutions, supervised_fit
+
+torch.set_num_threads(1)
+ENV = "rlvr/Countdown-v0"
+SMALL = {"d_model": 32, "n_layers": 1, "n_heads": 2}
+
+
+def agent(seed: int = 0) -> GRPO:
+    cfg = GRPOConfig.preset("transformer", prompts_per_iter=4, group_size=4)
+    return GRPO(ENV, cfg, policy="transformer", seed=seed, env_kwargs={"n_numbers": 3},
+                policy_kwargs=SMALL)
+
+
+def test_no_test_split_prompt_in_the_sft_data() -> None:
+    env = gym.make(ENV, n_numbers=3, split="test", observation="tokens")  # even from a test-split env
+    task = env.unwrapped.task
+    numbers, targets, answers = solutions(task, 3000, seed=1)
+    assert not task.split_arrays(numbers).any()
+    demos = demonstrations(env, 500, seed=1)
+    assert not task.split_arrays(demos.numbers).any()
+    assert demos.lengths.sum() == len(demos.actions) == len(demos.obs) == len(demos.masks)
+    assert demos.masks[np.arange(len(demos.actions)), demos.actions].all()  # every token is allowed
+
+
+def test_sft_lowers_the_loss_and_repeats_exactly() -> None:
+    states = []
+    for _ in range(2):
+        model = agent(seed=2)
+        demos = demonstrations(model.env, 400, seed=3)
+        with torch.no_grad():
+            start = float(-model.policy.log_prob(demos.obs, demos.actions, demos.masks).mean())
+        losses = supervised_fit(model.policy, demos, epochs=3, batch_size=64, seed=3)
+        with torch.no_grad():
+            end = float(-model.policy.log_prob(demos.obs, demos.actions, demos.masks).mean())
+        assert losses[-1] < losses[0] and end < start - 0.08
+        states.append(model.policy.state())
+    assert all(np.array_equal(states[0][k], states[1][k]) for k in states[0])
+
+
+def test_cold_start_becomes_the_kl_reference_and_the_start_of_rl() -> None:
+    model = agent()
+    info = cold_start(model, 300, epochs=1, batch_size=64)
+    assert info["sft_solutions"] == 300 and info["sft_tokens"] > 300
+    pol = model.policy
+    ref, net = pol.reference.state_dict(), pol.net.state_dict()
+    assert all(torch.equal(ref[k], net[k]) for k in ref)
+    assert not pol.optimizer.state_dict()["state"]  # the RL optimiser restarted
+
+
+def test_sft_refuses_a_task_without_solutions() -> None:
+    with pytest.raises(ValueError, match="does not generate prompts with their solutions"):
+        solutions(gym.make("rlvr/Arithmetic-v0").unwrapped.task, 10, seed=0)
+
+
+def test_cli_runs_the_recipe_and_writes_json(tmp_path, capsys) -> None:
+    out = tmp_path / "out.json"
+    rc = main(["--env", ENV, "--env-kwargs", '{"n_numbers": 3}', "--policy", "transformer",
+               "--preset", "transformer", "--sft", "200", "--sft-epochs", "1", "--total-timesteps", "200",
+               "--seed", "1", "--eval-prompts", "16", "--eval-k", "2", "--quiet", "--json", str(out)])
+    assert rc == 0
+    record = json.loads(out.read_text())
+    for key in ("test_greedy", "test_sampled", "test_pass_at_k", "train_greedy", "base_test_greedy",
+                "base_test_pass_at_k", "sft_seconds", "num_timesteps"):
+        assert key in record, key
+    assert record["sft_solutions"] == 200 and record["num_timesteps"] >= 200
+    assert 0.0 <= record["test_greedy"] <= 1.0 and record["env_kwargs"]["observation"] == "tokens"
+
+
+def test_repeated_solutions_are_trained_once_with_their_count_as_weight() -> None:
+    from agents.sft import _distinct_answers
+
+    model = agent()
+    demos = demonstrations(model.env, 3000, seed=4)
+    bounds = np.concatenate([[0], np.cumsum(demos.lengths)])
+    first, counts, prompt_of = _distinct_answers(demos, demos.lengths, bounds)
+    assert counts.sum() == 3000 and len(first) < 3000  # the generator repeats (prompt, answer) pairs
+    assert len(np.unique(prompt_of)) < len(first)  # and prompts: several answers share one
+    with torch.no_grad():  # the weighted loss over distinct answers is the loss over every copy
+        every = -model.policy.log_prob(demos.obs, demos.actions, demos.masks)
+        rows = np.concatenate([np.arange(bounds[a], bounds[a + 1]) for a in first])
+        weights = torch.as_tensor(np.repeat(counts, demos.lengths[first]), dtype=every.dtype)
+        once = -model.policy.log_prob(demos.obs[rows], demos.actions[rows], demos.masks[rows])
+    assert torch.isclose((weights * once).sum() / weights.sum(), every.mean(), atol=1e-5)

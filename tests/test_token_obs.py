@@ -1,0 +1,86 @@
+"""The token-context observation (``observation="tokens"``, rlvr_env.token_obs): both checkers, layout,
+recoverable padding and length, agreement of the single and vector env (the lockstep test in
+tests/test_vector.py covers the vector env step by step)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import rlvr_env  # noqa: F401
+from rlvr_env.token_obs import ANSWER, BOS, PAD, TokenContext, TokenContextSpace
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("rlvr/Arithmetic-v0", {}),
+    ("rlvr/Countdown-v0", {"n_numbers": 3}),
+    ("rlvr/Countdown-v0", {"n_numbers": 4, "target_range": (-50, 300), "operators": "+-*"}),
+]
+
+
+@pytest.mark.parametrize("env_id, kwargs", CASES)
+def test_both_checkers_pass(env_id: str, kwargs: dict[str, Any]) -> None:
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make(env_id, observation="tokens", **kwargs)
+    check_env(env.unwrapped)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # SB3's checker warns about spaces it would mishandle
+        sb3_check_env(gym.make(env_id, observation="tokens", **kwargs))
+
+
+def test_countdown_row_reads_as_text_and_labels_slots_with_answer_ids() -> None:
+    env = gym.make("rlvr/Countdown-v0", n_numbers=3, observation="tokens").unwrapped
+    ctx = env.token_context
+    obs, info = env.reset(seed=5)
+    assert info["prompt"] == rlvr_env.Prompt((7, 9, 1), 70)
+    assert ctx.decode(obs) == "<bos> n0 7 n1 9 n2 1 = 7 0 <ans>"
+    space = env.observation_space
+    assert isinstance(space, TokenContextSpace) and space.dtype == np.int64
+    assert obs.shape == (ctx.prompt_width + 8,) and space.contains(obs)
+    # the prompt is left-padded: <ans> is the last prompt position, whatever the prompt's length
+    assert obs[ctx.prompt_width - 1] == ANSWER and obs[0] == PAD
+    assert (obs[: ctx.prompt_width] != PAD).sum() == 11 and (obs[ctx.prompt_width:] == PAD).all()
+    n1 = ctx.answer_offset + env.task.vocab.index("n1")
+    assert obs[list(obs).index(BOS) + 3] == n1  # the prompt's slot label is the answer's n1 token
+    for t, token in enumerate((0, 5, 7, 1, 3, 2, 8, 9)):  # n0 * ( n1 + n2 ) <eos>
+        obs, reward, terminated, *_ = env.step(token)
+        answer = obs[env.obs_layout["answer"]]
+        assert (answer != PAD).sum() == t + 1 and answer[t] == ctx.answer_offset + token
+    assert reward == pytest.approx(1.1) and terminated
+    assert ctx.decode(obs).endswith("<ans> n0 * ( n1 + n2 ) <eos>")
+
+
+def test_prompts_of_different_lengths_share_the_answer_position() -> None:
+    task = rlvr_env.CountdownTask(n_numbers=3, number_range=(1, 20), target_range=(-99, 999))
+    ctx = TokenContext(task)
+    rows = ctx.encode_arrays(np.array([[1, 2, 3], [10, 20, 15]]), np.array([-7, 999]))
+    assert rows.shape == (2, ctx.prompt_width) and (rows[:, -1] == ANSWER).all()
+    assert ctx.decode(rows[0]) == "<bos> n0 1 n1 2 n2 3 = - 7 <ans>"
+    assert ctx.decode(rows[1]) == "<bos> n0 1 0 n1 2 0 n2 1 5 = 9 9 9 <ans>"
+    assert (rows[0] != PAD).sum() < (rows[1] != PAD).sum() and rows[1, 1] == BOS  # one pad: no sign
+
+
+def test_single_and_vector_env_give_the_same_rows_and_spaces() -> None:
+    kwargs = {"n_numbers": 4, "observation": "tokens"}
+    envs = gym.make_vec("rlvr/Countdown-v0", num_envs=6, vectorization_mode="vector_entry_point", **kwargs)
+    single = gym.make("rlvr/Countdown-v0", **kwargs)
+    assert envs.single_observation_space == single.observation_space
+    obs, info = envs.reset(seed=3)
+    assert obs.dtype == np.int64 and envs.observation_space.contains(obs)
+    for i in range(6):
+        assert np.array_equal(single.reset(options={"prompt": info["prompt"][i]})[0], obs[i])
+
+
+def test_default_observation_is_unchanged_and_bad_kind_raises() -> None:
+    env = gym.make("rlvr/Countdown-v0")
+    assert env.observation_space.shape == (160,) and env.observation_space.dtype == np.float32
+    with pytest.raises(ValueError, match="observation='text' is not one of"):
+        gym.make("rlvr/Arithmetic-v0", observation="text")
+    with pytest.raises(ValueError, match="observation='text' is not one of"):
+        gym.make_vec("rlvr/Arithmetic-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                     observation="text")

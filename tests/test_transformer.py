@@ -1,0 +1,138 @@
+"""The causal-transformer policy (agents.grpo.transformer): KV-cached rollouts agree with one-pass
+teacher forcing, checkpoints round-trip, seeded runs repeat, and SB3 PPO / MaskablePPO get the same
+network (same initial weights for a seed, a fresh critic) and train with it."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rlvr_env  # noqa: F401
+from agents.grpo.config import GRPOConfig
+from agents.grpo.agent import GRPO
+from agents.grpo.transformer import TransformerPolicy, build_network, copy_to_sb3, sb3_policy_kwargs
+
+torch.set_num_threads(1)
+ENV = "rlvr/Countdown-v0"
+SMALL = {"d_model": 32, "n_layers": 2, "n_heads": 2}
+
+
+def small_agent(seed: int = 0, dtype: str = "float32", **config: object) -> GRPO:
+    cfg = GRPOConfig.preset("transformer", prompts_per_iter=4, group_size=4, **config)
+    return GRPO(ENV, cfg, policy="transformer", seed=seed, env_kwargs={"n_numbers": 3},
+                policy_kwargs={**SMALL, "dtype": dtype})
+
+
+@pytest.mark.parametrize("dtype, tol", [("float64", 1e-10), ("float32", 2e-6)])
+def test_kv_cached_rollout_logp_equals_one_pass_teacher_forcing(dtype: str, tol: float) -> None:
+    model = small_agent(dtype=dtype)
+    batch = model._runner.collect(model.policy, model.rng)
+    hits = model.policy.cache_hits
+    assert hits >= batch.mask.shape[1] - 2  # every position after the prompt's came from the cache
+    valid = batch.mask > 0
+    masks = batch.action_masks[valid]
+    with torch.no_grad():
+        one_pass = model.policy.log_prob(batch.obs[valid], batch.actions[valid], masks).double().numpy()
+    assert np.abs(one_pass - batch.logp_old[valid]).max() < tol
+    # the reference (the initial network, before any update) gives the same numbers
+    ref = model.policy.reference_logp(batch.obs[valid], batch.actions[valid], masks)
+    assert np.abs(ref - batch.logp_old[valid]).max() < tol
+
+
+def test_cached_logits_equal_full_recomputation() -> None:
+    space = gym.make(ENV, n_numbers=4, observation="tokens").observation_space
+    a = TransformerPolicy(space, 11, 1e-3, seed=3, **SMALL, dtype="float64")
+    b = TransformerPolicy(space, 11, 1e-3, seed=3, **SMALL, dtype="float64")
+    envs = gym.make_vec(ENV, num_envs=8, vectorization_mode="vector_entry_point", n_numbers=4,
+                        observation="tokens", autoreset_mode="Disabled")
+    obs, _ = envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        la = a.logits(obs)  # cached after the first call
+        b._cache = None
+        lb = b.logits(obs)  # always recomputed in full
+        assert np.allclose(la, lb, atol=1e-10)
+        masks = envs.unwrapped.action_masks()
+        obs, *_ = envs.step(np.array([rng.choice(np.flatnonzero(m)) for m in masks]))
+    assert a.cache_hits >= 1 and b.cache_hits == 0  # a row that ended stops the cache (then: full)
+
+
+def test_seeded_training_repeats_changes_parameters_and_checkpoint_round_trips(tmp_path) -> None:
+    runs = []
+    for _ in range(2):
+        model = small_agent(seed=5)
+        before = model.policy.state()["net.head.weight"].copy()
+        model.learn(300)
+        runs.append(model.policy.state())
+    assert not np.array_equal(before, runs[0]["net.head.weight"])
+    assert all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
+    path = tmp_path / "t.zip"
+    model.save(path)
+    loaded = GRPO.load(path)
+    assert loaded.policy_name == "transformer" and loaded.env_kwargs["observation"] == "tokens"
+    obs, _ = loaded.env.reset(seed=1)
+    assert np.array_equal(model.policy.logits(obs[None]), loaded.policy.logits(obs[None]))
+    state = loaded.policy.optimizer.state_dict()["state"]
+    assert state and len(state) == len(model.policy.optimizer.state_dict()["state"])
+
+
+def test_refuses_a_feature_observation_naming_the_fix() -> None:
+    env = gym.make(ENV, n_numbers=3)
+    with pytest.raises(ValueError, match="observation='tokens'"):
+        GRPO(env, policy="transformer")
+
+
+@pytest.mark.parametrize("algo", ["PPO", "MaskablePPO"])
+def test_sb3_gets_the_same_network_and_trains(algo: str) -> None:
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    cls = {"PPO": PPO, "MaskablePPO": MaskablePPO}[algo]
+    env = gym.make(ENV, n_numbers=3, observation="tokens")
+    n = int(env.action_space.n)
+    model = cls("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=2, seed=0,
+                policy_kwargs=sb3_policy_kwargs(n, seed=7, **SMALL))
+    grpo_net = build_network(env.observation_space, n, 7, **SMALL)
+    lm = model.policy.features_extractor.lm
+    assert all(torch.equal(a, b) for a, b in zip(grpo_net.state_dict().values(), lm.state_dict().values()))
+    copy_to_sb3(grpo_net, model)  # the head too: now the actor is GRPO's network exactly
+    obs, _ = env.reset(seed=2)
+    with torch.no_grad():
+        sb3 = model.policy.get_distribution(torch.as_tensor(obs[None]).float()).distribution.logits
+        width = env.unwrapped.token_context.prompt_width
+        hidden = grpo_net.hidden(torch.as_tensor(obs[None, :width]))[0][:, -1]
+        ours = torch.log_softmax(grpo_net.head(hidden), -1)
+    assert torch.allclose(sb3, ours, atol=1e-5)
+    value_before = model.policy.value_net.weight.detach().clone()
+    model.learn(256)
+    assert model.num_timesteps >= 256
+    assert not torch.equal(value_before, model.policy.value_net.weight)  # the fresh critic trained
+    assert not torch.equal(grpo_net.head.weight, model.policy.action_net.weight.detach())
+
+
+def test_shared_prompt_teacher_forcing_equals_the_full_rows() -> None:
+    space = gym.make(ENV, n_numbers=3, observation="tokens").observation_space
+    net = build_network(space, 20, seed=1, dtype="float64", **SMALL)
+    p = space.prompt_width
+    rng = np.random.default_rng(0)
+    prompts = rng.integers(1, 26, size=(3, p))
+    prompts[0, :4] = 0  # left padding of different widths
+    prompts[1, :2] = 0
+    owner = np.array([0, 0, 1, 2, 2, 2])
+    answers = rng.integers(1, 26, size=(6, 5))
+    answers[1, 3:] = 0  # right padding: a shorter answer
+    with torch.no_grad():
+        last, ans = net.answer_hidden(torch.as_tensor(prompts), torch.as_tensor(owner),
+                                      torch.as_tensor(answers))
+        full, _, start = net.hidden(torch.as_tensor(np.concatenate([prompts[owner], answers], axis=1)))
+    assert start == 0
+    assert torch.allclose(last[owner], full[:, p - 1], atol=1e-10)
+    real = torch.as_tensor(answers != 0)
+    assert torch.allclose(ans[real], full[:, p:][real], atol=1e-10)
+    with torch.no_grad():  # leading all-padding columns are dropped exactly
+        trimmed, _, start = net.hidden(torch.as_tensor(prompts[:1]))
+        untrimmed, _, start2 = net.hidden(torch.as_tensor(prompts[[0, 2]]))  # row 2 has no padding
+    assert start == 4 and trimmed.shape[1] == p - 4 and start2 == 0
+    assert torch.allclose(trimmed[0], untrimmed[0, 4:], atol=1e-10)
