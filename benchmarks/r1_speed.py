@@ -3,7 +3,8 @@ side with the MLP policy in one process (issue 16's speed goal: >= 10k steps/s o
 supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
 
 Ratios measured in one run are what to quote on a shared machine; absolute figures depend on its load.
-Writes ``benchmark-runs/r1/speed.json`` (git-ignored)::
+Writes ``benchmark-runs/r1_speed/speed.json`` (git-ignored; ``--update-results`` writes
+``benchmarks/results/r1/speed.json``)::
 
     python -m benchmarks.r1_speed --steps 20000 --threads 1
 """
@@ -23,7 +24,9 @@ from agents.grpo.config import GRPOConfig
 from agents.grpo.agent import GRPO
 from agents.sft import demonstrations, supervised_fit
 
-OUT = Path("benchmark-runs/r1")
+from benchmarks.core.common import add_output_arguments, output_folder, write_json
+
+RESULTS = Path(__file__).resolve().parent / "results" / "r1"
 
 
 def measure(policy: str, steps: int, seed: int) -> dict[str, float]:
@@ -60,21 +63,29 @@ def measure_sft(n: int, seed: int) -> dict[str, float]:
             "solutions_per_second": n / fit_s, "parameters": float(model.num_parameters())}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1_speed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sft", type=int, default=100_000, help="solutions for the cold-start epoch")
-    args = parser.parse_args()
+    add_output_arguments(parser, "r1_speed", RESULTS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.threads < 1 or args.sft < 1:
+        parser.error(f"--steps={args.steps}, --threads={args.threads} and --sft={args.sft} must be >= 1")
+    out = output_folder(args)
     torch.set_num_threads(args.threads)
     rows = [measure(p, args.steps, args.seed) for p in ("transformer", "mlp")]
     record = {"threads": args.threads, "load_average": os.getloadavg(), "runs": rows,
               "transformer_over_mlp": rows[0]["steps_per_second"] / rows[1]["steps_per_second"],
               "sft": measure_sft(args.sft, args.seed)}
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "speed.json").write_text(json.dumps(record, indent=1))
+    write_json(out / "speed.json", record)
     print(json.dumps(record, indent=1))
 
 

@@ -16,7 +16,6 @@ import argparse
 import hashlib
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,7 +26,10 @@ from agents.grpo.__main__ import _report
 from agents.grpo.agent import GRPO
 from agents.sft import cold_start
 
-OUT = Path("benchmark-runs/r1")
+from benchmarks.core.common import LOCAL_OUT, write_json
+
+#: Never committed: tuning runs on the choosing seeds (the bases are a cache).
+OUT = LOCAL_OUT / "r1_tune"
 ENV = "rlvr/Countdown-v0"
 
 
@@ -76,11 +78,11 @@ def run(args: argparse.Namespace) -> dict:
     return record
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1_tune", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", required=True)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="a choosing seed (0-9); never a reported one")
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--preset", default="transformer")
     parser.add_argument("--set", nargs="*", default=[], help="GRPOConfig overrides, field=value")
@@ -92,12 +94,18 @@ def main() -> None:
     parser.add_argument("--sft-batch-size", type=int, default=256)
     parser.add_argument("--eval-k", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 <= args.seed <= 9:
+        parser.error(f"--seed={args.seed}: tuning uses the choosing seeds 0-9 only (reported seeds are 10+)")
     torch.set_num_threads(args.threads)
     record = run(args)
-    (OUT / "tune").mkdir(parents=True, exist_ok=True)
     path = OUT / "tune" / f"{args.name}_s{args.seed}.json"
-    path.write_text(json.dumps(record, indent=1))
+    write_json(path, record)
     keys = ("base_test_greedy", "base_test_sampled", "base_test_pass_at_k", "test_greedy", "test_sampled",
             "test_pass_at_k", "train_greedy", "sft_seconds", "steps_per_second")
     print(path, {k: round(record[k], 3) for k in keys if k in record})

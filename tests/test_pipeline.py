@@ -28,14 +28,15 @@ from benchmarks.core.study import RunSpec
 #: Every experiment's CLI module: each has build_parser(); those that take --seeds parse them alike.
 EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "spread", "env_speed",
                "throughput", "vector_speed", "llm_rewards", "fresh_install", "speed_goals", "tabular_hold",
-               "profile_grpo")
+               "profile_grpo", "r1_speed")
 
 
 def test_every_benchmark_command_is_in_the_experiment_list() -> None:
     # a new `python -m benchmarks.X` command must join EXPERIMENTS, so the output and seed tests cover it
     root = Path(__file__).resolve().parent.parent / "benchmarks"
     commands = {p.stem for p in root.glob("*.py") if 'if __name__ == "__main__"' in p.read_text()}
-    helpers = {"update_readme", "migrate_runs", "demo"}  # maintenance and a demo: no results folder
+    # maintenance, a demo, and r1_tune (choosing-seed runs, never committed; writes benchmark-runs/r1_tune/)
+    helpers = {"update_readme", "migrate_runs", "demo", "r1_tune"}
     assert commands - helpers - {"lab"} <= set(EXPERIMENTS), sorted(commands - helpers - set(EXPERIMENTS))
 SEEDED = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "tabular_hold")
 #: The learning columns of runs.csv: everything that is not time, memory or provenance.
