@@ -1,6 +1,6 @@
 """What an outside observer of GRPO training gets: the per-iteration ``callback`` of ``learn`` (SB3's
-habit; :mod:`agents.grpo.callbacks` runs it, SB3 ``BaseCallback`` objects included), its progress bar, and the group hook (``GRPO.add_group_hook``), which sees every group an
-iteration sampled.
+habit; :mod:`agents.grpo.callbacks` runs it, SB3 ``BaseCallback`` objects included), its progress bar,
+and the group hook (``GRPO.add_group_hook``), which sees every group an iteration sampled.
 
 Both are read-only views: a hook receives copies (read-only arrays), so a run with hooks trains
 bit-for-bit as the same run without them. Experiments observe training through these, never by
@@ -20,6 +20,7 @@ from agents.grpo.callbacks import Callback
 from agents.grpo.rollout import GroupBatch
 
 __all__ = ["Callback", "GroupEvent", "GroupHook", "GroupHooks", "progress_bar"]
+
 
 @dataclass(frozen=True)
 class GroupEvent:

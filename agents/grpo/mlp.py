@@ -19,7 +19,8 @@ import numpy as np
 
 from agents.extras import missing_extra
 from agents.grpo.objective import entropy_bonus
-from agents.grpo.policies import LossFn, Policy, UpdateStats
+from agents.grpo.policies import LossFn, UpdateStats
+from agents.grpo.torch_policy import TorchPolicy
 
 try:
     import torch
@@ -41,7 +42,7 @@ def _masked_log_softmax(logits: torch.Tensor, masks: np.ndarray | None) -> torch
     return torch.log_softmax(logits.masked_fill(~m, float("-inf")), dim=-1)
 
 
-class MLPPolicy(Policy):
+class MLPPolicy(TorchPolicy):
     """SB3 PPO's actor (``net_arch=[64, 64]``, Tanh, orthogonal init) trained by GRPO."""
 
     kind = "mlp"
@@ -148,28 +149,3 @@ class MLPPolicy(Policy):
             plogp = torch.where(torch.isfinite(logp_all), logp_all.exp() * logp_all, 0.0)
             entropy = float(-plogp.sum(-1).mean()) if len(actions) else 0.0
         return UpdateStats(terms, entropy)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
-
-    def state(self) -> dict[str, np.ndarray]:
-        out = {f"net.{k}": v.detach().numpy().copy() for k, v in self.net.state_dict().items()}
-        out.update({f"ref.{k}": v.numpy().copy() for k, v in self.reference.state_dict().items()})
-        return out
-
-    def optimizer_state(self) -> dict:
-        return self.optimizer.state_dict()
-
-    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
-        for prefix, module in (("net.", self.net), ("ref.", self.reference)):
-            expected = module.state_dict()
-            for k, v in expected.items():
-                arr = arrays.get(prefix + k)
-                if arr is None:
-                    raise ValueError(f"mlp policy state lacks the array {prefix + k!r}")
-                if tuple(arr.shape) != tuple(v.shape) or not np.all(np.isfinite(arr)):
-                    raise ValueError(
-                        f"array {prefix + k!r} has shape {arr.shape}; expected {tuple(v.shape)} "
-                        "with finite values"
-                    )
-            module.load_state_dict({k: torch.as_tensor(arrays[prefix + k]) for k in expected})

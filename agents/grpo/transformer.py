@@ -44,7 +44,8 @@ except ImportError as err:  # installed without the torch extra: the tabular pol
     raise missing_extra("the transformer policy (agents.grpo.transformer)", "torch") from err
 
 from agents.grpo.objective import entropy_bonus
-from agents.grpo.policies import LossFn, Policy, UpdateStats
+from agents.grpo.policies import LossFn, UpdateStats
+from agents.grpo.torch_policy import TorchPolicy
 from rlvr_env.token_obs import PAD, TokenContextSpace
 
 __all__ = ["TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_to_sb3",
@@ -230,7 +231,7 @@ def _row_hash(ids: np.ndarray) -> np.ndarray:
     return (ids * _HASH[: ids.shape[1]]).sum(axis=1)
 
 
-class TransformerPolicy(Policy):
+class TransformerPolicy(TorchPolicy):
     """GRPO's causal-transformer policy over the token context (see the module docstring).
 
     ``policy_kwargs``: ``d_model`` (128), ``n_layers`` (2), ``n_heads`` (4), ``d_ff`` (2 d_model),
@@ -387,28 +388,7 @@ class TransformerPolicy(Policy):
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
-
-    def state(self) -> dict[str, np.ndarray]:
-        out = {f"net.{k}": v.detach().numpy().copy() for k, v in self.net.state_dict().items()}
-        out.update({f"ref.{k}": v.numpy().copy() for k, v in self.reference.state_dict().items()})
-        return out
-
-    def optimizer_state(self) -> dict:
-        return self.optimizer.state_dict()
-
-    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
-        for prefix, module in (("net.", self.net), ("ref.", self.reference)):
-            expected = module.state_dict()
-            for k, v in expected.items():
-                arr = arrays.get(prefix + k)
-                if arr is None:
-                    raise ValueError(f"transformer policy state lacks the array {prefix + k!r}")
-                if tuple(arr.shape) != tuple(v.shape) or not np.all(np.isfinite(arr)):
-                    raise ValueError(f"array {prefix + k!r} has shape {arr.shape}; expected "
-                                     f"{tuple(v.shape)} with finite values")
-            module.load_state_dict({k: torch.as_tensor(arrays[prefix + k]) for k in expected})
+    def _loaded(self) -> None:
         self._cache = None
 
 
