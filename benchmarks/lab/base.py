@@ -265,3 +265,13 @@ def collapsed(rec: dict[str, Any]) -> bool:
     end = window_mean(rec, "solve_rate", True)
     ent = window_mean(rec, "entropy", True)
     return bool(end < 0.5 * best or (ent < 0.01 and end < 0.5))
+
+
+def collapsed_per_arm(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    """How many runs of each arm :func:`collapsed`."""
+    return {a.name: int(sum(collapsed(r) for r in runs[a.name])) for a in claim.arms}
+
+
+def collapsed_text(claim: Claim, coll: dict[str, int], n: int) -> str:
+    """``"collapsed runs: <arm> k of n, ..."`` for a claim's table row."""
+    return "collapsed runs: " + ", ".join(f"{a.label} {coll[a.name]} of {n}" for a in claim.arms)

@@ -13,7 +13,8 @@ from benchmarks.lab.base import (
     BUDGET,
     ci,
     Claim,
-    collapsed,
+    collapsed_per_arm,
+    collapsed_text,
     _fmt,
     MU_HI,
     per_seed,
@@ -30,11 +31,10 @@ def analyse_gmpo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     acc = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     clip = {a.name: per_seed(runs, a.name, lambda r: float(np.nanmean(series(r, "clip_frac"))))
             for a in claim.arms}
-    coll = {a.name: int(sum(collapsed(r) for r in runs[a.name])) for a in claim.arms}
+    coll = collapsed_per_arm(claim, runs)
     n = len(acc[claim.arms[0].name])
     extra = ("; clip fraction over training: " + ", ".join(
-        f"{a.label} {_fmt(ci(clip[a.name]), 3)}" for a in claim.arms) + "; collapsed runs: " + ", ".join(
-        f"{a.label} {coll[a.name]} of {n}" for a in claim.arms))
+        f"{a.label} {_fmt(ci(clip[a.name]), 3)}" for a in claim.arms) + "; " + collapsed_text(claim, coll, n))
     rows = [two_arm_row(claim, f"the geometric mean of token ratios with a wider clip (log-ratio "
                         f"{GMPO_LOG_CLIP:g}) learns better than GRPO's arithmetic mean at mu = {MU_HI}",
                         "held-out sampled success", acc, extra=extra)]

@@ -11,7 +11,7 @@ from benchmarks.lab.base import (
     BUDGET,
     ci,
     Claim,
-    collapsed,
+    collapsed_per_arm,
     _fmt,
     MU_HI,
     MU_LO,
@@ -29,7 +29,7 @@ def analyse_gspo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     n = len(_seeds(runs))
     final = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     clip = {a.name: per_seed(runs, a.name, lambda r: float(np.nanmean(series(r, "clip_frac")))) for a in claim.arms}
-    coll = {a.name: int(sum(collapsed(r) for r in runs[a.name])) for a in claim.arms}
+    coll = collapsed_per_arm(claim, runs)
     drop_tok = np.array(final["token_lo"]) - np.array(final["token_hi"])
     drop_seq = np.array(final["gspo_lo"]) - np.array(final["gspo_hi"])
     d = paired(list(drop_tok), list(drop_seq))

@@ -10,7 +10,8 @@ from benchmarks.lab.base import (
     BUDGET,
     ci,
     Claim,
-    collapsed,
+    collapsed_per_arm,
+    collapsed_text,
     _fmt,
     MU_HI,
     per_seed,
@@ -23,11 +24,10 @@ from benchmarks.lab.figures import _curves_figure, _png
 def analyse_sapo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     acc = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     ent = {a.name: per_seed(runs, a.name, lambda r: window_mean(r, "entropy", True)) for a in claim.arms}
-    coll = {a.name: int(sum(collapsed(r) for r in runs[a.name])) for a in claim.arms}
+    coll = collapsed_per_arm(claim, runs)
     n = len(acc[claim.arms[0].name])
     extra = ("; entropy (nats/token), last quarter: " + ", ".join(
-        f"{a.label} {_fmt(ci(ent[a.name]))}" for a in claim.arms) + "; collapsed runs: " + ", ".join(
-        f"{a.label} {coll[a.name]} of {n}" for a in claim.arms))
+        f"{a.label} {_fmt(ci(ent[a.name]))}" for a in claim.arms) + "; " + collapsed_text(claim, coll, n))
     rows = [two_arm_row(claim, f"a smooth gate in place of the hard clip learns better off-policy "
                         f"(mu = {MU_HI} epochs per batch)", "held-out sampled success", acc, extra=extra)]
     return {"rows": rows, "final_sampled": acc, "entropy_end": ent, "collapsed": coll}
