@@ -35,6 +35,7 @@ __all__ = [
     "MaskedPredict",
     "SB3Predictor",
     "SuccessReport",
+    "pass_at_k_curve",
     "answer_correct",
     "as_token_env",
     "evaluation_prompts",
@@ -190,6 +191,26 @@ def _answer_correct_vector(predict: MaskedPredict, base: TokenEnv, episodes: lis
     return correct
 
 
+def pass_at_k_curve(per_prompt_success: np.ndarray, n: int, ks: Sequence[int]) -> dict[int, float]:
+    """Unbiased pass@k for each of ``ks`` from ``n`` samples per prompt whose per-prompt success rates
+    are ``per_prompt_success`` (so c = rate * n correct): mean of 1 - C(n-c, k)/C(n, k), computed as
+    the product prod_{i=n-c+1..n} (1 - k/i) (no overflow). ``ValueError`` for a k outside 1..n."""
+    correct = np.rint(np.asarray(per_prompt_success, dtype=np.float64) * n).astype(np.int64)
+    out: dict[int, float] = {}
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+            raise ValueError(f"k={k!r} must be an integer in 1..{n} (the samples per prompt)")
+        fail = np.ones(len(correct))
+        for j, c in enumerate(correct):
+            if n - c < k:
+                fail[j] = 0.0
+            else:
+                i = np.arange(n - c + 1, n + 1)
+                fail[j] = float(np.prod(1.0 - k / i))
+        out[int(k)] = float(1.0 - fail.mean()) if len(correct) else 0.0
+    return out
+
+
 @dataclass(frozen=True)
 class SuccessReport:
     """Greedy and sampled success of one policy on one list of prompts (see the module docstring)."""
@@ -204,6 +225,13 @@ class SuccessReport:
     def min_prompt_sampled(self) -> float:
         """The worst prompt's sampled success (1.0 only if every prompt is learned)."""
         return float(self.per_prompt_sampled.min())
+
+    def pass_at(self, ks: Sequence[int]) -> dict[int, float]:
+        """The unbiased pass@k estimate (Chen et al. 2021, "Evaluating large language models trained
+        on code", eq. 1) for each k <= :attr:`k` from the same ``k`` samples per prompt: the mean over
+        prompts of 1 - C(n - c, k) / C(n, k), with n = :attr:`k` samples of which c are correct. It
+        equals :attr:`pass_at_k` at k = n and :attr:`sampled` at k = 1."""
+        return pass_at_k_curve(self.per_prompt_sampled, self.k, ks)
 
     def as_dict(self, prefix: str = "") -> dict[str, float]:
         return {

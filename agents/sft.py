@@ -158,6 +158,37 @@ def _answer_rows(bounds: np.ndarray, answers: np.ndarray) -> np.ndarray:
     return offsets + np.arange(int(lengths.sum()))
 
 
+#: How :func:`supervised_fit` groups solutions into minibatches.
+MINIBATCH_KINDS = ("prompts", "answers")
+
+
+def _step_size(learning_rate: float, step: int, steps_total: int, warmup: float) -> float:
+    """A linear warm-up over the first ``warmup`` of the steps, then a cosine from ``learning_rate``
+    to a tenth of it."""
+    ramp = int(warmup * steps_total)
+    if step < ramp:
+        return learning_rate * (step + 1) / ramp
+    return learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - ramp) / max(1, steps_total - ramp))))
+
+
+def _copy_index(demos: Demonstrations, lengths: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """(n,) for each solution of ``demos``, the index into ``answers`` (its distinct answers) of its
+    own (prompt, answer) pair."""
+    n = len(lengths)
+    if len(answers) == n:
+        return np.arange(n)
+    prompt_key = np.concatenate([np.asarray(demos.numbers, dtype=np.int64).reshape(n, -1),
+                                 np.asarray(demos.targets, dtype=np.int64)[:, None]], axis=1)
+    tokens = np.full((n, int(lengths.max())), -1, dtype=np.int64)
+    tokens[np.arange(tokens.shape[1])[None, :] < lengths[:, None]] = demos.actions
+    rows = np.concatenate([prompt_key, tokens], axis=1)
+    _, inverse = np.unique(rows, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    slot = np.empty(len(answers), dtype=np.int64)
+    slot[inverse[answers]] = np.arange(len(answers))  # unique row -> position in ``answers``
+    return slot[inverse]
+
+
 def supervised_fit(
     policy: Any,
     demos: Demonstrations,
@@ -168,6 +199,8 @@ def supervised_fit(
     seed: int = 0,
     masked: bool = True,
     max_grad_norm: float | None = 1.0,
+    minibatch: str = "prompts",
+    warmup: float = 0.0,
 ) -> list[float]:
     """Fit a torch policy to ``demos`` by cross-entropy on each demonstrated token (under the grammar
     masks when ``masked``): Adam, the step size decayed by a cosine from ``learning_rate`` to a tenth of
@@ -176,8 +209,15 @@ def supervised_fit(
     Minibatches hold whole prompts with all their demonstrated answers (about ``batch_size``
     solutions per step, in a seeded prompt order), each distinct answer once with its count as
     weight (:func:`_distinct_answers`), so the transformer computes each prompt once for all its
-    answers. The policy's RL optimiser and reference are left alone (see :func:`cold_start`)."""
+    answers. ``minibatch="answers"`` instead shuffles the solutions themselves (every copy, as plain
+    SGD over the data would) into minibatches of ``batch_size`` solutions, repeated ones merged with
+    their count as weight. ``warmup`` (a fraction of all steps) ramps the step size linearly from zero
+    before the cosine. The policy's RL optimiser and reference are left alone (see :func:`cold_start`)."""
     epochs = _positive_int("epochs", epochs)
+    if minibatch not in MINIBATCH_KINDS:
+        raise ValueError(f"minibatch={minibatch!r} must be one of {MINIBATCH_KINDS}")
+    if not 0.0 <= warmup < 1.0:
+        raise ValueError(f"warmup={warmup!r} must be a fraction of the steps in [0, 1)")
     batch_size = _positive_int("batch_size", batch_size)
     if not learning_rate > 0:
         raise ValueError(f"learning_rate={learning_rate!r} must be positive")
@@ -195,20 +235,32 @@ def supervised_fit(
     by_prompt = np.argsort(prompt_of, kind="stable")  # distinct answers, prompt after prompt
     prompt_start = np.searchsorted(prompt_of[by_prompt], np.arange(n_prompts + 1))
     per_step = max(1, round(batch_size * n_prompts / len(lengths)))  # prompts per step
-    steps_total = epochs * math.ceil(n_prompts / per_step)
+    copy_of = _copy_index(demos, lengths, answers)  # (n,) each solution's distinct answer
+    if minibatch == "prompts":
+        steps_per_epoch = math.ceil(n_prompts / per_step)
+    else:
+        steps_per_epoch = math.ceil(len(copy_of) / batch_size)
+    steps_total = epochs * steps_per_epoch
     rng = np.random.default_rng(seed)
     losses, step = [], 0
     for _ in range(epochs):
-        order = rng.permutation(n_prompts)
         total, count = 0.0, 0.0
-        for first in range(0, n_prompts, per_step):
-            picked = np.sort(order[first : first + per_step])
-            which = by_prompt[_answer_rows(prompt_start, picked)]  # their distinct answers
+        if minibatch == "prompts":
+            order = rng.permutation(n_prompts)
+            batches = []
+            for first in range(0, n_prompts, per_step):
+                which = by_prompt[_answer_rows(prompt_start, np.sort(order[first : first + per_step]))]
+                batches.append((which, counts[which]))
+        else:
+            order = rng.permutation(len(copy_of))
+            batches = [np.unique(copy_of[order[first : first + batch_size]], return_counts=True)
+                       for first in range(0, len(copy_of), batch_size)]
+        for which, weight in batches:
             rows = _answer_rows(bounds, answers[which])
-            weights = torch.as_tensor(np.repeat(counts[which], lengths[answers[which]]),
+            weights = torch.as_tensor(np.repeat(weight, lengths[answers[which]]),
                                       dtype=net.head.weight.dtype)  # (rows,) copies of each answer
-            for group in opt.param_groups:  # cosine from lr to lr / 10
-                group["lr"] = learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * step / steps_total)))
+            for group in opt.param_groups:
+                group["lr"] = _step_size(learning_rate, step, steps_total, warmup)
             logp = _log_prob(policy, demos.obs[rows], demos.actions[rows],
                              demos.masks[rows] if masked else None)
             loss = -(weights * logp).sum() / weights.sum()
@@ -225,7 +277,7 @@ def supervised_fit(
 
 
 def cold_start(model: Any, n: int, *, epochs: int = 8, batch_size: int = 256, learning_rate: float = 1e-3,
-               seed: int | None = None) -> dict[str, Any]:
+               seed: int | None = None, minibatch: str = "prompts", warmup: float = 0.0) -> dict[str, Any]:
     """Supervised cold start of a GRPO agent on ``n`` train-split solutions, then RL's start: the fitted
     network becomes the frozen KL reference and the RL optimiser restarts. Returns what it did
     (``sft_solutions``, ``sft_tokens``, ``sft_epochs``, ``sft_losses``, ``sft_seconds``). ``seed``
@@ -234,7 +286,8 @@ def cold_start(model: Any, n: int, *, epochs: int = 8, batch_size: int = 256, le
     start = time.perf_counter()
     demos = demonstrations(model.env, n, seed)
     losses = supervised_fit(model.policy, demos, epochs=epochs, batch_size=batch_size,
-                            learning_rate=learning_rate, seed=seed, masked=model.use_masks)
+                            learning_rate=learning_rate, seed=seed, masked=model.use_masks,
+                            minibatch=minibatch, warmup=warmup)
     pol = model.policy
     if hasattr(pol, "restart_from_current"):
         pol.restart_from_current()

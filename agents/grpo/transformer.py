@@ -48,7 +48,7 @@ from agents.grpo.policies import LossFn, UpdateStats
 from agents.grpo.torch_policy import TorchPolicy
 from rlvr_env.token_obs import PAD, TokenContextSpace
 
-__all__ = ["TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_to_sb3",
+__all__ = ["TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_from_sb3", "copy_to_sb3",
            "sb3_extractor_class", "sb3_policy_kwargs"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -449,3 +449,26 @@ def copy_to_sb3(source: TinyLM | TransformerPolicy, sb3_model: Any) -> None:
         lm.load_state_dict({k: v.to(dst[k].dtype) for k, v in src.items()})
         policy.action_net.weight.copy_(net.head.weight.to(policy.action_net.weight.dtype))
         policy.action_net.bias.copy_(net.head.bias.to(policy.action_net.bias.dtype))
+
+
+def copy_from_sb3(sb3_model: Any, target: TinyLM | TransformerPolicy) -> None:
+    """The inverse of :func:`copy_to_sb3`: an SB3 actor built with :func:`sb3_policy_kwargs` (features
+    extractor trunk + ``action_net``) into a transformer, which then gives exactly the SB3 actor's
+    logits; so an SB3-trained transformer is evaluated by the same KV-cached decoder as GRPO's (the
+    critic is dropped). ``ValueError`` when the architectures differ."""
+    policy = sb3_model.policy
+    lm = getattr(getattr(policy, "features_extractor", None), "lm", None)
+    if not isinstance(lm, TinyLM):
+        raise ValueError("the SB3 model was not built with sb3_policy_kwargs(): no transformer extractor")
+    net = target.net if isinstance(target, TransformerPolicy) else target
+    src, dst = lm.state_dict(), net.state_dict()
+    trunk = {k: v for k, v in dst.items() if not k.startswith("head.")}
+    if {k: tuple(v.shape) for k, v in src.items() if not k.startswith("head.")} != {
+            k: tuple(v.shape) for k, v in trunk.items()}:
+        raise ValueError(f"transformer architectures differ: {lm.arch} vs {net.arch}")
+    with torch.no_grad():
+        net.load_state_dict({**{k: src[k].to(v.dtype) for k, v in trunk.items()},
+                             "head.weight": policy.action_net.weight.detach().to(dst["head.weight"].dtype),
+                             "head.bias": policy.action_net.bias.detach().to(dst["head.bias"].dtype)})
+    if isinstance(target, TransformerPolicy):
+        target._cache = None

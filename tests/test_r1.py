@@ -1,0 +1,154 @@
+"""The R1 study's pieces (issue 16): pass@k from samples, SB3 actors scored by the transformer decoder,
+shuffled-answer SFT minibatches, and the study's two stages on a tiny budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("stable_baselines3")
+
+import gymnasium as gym  # noqa: E402
+
+import rlvr_env  # noqa: E402,F401
+from agents.evaluation import pass_at_k_curve  # noqa: E402
+
+ENV = "rlvr/Countdown-v0"
+SMALL = {"d_model": 32, "n_layers": 1, "n_heads": 2}
+
+
+def test_pass_at_k_is_the_unbiased_estimator_computed_by_hand() -> None:
+    # n = 4 samples per prompt, with 0, 1 and 4 correct
+    rates = np.array([0.0, 0.25, 1.0])
+    got = pass_at_k_curve(rates, 4, [1, 2, 3, 4])
+    # c = 1: pass@2 = 1 - C(3,2)/C(4,2) = 1/2; pass@3 = 1 - C(3,3)/C(4,3) = 3/4; pass@4 = 1
+    assert got[1] == pytest.approx((0 + 0.25 + 1) / 3)
+    assert got[2] == pytest.approx((0 + 0.5 + 1) / 3)
+    assert got[3] == pytest.approx((0 + 0.75 + 1) / 3)
+    assert got[4] == pytest.approx(2 / 3)
+    for bad in (0, 5, 2.0, True):
+        with pytest.raises(ValueError, match="must be an integer in 1..4"):
+            pass_at_k_curve(rates, 4, [bad])
+
+
+def test_a_report_gives_sampled_at_k1_and_its_own_pass_at_k_at_n() -> None:
+    from agents import GRPO
+
+    model = GRPO(ENV, policy="transformer", seed=1, env_kwargs={"n_numbers": 3, "observation": "tokens"},
+                 policy_kwargs=SMALL)
+    rep = model.success("test", k=8, n_prompts=12)
+    curve = rep.pass_at([1, 8])
+    assert curve[1] == pytest.approx(rep.sampled)
+    assert curve[8] == pytest.approx(rep.pass_at_k)
+
+
+@pytest.mark.parametrize("algo", ["PPO", "MaskablePPO"])
+def test_an_sb3_actor_copied_back_gives_its_logits_exactly(algo: str) -> None:
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    from agents import GRPO
+    from agents.grpo.transformer import copy_from_sb3, copy_to_sb3, sb3_policy_kwargs
+
+    env = gym.make(ENV, n_numbers=3, observation="tokens")
+    n = int(env.action_space.n)
+    cls = {"PPO": PPO, "MaskablePPO": MaskablePPO}[algo]
+    sb3 = cls("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, learning_rate=1e-2,
+              policy_kwargs=sb3_policy_kwargs(n, seed=3, **SMALL))
+    grpo = GRPO(ENV, policy="transformer", seed=3, env_kwargs={"n_numbers": 3, "observation": "tokens"},
+                policy_kwargs=SMALL)
+    copy_to_sb3(grpo.policy, sb3)
+    sb3.learn(128)  # the SB3 actor moves away from GRPO's network
+    obs, _ = env.reset(seed=5)
+    width = env.unwrapped.token_context.prompt_width
+    net = grpo.policy.net
+
+    def ours() -> torch.Tensor:
+        with torch.no_grad():
+            hidden = net.hidden(torch.as_tensor(obs[None, :width]))[0][:, -1]
+            return torch.log_softmax(net.head(hidden), -1)
+
+    with torch.no_grad():
+        theirs = sb3.policy.get_distribution(torch.as_tensor(obs[None]).float()).distribution.logits
+    assert not torch.allclose(ours().float(), theirs, atol=1e-4)
+    copy_from_sb3(sb3, grpo.policy)
+    assert torch.allclose(ours().float(), theirs, atol=1e-5)
+    other = GRPO(ENV, policy="transformer", seed=3, env_kwargs={"n_numbers": 3, "observation": "tokens"},
+                 policy_kwargs={**SMALL, "d_model": 16})
+    with pytest.raises(ValueError, match="architectures differ"):
+        copy_from_sb3(sb3, other.policy)
+
+
+def _demos(n: int = 300):
+    from agents import GRPO
+    from agents.sft import demonstrations
+
+    model = GRPO(ENV, policy="transformer", seed=2, env_kwargs={"n_numbers": 3, "observation": "tokens"},
+                 policy_kwargs=SMALL)
+    return model, demonstrations(model.env, n, seed=4)
+
+
+def test_shuffled_answer_minibatches_fit_repeat_and_refuse_bad_settings() -> None:
+    from agents.sft import _copy_index, _distinct_answers, supervised_fit
+
+    model, demos = _demos()
+    lengths = demos.lengths
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    answers, _, _ = _distinct_answers(demos, lengths, bounds)
+    copy_of = _copy_index(demos, lengths, answers)
+    for i in range(len(lengths)):  # each solution points at a distinct answer with its own tokens
+        a = answers[copy_of[i]]
+        assert np.array_equal(demos.actions[bounds[i]:bounds[i + 1]], demos.actions[bounds[a]:bounds[a + 1]])
+        assert np.array_equal(demos.numbers[i], demos.numbers[a]) and demos.targets[i] == demos.targets[a]
+    start = {k: v.clone() for k, v in model.policy.net.state_dict().items()}
+    losses = supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1, minibatch="answers", warmup=0.1)
+    assert losses[-1] < losses[0]
+    after = {k: v.clone() for k, v in model.policy.net.state_dict().items()}
+    model.policy.net.load_state_dict(start)
+    assert supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1, minibatch="answers",
+                          warmup=0.1) == losses
+    assert all(torch.equal(after[k], v) for k, v in model.policy.net.state_dict().items())
+    model.policy.net.load_state_dict(start)
+    assert supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1) != losses  # prompt minibatches
+    with pytest.raises(ValueError, match="minibatch='words' must be one of"):
+        supervised_fit(model.policy, demos, minibatch="words")
+    with pytest.raises(ValueError, match="warmup=1.5 must be a fraction"):
+        supervised_fit(model.policy, demos, warmup=1.5)
+
+
+def test_the_step_size_warms_up_then_decays_to_a_tenth() -> None:
+    from agents.sft import _step_size
+
+    sizes = [_step_size(1.0, s, 100, 0.1) for s in range(100)]
+    assert sizes[0] == pytest.approx(0.1) and sizes[9] == pytest.approx(1.0)
+    assert all(a <= b for a, b in zip(sizes[:10], sizes[1:10]))
+    assert all(a >= b for a, b in zip(sizes[10:], sizes[11:]))
+    assert sizes[-1] == pytest.approx(0.1, abs=1e-3)
+    assert _step_size(1.0, 0, 100, 0.0) == pytest.approx(1.0)
+
+
+def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -> None:
+    from benchmarks.r1 import base_run, rl_run, summarize
+
+    ev = {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
+    common = {"seed": 0, "env_kwargs": {"n_numbers": 3}, "policy_kwargs": SMALL, "eval": ev}
+    base = base_run({**common, "sft": {"n": 200, "epochs": 1, "learning_rate": 1e-3, "batch_size": 64,
+                                       "minibatch": "answers", "warmup": 0.0}})
+    assert set(base["eval"]) == {"train", "test"} and set(base["eval"]["test"]["pass_at"]) == {"1", "2", "4"}
+    runs = []
+    for algo in ("grpo", "maskable_ppo"):
+        spec = {**common, "algo": algo, "start": "base_200", "budget": 1024, "points": [512],
+                "base_weights": base["weights"],
+                "sb3": None if algo == "grpo" else {"n_envs": 16, "n_steps": 32, "learning_rate": 1e-4}}
+        runs.append(rl_run(spec))
+        assert runs[-1]["steps_run"] >= 1024 and [c["steps"] for c in runs[-1]["curve"]][0] == 0
+        # the curve starts where the base is: the same weights scored by the same code
+        assert runs[-1]["curve"][0]["test_sampled"] == pytest.approx(base["curve_start"])
+    # steps to base + 0.1: the first checkpoint at or above it (hand-made curves)
+    runs[0]["curve"] = [{"steps": 0, "test_sampled": 0.1}, {"steps": 512, "test_sampled": 0.15},
+                        {"steps": 1024, "test_sampled": 0.3}]
+    base["curve_start"] = 0.1
+    summary = summarize([{k: v for k, v in base.items() if k != "weights"}], runs)
+    assert summary["grpo_base_200"]["steps_to_plus_0.1"] == [1024]
+    assert set(summary) == {"base_200", "grpo_base_200", "maskable_ppo_base_200"}
