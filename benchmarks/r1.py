@@ -48,11 +48,13 @@ import numpy as np
 from benchmarks.core.common import (
     LOCAL_OUT,
     RESULTS_DIR,
+    add_executor_arguments,
     add_output_arguments,
     command_line,
     limit_threads,
     machine_info,
     output_folder,
+    positive_int,
     write_results,
 )
 from benchmarks.core.executor import Task, run_tasks
@@ -94,16 +96,18 @@ def _unpack(blob: str, net: Any) -> None:
 
 
 def _model(spec: dict[str, Any], masks: bool = True) -> Any:
-    import rlvr_env  # noqa: F401
+    import rlvr_env  # noqa: F401 - registers the envs
     from agents.grpo.agent import GRPO
     from agents.grpo.config import GRPOConfig
 
     config = GRPOConfig.preset("transformer", action_masks=masks, **spec.get("grpo", {}))
     return GRPO(ENV_ID, config, policy="transformer", seed=spec["seed"],
-                env_kwargs={**spec["env_kwargs"], "observation": "tokens"}, policy_kwargs=spec["policy_kwargs"])
+                env_kwargs={**spec["env_kwargs"], "observation": "tokens"},
+                policy_kwargs=spec["policy_kwargs"])
 
 
-def _evaluate(model: Any, k: int, prompts: int, splits: tuple[str, ...] = ("train", "test")) -> dict[str, Any]:
+def _evaluate(model: Any, k: int, prompts: int, splits: tuple[str, ...] = ("train", "test")
+              ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for split in splits:
         rep = model.success(split, k=k, n_prompts=prompts)
@@ -122,10 +126,12 @@ def base_run(spec: dict[str, Any]) -> dict[str, Any]:
     info = cold_start(model, sft["n"], epochs=sft["epochs"], batch_size=sft["batch_size"],
                       learning_rate=sft["learning_rate"], minibatch=sft["minibatch"], warmup=sft["warmup"])
     ev = spec["eval"]
-    return {"seed": spec["seed"], "sft": sft, "sft_seconds": info["sft_seconds"], "sft_losses": info["sft_losses"],
+    return {"seed": spec["seed"], "sft": sft, "sft_seconds": info["sft_seconds"],
+            "sft_losses": info["sft_losses"],
             "sft_tokens": info["sft_tokens"], "eval": _evaluate(model, ev["k"], ev["prompts"]),
             "curve_start": _evaluate(model, ev["curve_k"], ev["curve_prompts"], ("test",))["test"]["sampled"],
-            "weights": _pack(model.policy.net), "parameters": model.num_parameters(), "torch_threads": threads}
+            "weights": _pack(model.policy.net), "parameters": model.num_parameters(),
+            "torch_threads": threads}
 
 
 def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -260,13 +266,15 @@ def summarize(bases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[s
     out: dict[str, Any] = {}
     for arm, rs in rows.items():
         rs.sort(key=lambda r: r["seed"])
-        entry: dict[str, Any] = {"seeds": [r["seed"] for r in rs], "seconds": iqm_ci([r["seconds"] for r in rs]).point}
+        entry: dict[str, Any] = {"seeds": [r["seed"] for r in rs],
+                                 "seconds": iqm_ci([r["seconds"] for r in rs]).point}
         for split in ("train", "test"):
             for metric in ("greedy", "sampled"):
                 ci = iqm_ci([r["eval"][split][metric] for r in rs])
                 entry[f"{split}_{metric}"] = [ci.point, ci.low, ci.high]
             entry[f"{split}_pass_at"] = {k: float(np.mean([r["eval"][split]["pass_at"][k] for r in rs]))
                                          for k in rs[0]["eval"][split]["pass_at"]}
+        entry["per_seed"] = [r["eval"] for r in rs]
         if "curve" in rs[0]:
             hits = [r["steps_to_plus_0.1"] for r in rs]
             entry["budget"] = rs[0]["budget"]
@@ -301,12 +309,15 @@ def goals(summary: dict[str, Any], recipe: int) -> list[tuple[str, str, bool | N
     if base:
         out.append(("base alone >= 0.65 held-out greedy", f"{base['test_greedy'][0]:.3f}",
                     base["test_greedy"][0] >= 0.65))
-        out.append(("base trained in <= 5 min (one core here)", f"{base['seconds']:.0f} s", base["seconds"] <= 300))
+        out.append(("base trained in <= 5 min (one core here)", f"{base['seconds']:.0f} s",
+                    base["seconds"] <= 300))
     if rl:
-        out.append(("base + GRPO >= 0.8 held-out greedy", f"{rl['test_greedy'][0]:.3f}", rl["test_greedy"][0] >= 0.8))
+        out.append(("base + GRPO >= 0.8 held-out greedy", f"{rl['test_greedy'][0]:.3f}",
+                    rl["test_greedy"][0] >= 0.8))
         out.append(("base + GRPO >= 0.75 held-out sampled", f"{rl['test_sampled'][0]:.3f}",
                     rl["test_sampled"][0] >= 0.75))
-        out.append(("GRPO steps/s >= 10k (one core here, evaluation excluded)", f"{rl['steps_per_second']:,.0f}",
+        out.append(("GRPO steps/s >= 10k (one core here, evaluation excluded)",
+                    f"{rl['steps_per_second']:,.0f}",
                     rl["steps_per_second"] >= 10_000))
     if base and rl:
         gain = rl["test_sampled"][0] - base["test_sampled"][0]
@@ -323,6 +334,32 @@ def goals(summary: dict[str, Any], recipe: int) -> list[tuple[str, str, bool | N
     return out
 
 
+def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple[str, str, str]]:
+    """Yue et al. (2025): RLVR raises pass@1 but narrows pass@k at large k. Per split, the per-seed
+    differences RL - base (paired by seed; IQM and 95% CI, the lab's verdict rule) at k = 1 and k = 64,
+    and the smallest k where the RL policy's mean pass@k falls below the base's."""
+    from benchmarks.lab.base import paired, verdict
+
+    base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
+    if not base or not rl:
+        return []
+    by_seed = dict(zip(base["seeds"], base["per_seed"]))
+    rows = []
+    for split in ("test", "train"):
+        name = "held-out" if split == "test" else "train"
+        pairs = [(by_seed[s], e) for s, e in zip(rl["seeds"], rl["per_seed"]) if s in by_seed]
+        for k, sign, text in (("1", 1, "raises pass@1"), (str(max(ks)), -1, f"narrows pass@{max(ks)}")):
+            diff = paired([e[split]["pass_at"][k] for _, e in pairs],
+                          [b[split]["pass_at"][k] for b, _ in pairs])
+            rows.append((f"GRPO {text} ({name})", f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
+                         verdict(diff, sign)))
+        mine, theirs = rl[f"{split}_pass_at"], base[f"{split}_pass_at"]
+        cross = next((k for k in ks if mine[str(k)] < theirs[str(k)]), None)
+        rows.append((f"smallest k where GRPO's mean pass@k < the base's ({name})",
+                     f"none up to {max(ks)}" if cross is None else f"k = {cross}", ""))
+    return rows
+
+
 def _median_steps(hits: list[int | None]) -> float | None:
     """The median of per-seed steps with censored runs (None) counted as infinite; None if censored."""
     m = float(np.median([float("inf") if h is None else h for h in hits]))
@@ -335,35 +372,48 @@ def _steps(x: float | None) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
-    lines = [f"### The R1 recipe on Countdown {json.dumps(result['env_kwargs'])}: a cold-started transformer, "
-             "then RL", "",
-             f"Seeds {result['seeds']}; IQM [95% bootstrap CI] over seeds; {result['eval']['prompts']} fixed prompts "
-             f"per split, {result['eval']['k']} samples each (sampled = mean@{result['eval']['k']}, pass@k "
-             "unbiased).", "",
-             "| arm | held-out greedy | held-out sampled | held-out pass@8 | pass@64 | train greedy | train sampled "
-             "| seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    n = result["eval"]["k"]
+    ks = [k for k in KS if k <= n]
+    mid = min(8, n)
+    lines = [f"### The R1 recipe on Countdown {json.dumps(result['env_kwargs'])}: a cold-started "
+             "transformer, then RL", "",
+             f"Seeds {result['seeds']}; IQM [95% bootstrap CI] over seeds; {result['eval']['prompts']} fixed "
+             f"prompts per split, {n} samples each (sampled = mean@{n}, pass@k unbiased).", "",
+             f"| arm | held-out greedy | held-out sampled | held-out pass@{mid} | pass@{n} | train greedy "
+             "| train sampled | seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for arm, e in s.items():
-        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'])} | {_ci(e['test_sampled'])} "
-                     f"| {e['test_pass_at']['8']:.3f} | {e['test_pass_at']['64']:.3f} | {_ci(e['train_greedy'])} "
+        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'])} "
+                     f"| {_ci(e['test_sampled'])} "
+                     f"| {e['test_pass_at'][str(mid)]:.3f} | {e['test_pass_at'][str(n)]:.3f} "
+                     f"| {_ci(e['train_greedy'])} "
                      f"| {_ci(e['train_sampled'])} | {e['seconds']:.0f} |")
     lines += ["", "pass@k (mean over seeds), before and after RL from the recipe's base:", "",
-              "| model | split | " + " | ".join(f"k={k}" for k in KS) + " |", "|---|---|" + "---:|" * len(KS)]
+              "| model | split | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
     recipe = result["recipe_sft"]["n"]
     for arm in (f"base_{recipe}", *(f"{a}_base_{recipe}" for a in ALGOS)):
         if arm in s:
             for split in ("test", "train"):
                 lines.append(f"| {_label(arm)} | {'held-out' if split == 'test' else 'train'} | "
-                             + " | ".join(f"{s[arm][f'{split}_pass_at'][str(k)]:.3f}" for k in KS) + " |")
+                             + " | ".join(f"{s[arm][f'{split}_pass_at'][str(k)]:.3f}" for k in ks) + " |")
     lines += ["", "Env steps to base + 0.1 held-out sampled success (8 samples on "
-              f"{result['eval']['curve_prompts']} prompts, checked after every 2,048 steps up to the PPO budget and at "
-              f"{result['checkpoints']} even points of each budget; censored = never within the budget):", "", "| arm | per seed | budget | env steps/s |", "|---|---|---:|---:|"]
+              f"{result['eval']['curve_prompts']} prompts, checked after every 2,048 steps up to the PPO "
+              f"budget and at {result['checkpoints']} even points of each budget; censored = never within "
+              "the budget):", "", "| arm | per seed | budget | env steps/s |", "|---|---|---:|---:|"]
     for arm, e in s.items():
         if "steps_to_plus_0.1" in e and not arm.endswith("scratch"):
             lines.append(f"| {_label(arm)} | {', '.join(_steps(x) for x in e['steps_to_plus_0.1'])} "
                          f"| {e['budget']:,} | {e['steps_per_second']:,.0f} |")
+    yue = yue_claim(s, recipe, ks)
+    if yue:
+        lines += ["", "Yue et al. (2025), \"RLVR raises pass@1 but narrows pass@k at large k\": GRPO minus "
+                  "its base, paired by seed (IQM [95% CI]; agree / disagree / inconclusive by the lab's "
+                  "rule):", "",
+                  "| claim | GRPO - base | verdict |", "|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in yue]
     lines += ["", "| goal (issue 16) | measured | verdict |", "|---|---|---|"]
     for text, value, ok in goals(s, result["recipe_sft"]["n"]):
-        verdict = "no signal (censored within the cut budget)" if ok is None else "met" if ok else "**missed**"
+        verdict = ("no signal (censored within the cut budget)" if ok is None
+                   else "met" if ok else "**missed**")
         lines.append(f"| {text} | {value} | {verdict} |")
     lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}. One torch thread per run; "
               "seconds are training only (SFT for a base, RL for the others).", ""]
@@ -374,40 +424,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.r1", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=seeds_argument(), default="10-14",
-                        help="reported seeds (settings were chosen on 0-2): a list (10,11) or a range (10-14)")
-    parser.add_argument("--budget", type=_positive, default=300_000, help="GRPO env steps per run")
-    parser.add_argument("--ppo-budget", type=_positive, default=8_192,
+                        help="reported seeds (settings were chosen on 0-2): a list (10,11) or a range "
+                             "(10-14)")
+    parser.add_argument("--budget", type=positive_int, default=300_000, help="GRPO env steps per run")
+    parser.add_argument("--ppo-budget", type=positive_int, default=8_192,
                         help="PPO / MaskablePPO env steps (cut: their update costs ~100x GRPO's per env step "
                              "with this network, see the docstring)")
     parser.add_argument("--sft-budgets", type=_budgets, default="1000,10000,50000",
                         help=f"smaller cold starts (the recipe's is {RECIPE_SFT['n']:,}), each + GRPO")
-    parser.add_argument("--sft", type=_positive, default=RECIPE_SFT["n"], help="the recipe's SFT solutions")
-    parser.add_argument("--sft-epochs", type=_positive, default=RECIPE_SFT["epochs"])
-    parser.add_argument("--eval-prompts", type=_positive, default=EVAL["prompts"],
+    parser.add_argument("--sft", type=positive_int, default=RECIPE_SFT["n"],
+                        help="the recipe's SFT solutions")
+    parser.add_argument("--sft-epochs", type=positive_int, default=RECIPE_SFT["epochs"])
+    parser.add_argument("--eval-prompts", type=positive_int, default=EVAL["prompts"],
                         help="prompts per split for the final scores (64 samples each)")
     parser.add_argument("--env-kwargs", type=_env_kwargs, default='{"n_numbers": 3}',
                         help="Countdown's keywords as JSON, e.g. '{\"n_numbers\": 4}' or "
                              "'{\"n_numbers\": 3, \"operators\": \"+-*\", \"number_range\": [1, 12]}'")
-    parser.add_argument("--checkpoints", type=_positive, default=10, help="learning-curve points per RL run")
+    parser.add_argument("--checkpoints", type=positive_int, default=10,
+                        help="learning-curve points per RL run")
     parser.add_argument("--no-ppo", action="store_true", help="GRPO only (skip PPO and MaskablePPO)")
-    parser.add_argument("--workers", type=_positive, default=None,
-                        help="CPUs of the embedded local Ray, one run each (default: all cores)")
-    parser.add_argument("--ray-address", default=None,
-                        help="an existing Ray cluster (default: $RAY_ADDRESS, else an embedded local Ray)")
-    parser.add_argument("--rerun", default="", help="comma-separated arms whose stored runs are replaced")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_executor_arguments(parser)
     add_output_arguments(parser, "r1", RESULTS_DIR / "r1")
     return parser
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return value
 
 
 def _env_kwargs(text: str) -> dict[str, Any]:
@@ -422,20 +460,22 @@ def _env_kwargs(text: str) -> dict[str, Any]:
 
 
 def _budgets(text: str) -> tuple[int, ...]:
-    return tuple(_positive(part) for part in text.split(",") if part.strip())
+    return tuple(positive_int(part) for part in text.split(",") if part.strip())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.recipe = {**RECIPE_SFT, "n": args.sft, "epochs": args.sft_epochs}
-    args.eval = {**EVAL, "prompts": args.eval_prompts, "curve_prompts": min(EVAL["curve_prompts"], args.eval_prompts)}
+    args.eval = {**EVAL, "prompts": args.eval_prompts,
+                 "curve_prompts": min(EVAL["curve_prompts"], args.eval_prompts)}
     try:
         out = output_folder(args)
     except ValueError as err:
         parser.error(str(err))
     rerun = [r for r in args.rerun.split(",") if r]
-    common = {"address": args.ray_address, "workers": args.workers, "progress": not args.quiet, "rerun": rerun,
+    common = {"address": args.ray_address, "workers": args.workers, "progress": not args.quiet,
+              "rerun": rerun,
               "log": print}
     # Bases carry their weights (about 1 MB each): kept in the git-ignored cache, never committed.
     cache = args.out / "bases" if args.out is not None else LOCAL_BASES
@@ -445,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     stage2 = rl_tasks(args, bases)
     runs = run_tasks(stage2, out, desc="rl", **common)
     result = {"command": command_line("benchmarks.r1", argv), "machine": machine_info(),
-              "seeds": ",".join(map(str, args.seeds)), "checkpoints": args.checkpoints, "env_kwargs": args.env_kwargs,
+              "seeds": ",".join(map(str, args.seeds)), "checkpoints": args.checkpoints,
+              "env_kwargs": args.env_kwargs,
               "recipe_sft": args.recipe, "sb3": SB3_SETTINGS, "eval": args.eval,
               "failures": got.failures + runs.failures,
               "bases": [{k: v for k, v in b.items() if k != "weights"} for b in bases.values()]}

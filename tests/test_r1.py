@@ -102,7 +102,8 @@ def test_shuffled_answer_minibatches_fit_repeat_and_refuse_bad_settings() -> Non
         assert np.array_equal(demos.actions[bounds[i]:bounds[i + 1]], demos.actions[bounds[a]:bounds[a + 1]])
         assert np.array_equal(demos.numbers[i], demos.numbers[a]) and demos.targets[i] == demos.targets[a]
     start = {k: v.clone() for k, v in model.policy.net.state_dict().items()}
-    losses = supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1, minibatch="answers", warmup=0.1)
+    losses = supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1, minibatch="answers",
+                            warmup=0.1)
     assert losses[-1] < losses[0]
     after = {k: v.clone() for k, v in model.policy.net.state_dict().items()}
     model.policy.net.load_state_dict(start)
@@ -110,7 +111,8 @@ def test_shuffled_answer_minibatches_fit_repeat_and_refuse_bad_settings() -> Non
                           warmup=0.1) == losses
     assert all(torch.equal(after[k], v) for k, v in model.policy.net.state_dict().items())
     model.policy.net.load_state_dict(start)
-    assert supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1) != losses  # prompt minibatches
+    # minibatches of whole prompts (the default) are another fit
+    assert supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1) != losses
     with pytest.raises(ValueError, match="minibatch='words' must be one of"):
         supervised_fit(model.policy, demos, minibatch="words")
     with pytest.raises(ValueError, match="warmup=1.5 must be a fraction"):
@@ -152,3 +154,10 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     summary = summarize([{k: v for k, v in base.items() if k != "weights"}], runs)
     assert summary["grpo_base_200"]["steps_to_plus_0.1"] == [1024]
     assert set(summary) == {"base_200", "grpo_base_200", "maskable_ppo_base_200"}
+    from benchmarks.r1 import markdown
+
+    table = markdown({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "checkpoints": 2,
+                      "eval": ev, "recipe_sft": {"n": 200}, "command": "x", "machine": {}})
+    assert "| base alone (SFT 200) |" in table and "| base (SFT 200) + MaskablePPO |" in table
+    assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
+    assert "| base alone >= 0.65 held-out greedy |" in table

@@ -85,6 +85,28 @@ def add_output_arguments(parser: argparse.ArgumentParser, experiment: str, commi
     parser.set_defaults(_experiment=experiment, _committed=committed)
 
 
+def add_executor_arguments(parser: argparse.ArgumentParser, what: str = "arms") -> None:
+    """``--workers``, ``--ray-address``, ``--rerun`` (comma-separated ``what`` whose stored runs are
+    replaced) and ``--quiet``: how an experiment's runs go to :mod:`benchmarks.core.executor`."""
+    parser.add_argument("--workers", type=positive_int, default=None,
+                        help="CPUs of the embedded local Ray, one run each (default: all cores)")
+    parser.add_argument("--ray-address", default=None,
+                        help="an existing Ray cluster (default: $RAY_ADDRESS, else an embedded local Ray)")
+    parser.add_argument("--rerun", default="", help=f"comma-separated {what} whose stored runs are replaced")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a positive integer, else a usage error naming the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return value
+
+
 def output_folder(args: argparse.Namespace) -> Path:
     """The output folder :func:`add_output_arguments` selects: ``--out``, else the git-ignored default;
     ``--update-results`` (and only it) selects the committed folder."""

@@ -76,6 +76,7 @@ import numpy as np
 from benchmarks.core.common import (
     RESULTS_DIR,
     ROOT,
+    add_executor_arguments,
     add_output_arguments,
     check_writable,
     command_line,
@@ -228,12 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="reported seeds, at least 2: a list (100,101) or a range (100-107); settings "
                              "are chosen on 0-9")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every claim's budget")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="CPUs of the embedded local Ray, one run each (default: all cores)")
-    parser.add_argument("--ray-address", default=None,
-                        help="an existing Ray cluster (default: $RAY_ADDRESS, else an embedded local Ray)")
-    parser.add_argument("--rerun", default="", help="comma-separated arms whose stored runs are replaced")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_executor_arguments(parser)
     add_output_arguments(parser, "lab", RESULTS_DIR / "lab")
     return parser
 
