@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,16 +37,64 @@ def measure(policy: str, steps: int, seed: int) -> dict[str, float]:
     cfg = GRPOConfig.preset(preset, prompts_per_iter=16, group_size=16, epochs=1, dynamic_sampling=False)
     model = GRPO("rlvr/Countdown-v0", cfg, policy=policy, seed=seed, env_kwargs={"n_numbers": 3})
     model.learn(1000)  # warm-up: allocations, first-call overheads
+    answers = [0]
+    model.add_group_hook(lambda event: answers.__setitem__(0, answers[0] + event.rewards.size))
     start = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
     seconds = time.perf_counter() - start
+    n_answers = answers[0]
     rollout_s = 0.0
     t0 = time.perf_counter()
     batch = model._runner.collect(model.policy, model.rng)
     rollout_s = time.perf_counter() - t0
     return {"policy": policy, "steps": float(steps), "seconds": seconds, "steps_per_second": steps / seconds,
-            "rollout_steps_per_second": batch.n_steps / rollout_s,
+            "rollout_steps_per_second": batch.n_steps / rollout_s, "answers_per_second": n_answers / seconds,
             "parameters": float(model.num_parameters())}
+
+
+def measure_trl(steps: int, seed: int, batch: int = 256, group: int = 16) -> dict[str, float]:
+    """TRL ``GRPOTrainer``'s completions per second on Countdown-3 text prompts (our dataset and reward
+    functions, :mod:`rlvr_env.llm`) with a tiny Llama of the transformer policy's size (2 layers, width
+    128, character tokenizer, built offline) at the same batch (``batch`` completions, ``group`` per
+    prompt), CPU, after one warm-up step; completions counted where the reward function sees them."""
+    from trl import GRPOConfig as TRLConfig
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    from rlvr_env.llm import make_dataset, make_task, reward_functions
+    from rlvr_env.llm.tiny import char_tokenizer, tiny_model
+
+    task = make_task("countdown", n_numbers=3)
+    tokenizer = char_tokenizer()
+    model = tiny_model(len(tokenizer), layers=2, width=128, seed=seed)
+    seen = [0]
+    funcs = reward_functions(task)
+
+    def counted(**kwargs: object) -> list[float]:
+        seen[0] += len(kwargs["completions"])  # type: ignore[arg-type]
+        return funcs[0](**kwargs)
+
+    counted.__name__ = funcs[0].__name__
+    dataset = make_dataset(task, "train", size=batch * (steps + 1), seed=seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TRLConfig(output_dir=tmp, use_cpu=True, report_to=[], max_steps=steps + 1,
+                         per_device_train_batch_size=batch, num_generations=group, max_completion_length=16,
+                         logging_steps=1, save_strategy="no", seed=seed, learning_rate=1e-4)
+        trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[counted, *funcs[1:]],
+                              train_dataset=dataset, args=args)
+        times: list[float] = []
+
+        class _Clock(TrainerCallback):  # type: ignore[misc]
+            def on_step_end(self, *a: object, **k: object) -> None:
+                times.append(time.perf_counter())
+
+        trainer.add_callback(_Clock())
+        trainer.train()
+    per_step = seen[0] / (steps + 1)
+    seconds = times[-1] - times[0]  # the steps after the first (warm-up) one
+    return {"steps": float(steps), "completions": per_step * steps, "seconds": seconds,
+            "completions_per_second": per_step * steps / seconds,
+            "parameters": float(sum(p.numel() for p in model.parameters()))}
 
 
 def measure_sft(n: int, seed: int) -> dict[str, float]:
@@ -70,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sft", type=int, default=100_000, help="solutions for the cold-start epoch")
+    parser.add_argument("--trl-steps", type=int, default=3,
+                        help="TRL GRPOTrainer steps timed after one warm-up step (0: skip TRL)")
     add_output_arguments(parser, "r1_speed", RESULTS)
     return parser
 
@@ -85,6 +136,10 @@ def main(argv: list[str] | None = None) -> None:
     record = {"threads": args.threads, "load_average": os.getloadavg(), "runs": rows,
               "transformer_over_mlp": rows[0]["steps_per_second"] / rows[1]["steps_per_second"],
               "sft": measure_sft(args.sft, args.seed)}
+    if args.trl_steps > 0:
+        record["trl"] = measure_trl(args.trl_steps, args.seed)
+        record["transformer_answers_over_trl_completions"] = (
+            rows[0]["answers_per_second"] / record["trl"]["completions_per_second"])
     write_json(out / "speed.json", record)
     print(json.dumps(record, indent=1))
 
