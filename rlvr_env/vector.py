@@ -389,7 +389,7 @@ class TokenVectorEnv(VectorEnv):
             rewards[ended] = verdict.reward
             final = self._final_info(ended, done, verdict)
             if mode == AutoresetMode.SAME_STEP:
-                final_obs = np.zeros_like(self._obs)
+                final_obs = np.zeros(self._obs.shape, dtype=self._obs.dtype)  # not zeros_like: no memset
                 final_obs[ended] = self._obs[ended]
                 _mask_info(info, "final_obs", final_obs, done)
                 _mask_info(info, "final_info", final, done)

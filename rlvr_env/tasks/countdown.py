@@ -19,12 +19,11 @@ from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
+from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, multiset_hash
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
 
-#: One number multiset in this many is held out (``split="test"``): 20%.
-HELD_OUT_BUCKETS = 5
 _OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 _ATOM, _ADDITIVE, _MULTIPLICATIVE = 0, 1, 2
@@ -37,25 +36,7 @@ _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
 #: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
 _MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
-
-
-def multiset_hash(numbers: np.ndarray) -> np.ndarray:
-    """(k,) uint64 hash of each row's *sorted* numbers (k, N): equal for every order of one multiset.
-
-    An FNV-1a-style fold followed by the splitmix64 finaliser, in wrapping uint64 arithmetic, so the
-    split is a fixed function of the numbers (no RNG, no Python ``hash`` randomisation).
-    """
-    x = np.sort(np.asarray(numbers, dtype=np.int64), axis=1).astype(np.uint64)  # (k, N)
-    h = np.full(x.shape[0], 0xCBF29CE484222325, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for col in x.T:
-            h = (h ^ col) * np.uint64(0x100000001B3)
-        h ^= h >> np.uint64(30)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(27)
-        h *= np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
-    return h
+_MAX_CODE_TABLE = 4096  # number / target range widths encoded by table lookup, at most
 
 
 def _check_range(name: str, value: object, lowest: int, highest: int) -> tuple[int, int]:
@@ -230,7 +211,7 @@ class CountdownTask(Task):
     # -- prompts -----------------------------------------------------------------------------------
     def split_arrays(self, numbers: np.ndarray) -> np.ndarray:
         """(k,) bool: True where the number multiset (k, N) is held out (``split="test"``)."""
-        return multiset_hash(numbers) % np.uint64(HELD_OUT_BUCKETS) == 0
+        return held_out(numbers, self.number_range)
 
     def split_of(self, prompt: Prompt) -> str:
         return "test" if bool(self.split_arrays(np.array([prompt.numbers]))[0]) else "train"
@@ -453,15 +434,47 @@ class CountdownTask(Task):
         rel = np.asarray(numbers, dtype=np.int64) - lo  # (k, N)
         trel = np.asarray(targets, dtype=np.int64) - tlo  # (k,)
         out = np.empty((k, self.prompt_dim), dtype=np.float32)
-        out[:, self._layout["numbers"]] = rel / max(hi - lo, 1)
-        out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
-        out[:, self._layout["target"]] = (trel / max(thi - tlo, 1))[:, None]
-        out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
+        tables = self._code_tables()
+        if tables is not None and k and rel.min() >= 0 and rel.max() <= hi - lo and trel.min() >= 0 \
+                and trel.max() <= thi - tlo:  # a gather from the codes of every value (same floats)
+            scaled, bits, target = tables
+            out[:, self._layout["numbers"]] = scaled[rel]
+            out[:, self._layout["number_bits"]] = bits[rel].reshape(k, -1)
+            out[:, self._layout["target"].start : self._layout["target_bits"].stop] = target[trel]
+        else:
+            self._codes(rel, trel, out)
         if self.observation in ("relations", "lookahead"):
             self._relations(numbers, targets, out)
         if self.observation == "lookahead":
             self._lookahead(numbers, targets, out)
         return out
+
+    def _codes(self, rel: np.ndarray, trel: np.ndarray, out: np.ndarray) -> None:
+        """The scaled values and binary codes of numbers ``rel`` (k, N) and targets ``trel`` (k,), both
+        relative to their range's low end, into ``out`` (k, prompt_dim)."""
+        k = rel.shape[0]
+        out[:, self._layout["numbers"]] = rel / max(self.number_range[1] - self.number_range[0], 1)
+        out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
+        out[:, self._layout["target"]] = (trel / max(self.target_range[1] - self.target_range[0], 1))[:, None]
+        out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
+
+    def _code_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`_codes` of every number and target of the ranges (when both span at most
+        ``_MAX_CODE_TABLE`` values): scaled (W,), bits (W, bits), target segment (T, 1 + bits); built on
+        first use. The vector env encodes every prompt it draws, so a gather beats the arithmetic."""
+        if not hasattr(self, "_tables"):
+            w = self.number_range[1] - self.number_range[0] + 1
+            t = self.target_range[1] - self.target_range[0] + 1
+            self._tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+            if max(w, t) <= _MAX_CODE_TABLE:
+                m = max(w, t)
+                values = np.arange(m, dtype=np.int64)
+                out = np.zeros((m, self.prompt_dim), dtype=np.float32)
+                self._codes(np.repeat(values[:, None], self.n_numbers, axis=1), values, out)
+                target = out[:t, self._layout["target"].start : self._layout["target_bits"].stop].copy()
+                self._tables = (out[:w, 0].copy(), out[:w, self._layout["number_bits"]][:, : self._number_bits]
+                                .copy(), target)
+        return self._tables
 
     def _relations(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
         """Fill the ``observation="relations"`` segments of ``out`` (k, prompt_dim).
