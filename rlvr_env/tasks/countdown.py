@@ -235,29 +235,34 @@ class CountdownTask(Task):
         den = np.ones(k * n, dtype=np.int64)
         length = np.ones(k * n, dtype=np.int64)  # tokens of each item's minimal-parenthesis text
         cls = np.zeros(k * n, dtype=np.int64)  # top operator class of each item
-        history = np.zeros((k, n - 1, 3), dtype=np.int64)  # (i, j, op kind) per merge
+        picks: list[np.ndarray] = []  # i, j, op kind of each merge: the history, stacked at the end
         ok = np.ones(k, dtype=bool)
         for stage, m in enumerate(range(n, 1, -1)):
             i = rng.integers(m, size=k)
             j = rng.integers(m - 1, size=k)
             j = j + (j >= i)
             op = self._op_kinds[rng.integers(len(self._op_kinds), size=k)]
+            picks += [i, j, op]
             fi, fj = base + i, base + j
-            a_n, a_d, b_n, b_d = num[fi], den[fi], num[fj], den[fj]
-            # Fractions stay unreduced here (gcd is the slow part); the bound keeps products exact.
-            if check_limit:
-                ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
+            a_n, b_n = num[fi], num[fj]
             is_div = op == DIV
             # a +- b = (a_n b_d +- b_n a_d) / (a_d b_d), a * b = a_n b_n / (a_d b_d),
-            # a / b = a_n b_d / (a_d b_n)
-            r_n = a_n * np.where(op == MUL, b_n, b_d) + _ADDEND[op] * b_n * a_d
-            r_d = a_d * np.where(is_div, b_n, b_d)
-            ok &= r_d != 0  # division by zero
-            r_d[r_d == 0] = 1
+            # a / b = a_n b_d / (a_d b_n). Fractions stay unreduced here (gcd is the slow part); the
+            # bound keeps products exact.
+            if stage == 0:  # both items are prompt numbers: den 1, value >= 1 (no zero divisor) < _LIMIT
+                r_n = a_n * np.where(op == MUL, b_n, 1) + _ADDEND[op] * b_n
+                r_d = np.where(is_div, b_n, 1)
+            else:
+                a_d, b_d = den[fi], den[fj]
+                if check_limit:
+                    ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
+                r_n = a_n * np.where(op == MUL, b_n, b_d) + _ADDEND[op] * b_n * a_d
+                r_d = a_d * np.where(is_div, b_n, b_d)
+                zero = r_d == 0  # division by zero
+                ok &= ~zero
+                r_d[zero] = 1
             if self.grammar.integer_division:
                 ok &= ~is_div | (r_n % r_d == 0)
-            first, second = base + np.minimum(i, j), base + np.maximum(i, j)
-            last = base + m - 1
             moved = [(num, r_n), (den, r_d)]
             if shape:
                 additive = (op == ADD) | (op == SUB)
@@ -272,17 +277,20 @@ class CountdownTask(Task):
                     ok &= ~paren_a & ~paren_b
                 new_len = length[fi] + length[fj] + 1 + 2 * (paren_a.astype(np.int64) + paren_b)
                 moved += [(length, new_len), (cls, np.where(additive, _ADDITIVE, _MULTIPLICATIVE))]
-            for arr, new in moved:
-                arr[second] = arr[last]  # drops the item at `second`; a no-op when second is last
-                arr[first] = new
-            history[:, stage, 0], history[:, stage, 1], history[:, stage, 2] = i, j, op
-        value_num, value_den = num[base], den[base]
+            if m > 2:  # the merged item replaces the first, the last item moves into the second's place
+                first, second, last = np.minimum(fi, fj), np.maximum(fi, fj), base + (m - 1)
+                for arr, new in moved:
+                    arr[second] = arr[last]  # drops the item at `second`; a no-op when second is last
+                    arr[first] = new
+        # after the last merge (items 0 and 1) the merged item is the whole expression
+        value_num, value_den = r_n, r_d
+        history = np.stack(picks, axis=1).reshape(k, n - 1, 3)  # (k, N-1, 3): (i, j, op kind) per merge
         ok &= value_num % value_den == 0
         value = value_num // value_den  # exact where ok
         tlo, thi = self.target_range
         ok &= (value >= tlo) & (value <= thi)
         if shape:
-            ok &= length[base] + 1 <= self.max_length
+            ok &= new_len + 1 <= self.max_length
         return value, history, ok
 
     def sample_arrays(
