@@ -180,6 +180,8 @@ class TokenVectorEnv(VectorEnv):
                 self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
             )
         self._obs = np.zeros((b, obs_dim), dtype=self.single_observation_space.dtype)  # (B, D)
+        #: (B,) flat index in ``_obs`` of each row's first one-hot slot, minus one slot (pos counts from 1)
+        self._obs_base = self._rows * obs_dim + self._prefix_offset - self._vocab_size
         self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
         self._started = False
         self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -366,17 +368,20 @@ class TokenVectorEnv(VectorEnv):
             moved = self._mask_next[before * self._vocab_size + acts]
             self._mask_state = moved if rows_all else np.where(active, moved, before)
         pos = machine.pos  # (B,) tokens so far, after this step
-        rows = self._rows if rows_all else self._rows[active]
-        if self.token_context is None:
+        if rows_all and self.token_context is None:  # one flat scatter: row r's one-hot at pos - 1
+            self._obs.reshape(-1)[self._obs_base + pos * self._vocab_size + acts] = 1.0
+        elif self.token_context is None:
+            rows = self._rows[active]
             self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
         else:  # the token context: the answer's position holds the token's context id
+            rows = self._rows if rows_all else self._rows[active]
             ids = self.token_context.answer_offset + acts[rows]
             self._obs[rows, self._prefix_offset + pos[rows] - 1] = ids
-        full = active & (pos >= self._length)
+        full = pos >= self._length if rows_all else active & (pos >= self._length)
         if self._eos is None:
             terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)
         else:
-            terminated = active & (acts == self._eos)
+            terminated = acts == self._eos if rows_all else active & (acts == self._eos)
             truncated = full & ~terminated
         done = terminated | truncated
         rewards = np.zeros(self.num_envs, dtype=np.float64)
