@@ -180,7 +180,7 @@ def test_program_evaluation_is_exact_at_its_bound() -> None:
 @pytest.mark.parametrize("number_range,n", [((1, 10), 4), ((3, 9), 3), ((1, 100), 2), ((1, 10), 6)])
 def test_split_table_is_the_hash_rule(number_range: tuple[int, int], n: int) -> None:
     """The split's lookup table (small ranges) and the hash agree on every row, in range or not."""
-    from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, multiset_hash
+    from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash
 
     rng = np.random.default_rng(n)
     lo, hi = number_range
@@ -193,6 +193,8 @@ def test_split_table_is_the_hash_rule(number_range: tuple[int, int], n: int) -> 
     assert np.array_equal(held_out(outside, number_range),
                           multiset_hash(outside) % np.uint64(HELD_OUT_BUCKETS) == 0)
     assert held_out(rows[:0], number_range).shape == (0,)
+    for row, expected in zip(outside[:200].tolist(), held_out(outside[:200], number_range).tolist()):
+        assert held_out_one(tuple(row), number_range) == expected  # row 0 lies outside the range
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"number_range": (2, 7), "target_range": (-40, 40)},

@@ -19,7 +19,7 @@ from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
-from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, multiset_hash
+from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
@@ -214,7 +214,7 @@ class CountdownTask(Task):
         return held_out(numbers, self.number_range)
 
     def split_of(self, prompt: Prompt) -> str:
-        return "test" if bool(self.split_arrays(np.array([prompt.numbers]))[0]) else "train"
+        return "test" if held_out_one(prompt.numbers, self.number_range) else "train"
 
     def _draw(self, rng: np.random.Generator, numbers: np.ndarray) -> tuple[np.ndarray, ...]:
         """Random expression trees over candidate ``numbers`` (k, N): value (k,), merge history

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["HELD_OUT_BUCKETS", "held_out", "multiset_hash"]
+__all__ = ["HELD_OUT_BUCKETS", "held_out", "held_out_one", "multiset_hash"]
 
 #: One number multiset in this many is held out (``split="test"``): 20%.
 HELD_OUT_BUCKETS = 5
@@ -65,3 +65,16 @@ def held_out(numbers: np.ndarray, number_range: tuple[int, int]) -> np.ndarray:
     for col in range(1, n):
         index = index * w + (nums[:, col] - lo)
     return _table(lo, hi, n)[index]
+
+
+def held_out_one(numbers: tuple[int, ...], number_range: tuple[int, int]) -> bool:
+    """:func:`held_out` for one prompt's numbers, in plain Python where the table applies (a GRPO
+    iteration asks for a handful of prompts' splits, where NumPy's per-call overhead is the cost)."""
+    lo, hi = number_range
+    w, n = hi - lo + 1, len(numbers)
+    if w**n > _MAX_TABLE or not all(lo <= x <= hi for x in numbers):
+        return bool(_rule(np.array([numbers], dtype=np.int64))[0])
+    index = 0
+    for x in numbers:
+        index = index * w + (x - lo)
+    return bool(_table(lo, hi, n)[index])
