@@ -210,3 +210,18 @@ def test_prompt_code_tables_equal_the_arithmetic(kwargs: dict[str, Any]) -> None
     task._codes(numbers - lo, targets - tlo, slow)
     assert np.array_equal(fast, slow)
     assert (task._code_tables() is None) == (kwargs.get("number_range") == (1, 9000))
+
+
+def test_batch_verify_without_programs_is_the_same_verdict() -> None:
+    """programs=False (what ProgramScorer asks for the rows it hands over) only skips a shortcut."""
+    from benchmarks.vector_speed import workload
+    from rlvr_env.batch_verify import TokenTable
+
+    task = CountdownTask()
+    tokens, numbers, targets, _ = workload(task, 900, 3)
+    table = TokenTable.from_vocab(task.vocab, task.eos_id)
+    fast = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar)
+    slow = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar, programs=False)
+    for name in ("reward", "correct", "well_formed", "has_value", "value_num", "value_den"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+    assert fast.correct.any() and not fast.well_formed.all()

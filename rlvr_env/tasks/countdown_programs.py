@@ -77,6 +77,10 @@ class ProgramTable:
 
     def bound(self) -> int:
         """The largest operand magnitude M with ``2**(N-1) * M**N < 2**63`` (int64 stays exact)."""
+        return self._bound
+
+    @cached_property
+    def _bound(self) -> int:
         lo, hi = 1, 1 << 62
         while lo < hi:  # integer bisection, no floating point
             mid = (lo + hi + 1) // 2
