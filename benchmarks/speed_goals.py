@@ -7,7 +7,8 @@
    step (``argmax(u * mask)`` with ``u`` uniform numbers drawn in advance, untimed: the mask call and
    the pick are timed), CartPole steps uniform random actions drawn in advance. Both use their own
    same-step autoreset. Measured alternately, ``--repeats`` times for about ``--seconds`` each;
-   medians. Countdown-4 (the env's defaults) and Countdown-3. Goal: Countdown >= 1x CartPole.
+   medians. Countdown-4 (the env's defaults) and Countdown-3, and the loop alone on a fixed mask
+   (:class:`HarnessOnly`: the ceiling of any env under this loop). Goal: Countdown >= 1x CartPole.
 2. **SB3 PPO on the adapter vs on ``DummyVecEnv``**, Countdown-3, 1024 envs: ``PPO("MlpPolicy")``
    with SB3's per-update defaults (``n_steps * n_envs = 2048``, so ``n_steps=2``; ``batch_size=64``,
    ``n_epochs=10``), on ``rlvr_env.to_sb3_vec_env`` over the native vector env and on ``DummyVecEnv``
@@ -53,6 +54,7 @@ GOAL_PPO = 5.0
 GOAL_VERIFIER = 20.0
 RESULTS = Path(__file__).resolve().parent / "results"
 COUNTDOWN = "rlvr/Countdown-v0"
+HARNESS = "harness alone (mask x uniforms, argmax; no env)"
 
 
 # -- 1. env steps/s ----------------------------------------------------------------------------------------
@@ -91,12 +93,32 @@ def random_steps_per_second(env: Any, seconds: float, seed: int) -> float:
             return calls * env.num_envs / (now - start)
 
 
+class HarnessOnly:
+    """The masked loop's own work without an env: ``action_masks()`` returns one fixed (B, V) mask
+    (a Countdown-4 env's first), ``step`` does nothing. Its rate bounds what any env can reach under
+    :func:`masked_steps_per_second` (the mask product and the argmax are timed there too)."""
+
+    def __init__(self, env: Any) -> None:
+        self.num_envs, self.single_action_space = env.num_envs, env.single_action_space
+        env.reset(seed=0)
+        self._masks = env.action_masks()
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def action_masks(self) -> np.ndarray:
+        return self._masks
+
+    def step(self, actions: np.ndarray) -> None:
+        pass
+
+
 def measure_envs(repeats: int, seconds: float, seed: int) -> dict[str, Any]:
+    countdown4 = gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS, vectorization_mode="vector_entry_point").unwrapped
     envs: dict[str, tuple[Any, Any]] = {
         "CartPoleVectorEnv": (CartPoleVectorEnv(num_envs=NUM_ENVS), random_steps_per_second),
-        "Countdown-4 (masked)": (gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS,
-                                              vectorization_mode="vector_entry_point").unwrapped,
-                                 masked_steps_per_second),
+        HARNESS: (HarnessOnly(countdown4), masked_steps_per_second),
+        "Countdown-4 (masked)": (countdown4, masked_steps_per_second),
         "Countdown-3 (masked)": (gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS, n_numbers=3,
                                               vectorization_mode="vector_entry_point").unwrapped,
                                  masked_steps_per_second),
@@ -231,6 +253,8 @@ def markdown(result: dict[str, Any]) -> str:
               f"| native vector Countdown-4 >= {GOAL_ENV:g}x CartPoleVectorEnv | "
               f"{_verdict(env['ratio_vs_cartpole']['Countdown-4 (masked)'], GOAL_ENV)} |",
               f"| (Countdown-3) | {_verdict(env['ratio_vs_cartpole']['Countdown-3 (masked)'], GOAL_ENV)} |",
+              f"| (ceiling of any env under the masked loop: the harness alone) | "
+              f"{env['ratio_vs_cartpole'][HARNESS]:.2f}x CartPoleVectorEnv |",
               f"| SB3 PPO on the adapter >= {GOAL_PPO:g}x on DummyVecEnv (learn) | "
               f"{_verdict(ppo['ratio_learn'], GOAL_PPO)} |",
               f"| (rollout collection alone) | {_verdict(ppo['ratio_rollout'], GOAL_PPO)} |",
