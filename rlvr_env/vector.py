@@ -281,11 +281,12 @@ class TokenVectorEnv(VectorEnv):
             numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
             targets = np.array([p.target for p in chosen], dtype=np.int64)
             self._start(rows, numbers, targets, self._encode(chosen, numbers, targets))
-            split_of: dict[Prompt, str] = {}  # a group's rows share one prompt: find its split once
+            split_of: dict[int, str] = {}  # a group's rows share one prompt object: its split once
             for r, p in zip(rows, chosen):
-                if p not in split_of:
-                    split_of[p] = self.task.split_of(p)
-                prompts[r], splits[r] = p, split_of[p]
+                key = id(p)  # `chosen` holds the objects, alive here (cheaper than hashing a Prompt)
+                if key not in split_of:
+                    split_of[key] = self.task.split_of(p)
+                prompts[r], splits[r] = p, split_of[key]
         else:
             numbers, targets, encoded = self._draw(len(rows))
             self._start(rows, numbers, targets, encoded)
@@ -333,7 +334,11 @@ class TokenVectorEnv(VectorEnv):
 
     def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
         if self._pool is not None:
-            return self._pool[2][[self._pool[3][p] for p in prompts]].reshape(len(prompts), -1)
+            row_of: dict[int, int] = {}  # by identity: a group repeats one prompt object
+            for p in prompts:
+                if id(p) not in row_of:
+                    row_of[id(p)] = self._pool[3][p]
+            return self._pool[2][[row_of[id(p)] for p in prompts]].reshape(len(prompts), -1)
         return self._encode_arrays(numbers, targets)
 
     def step(
