@@ -16,7 +16,8 @@
    ``learn()`` and of its rollout collection alone (timed by a callback between rollout start and
    end), and PPO's own gradient update (``train()``, timed in a subclass). Amdahl's law on the
    ``DummyVecEnv`` times bounds what any env can give ``learn()``: the row "learn() ceiling" is
-   ``T / U`` (``DummyVecEnv``'s learn time T, update time U; :func:`amdahl_ceiling`). Goal: adapter >= 5x DummyVecEnv (whole learn()).
+   ``T / U`` (``DummyVecEnv``'s learn time T, update time U; :func:`amdahl_ceiling`). Goal: adapter
+   >= 5x DummyVecEnv (whole learn()).
 3. **Batch verifier vs regex + ``eval``** on the same 20,000 Countdown-4 answers
    (:func:`benchmarks.vector_speed.measure_verifiers`). Goal: >= 20x.
 
@@ -243,10 +244,11 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {kind} | {m['learn_steps_per_s']:,.0f} | {m['rollout_steps_per_s']:,.0f} | "
                      f"{m['learn_seconds']:.2f} | {m['rollout_share']:.1%} | {m['update_share']:.1%} |")
     amdahl = ppo["amdahl"]
-    lines += ["", f"Amdahl's law: PPO's own update (`train()`, {amdahl['update_seconds']:.2f} s, the same work on both "
-              f"sides) bounds learn() on any env at DummyVecEnv's {med['DummyVecEnv']['learn_seconds']:.2f} s / "
-              f"{amdahl['update_seconds']:.2f} s = **{amdahl['ceiling']:.2f}x**, even with rollouts, resets and "
-              f"the rest free (measured {ppo['ratio_learn']:.2f}x)."]
+    update, dummy_learn = amdahl["update_seconds"], med["DummyVecEnv"]["learn_seconds"]
+    lines += ["", f"Amdahl's law: PPO's own update (`train()`, {update:.2f} s, the same work on both sides) "
+              f"bounds learn() on any env at DummyVecEnv's {dummy_learn:.2f} s / {update:.2f} s = "
+              f"**{amdahl['ceiling']:.2f}x**, even with rollouts, resets and the rest free (measured "
+              f"{ppo['ratio_learn']:.2f}x)."]
     lines += ["", f"Verifier on {ver['answers']} answers: batch {ver['batch_per_s']:,.0f}/s, regex+eval "
               f"{ver['eval_per_s']:,.0f}/s; batch agrees with `verify`: {ver['batch_agrees_with_verify']}.", "",
               "| goal | verdict |", "|---|---|",

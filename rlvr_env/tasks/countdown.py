@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -235,7 +236,7 @@ class CountdownTask(Task):
         den = np.ones(k * n, dtype=np.int64)
         length = np.ones(k * n, dtype=np.int64)  # tokens of each item's minimal-parenthesis text
         cls = np.zeros(k * n, dtype=np.int64)  # top operator class of each item
-        picks: list[np.ndarray] = []  # i, j, op kind of each merge: the history, stacked at the end
+        picks: list[Any] = []  # i, j, op kind (k,) of each merge: the history, stacked at the end
         ok = np.ones(k, dtype=bool)
         for stage, m in enumerate(range(n, 1, -1)):
             i = rng.integers(m, size=k)
@@ -480,8 +481,8 @@ class CountdownTask(Task):
                 out = np.zeros((m, self.prompt_dim), dtype=np.float32)
                 self._codes(np.repeat(values[:, None], self.n_numbers, axis=1), values, out)
                 target = out[:t, self._layout["target"].start : self._layout["target_bits"].stop].copy()
-                self._tables = (out[:w, 0].copy(), out[:w, self._layout["number_bits"]][:, : self._number_bits]
-                                .copy(), target)
+                bits = out[:w, self._layout["number_bits"]][:, : self._number_bits].copy()
+                self._tables = (out[:w, 0].copy(), bits, target)
         return self._tables
 
     def _relations(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
