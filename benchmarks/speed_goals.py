@@ -7,13 +7,17 @@
    step (``argmax(u * mask)`` with ``u`` uniform numbers drawn in advance, untimed: the mask call and
    the pick are timed), CartPole steps uniform random actions drawn in advance. Both use their own
    same-step autoreset. Measured alternately, ``--repeats`` times for about ``--seconds`` each;
-   medians. Countdown-4 (the env's defaults) and Countdown-3. Goal: Countdown >= 1x CartPole.
+   medians. Countdown-4 (the env's defaults) and Countdown-3, and the loop alone on a fixed mask
+   (:class:`HarnessOnly`: the ceiling of any env under this loop). Goal: Countdown >= 1x CartPole.
 2. **SB3 PPO on the adapter vs on ``DummyVecEnv``**, Countdown-3, 1024 envs: ``PPO("MlpPolicy")``
    with SB3's per-update defaults (``n_steps * n_envs = 2048``, so ``n_steps=2``; ``batch_size=64``,
    ``n_epochs=10``), on ``rlvr_env.to_sb3_vec_env`` over the native vector env and on ``DummyVecEnv``
    over 1024 single envs, ``--ppo-updates`` updates each, alternately. Env steps/s of the whole
    ``learn()`` and of its rollout collection alone (timed by a callback between rollout start and
-   end). Goal: adapter >= 5x DummyVecEnv (whole learn()).
+   end), and PPO's own gradient update (``train()``, timed in a subclass). Amdahl's law on the
+   ``DummyVecEnv`` times bounds what any env can give ``learn()``: the row "learn() ceiling" is
+   ``T / U`` (``DummyVecEnv``'s learn time T, update time U; :func:`amdahl_ceiling`). Goal: adapter
+   >= 5x DummyVecEnv (whole learn()).
 3. **Batch verifier vs regex + ``eval``** on the same 20,000 Countdown-4 answers
    (:func:`benchmarks.vector_speed.measure_verifiers`). Goal: >= 20x.
 
@@ -51,6 +55,7 @@ GOAL_PPO = 5.0
 GOAL_VERIFIER = 20.0
 RESULTS = Path(__file__).resolve().parent / "results"
 COUNTDOWN = "rlvr/Countdown-v0"
+HARNESS = "harness alone (mask x uniforms, argmax; no env)"
 
 
 # -- 1. env steps/s ----------------------------------------------------------------------------------------
@@ -89,12 +94,32 @@ def random_steps_per_second(env: Any, seconds: float, seed: int) -> float:
             return calls * env.num_envs / (now - start)
 
 
+class HarnessOnly:
+    """The masked loop's own work without an env: ``action_masks()`` returns one fixed (B, V) mask
+    (a Countdown-4 env's first), ``step`` does nothing. Its rate bounds what any env can reach under
+    :func:`masked_steps_per_second` (the mask product and the argmax are timed there too)."""
+
+    def __init__(self, env: Any) -> None:
+        self.num_envs, self.single_action_space = env.num_envs, env.single_action_space
+        env.reset(seed=0)
+        self._masks = env.action_masks()
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def action_masks(self) -> np.ndarray:
+        return self._masks
+
+    def step(self, actions: np.ndarray) -> None:
+        pass
+
+
 def measure_envs(repeats: int, seconds: float, seed: int) -> dict[str, Any]:
+    countdown4 = gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS, vectorization_mode="vector_entry_point").unwrapped
     envs: dict[str, tuple[Any, Any]] = {
         "CartPoleVectorEnv": (CartPoleVectorEnv(num_envs=NUM_ENVS), random_steps_per_second),
-        "Countdown-4 (masked)": (gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS,
-                                              vectorization_mode="vector_entry_point").unwrapped,
-                                 masked_steps_per_second),
+        HARNESS: (HarnessOnly(countdown4), masked_steps_per_second),
+        "Countdown-4 (masked)": (countdown4, masked_steps_per_second),
         "Countdown-3 (masked)": (gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS, n_numbers=3,
                                               vectorization_mode="vector_entry_point").unwrapped,
                                  masked_steps_per_second),
@@ -146,8 +171,18 @@ def ppo_rate(kind: str, updates: int, seed: int) -> dict[str, float]:
         def _on_step(self) -> bool:
             return True
 
+    class TimedPPO(PPO):  # type: ignore[misc]
+        """PPO whose gradient update (``train``, the same work on either env) is timed."""
+
+        update_seconds = 0.0
+
+        def train(self) -> None:
+            start = time.perf_counter()
+            super().train()
+            self.update_seconds += time.perf_counter() - start
+
     env = ppo_env(kind, seed)
-    model = PPO("MlpPolicy", env, n_steps=2, batch_size=64, n_epochs=10, seed=seed, device="cpu")
+    model = TimedPPO("MlpPolicy", env, n_steps=2, batch_size=64, n_epochs=10, seed=seed, device="cpu")
     steps = updates * 2 * NUM_ENVS
     clock = RolloutClock()
     gc.collect()
@@ -157,7 +192,18 @@ def ppo_rate(kind: str, updates: int, seed: int) -> dict[str, float]:
     env.close()
     return {"learn_steps_per_s": model.num_timesteps / seconds,
             "rollout_steps_per_s": model.num_timesteps / clock.seconds,
-            "learn_seconds": seconds, "rollout_seconds": clock.seconds}
+            "learn_seconds": seconds, "rollout_seconds": clock.seconds,
+            "update_seconds": model.update_seconds,
+            "update_share": model.update_seconds / seconds, "rollout_share": clock.seconds / seconds}
+
+
+def amdahl_ceiling(dummy: dict[str, float], adapter: dict[str, float]) -> dict[str, float]:
+    """Amdahl's law on the measured ``learn()`` times: PPO's own gradient update (``train()``) is the
+    same work on either env, so no env can make ``learn()`` faster than ``T_dummy / U`` (``T_dummy``:
+    ``DummyVecEnv``'s whole ``learn()``, ``U``: the update time, the smaller of the two sides' so the
+    bound is generous), even if rollout collection, the env resets and everything else cost nothing."""
+    update = min(dummy["update_seconds"], adapter["update_seconds"])
+    return {"update_seconds": update, "ceiling": dummy["learn_seconds"] / update}
 
 
 def measure_ppo(updates: int, repeats: int, seed: int) -> dict[str, Any]:
@@ -166,11 +212,13 @@ def measure_ppo(updates: int, repeats: int, seed: int) -> dict[str, Any]:
         for kind in runs:
             runs[kind].append(ppo_rate(kind, updates, seed + r))
     med = {kind: {key: statistics.median(run[key] for run in rs) for key in rs[0]} for kind, rs in runs.items()}
+    ratio_rollout = med["adapter"]["rollout_steps_per_s"] / med["DummyVecEnv"]["rollout_steps_per_s"]
     return {
         "runs": runs,
         "median": med,
         "ratio_learn": med["adapter"]["learn_steps_per_s"] / med["DummyVecEnv"]["learn_steps_per_s"],
-        "ratio_rollout": med["adapter"]["rollout_steps_per_s"] / med["DummyVecEnv"]["rollout_steps_per_s"],
+        "ratio_rollout": ratio_rollout,
+        "amdahl": amdahl_ceiling(med["DummyVecEnv"], med["adapter"]),
         "config": {"n_envs": NUM_ENVS, "n_steps": 2, "batch_size": 64, "n_epochs": 10, "updates": updates},
     }
 
@@ -189,19 +237,31 @@ def markdown(result: dict[str, Any]) -> str:
         ratio = env["ratio_vs_cartpole"].get(name)
         lines.append(f"| {name}, {NUM_ENVS} envs | {rate:,.0f} | {'' if ratio is None else f'{ratio:.3f}x'} |")
     med = ppo["median"]
-    lines += ["", "| SB3 PPO, Countdown-3, 1024 envs | learn() env steps/s | rollout env steps/s |",
-              "|---|---:|---:|"]
+    lines += ["", "| SB3 PPO, Countdown-3, 1024 envs | learn() env steps/s | rollout env steps/s | learn() s "
+              "| rollout share | update share |", "|---|---:|---:|---:|---:|---:|"]
     for kind in ("adapter", "DummyVecEnv"):
-        lines.append(f"| {kind} | {med[kind]['learn_steps_per_s']:,.0f} | {med[kind]['rollout_steps_per_s']:,.0f} |")
+        m = med[kind]
+        lines.append(f"| {kind} | {m['learn_steps_per_s']:,.0f} | {m['rollout_steps_per_s']:,.0f} | "
+                     f"{m['learn_seconds']:.2f} | {m['rollout_share']:.1%} | {m['update_share']:.1%} |")
+    amdahl = ppo["amdahl"]
+    update, dummy_learn = amdahl["update_seconds"], med["DummyVecEnv"]["learn_seconds"]
+    lines += ["", f"Amdahl's law: PPO's own update (`train()`, {update:.2f} s, the same work on both sides) "
+              f"bounds learn() on any env at DummyVecEnv's {dummy_learn:.2f} s / {update:.2f} s = "
+              f"**{amdahl['ceiling']:.2f}x**, even with rollouts, resets and the rest free (measured "
+              f"{ppo['ratio_learn']:.2f}x)."]
     lines += ["", f"Verifier on {ver['answers']} answers: batch {ver['batch_per_s']:,.0f}/s, regex+eval "
               f"{ver['eval_per_s']:,.0f}/s; batch agrees with `verify`: {ver['batch_agrees_with_verify']}.", "",
               "| goal | verdict |", "|---|---|",
               f"| native vector Countdown-4 >= {GOAL_ENV:g}x CartPoleVectorEnv | "
               f"{_verdict(env['ratio_vs_cartpole']['Countdown-4 (masked)'], GOAL_ENV)} |",
               f"| (Countdown-3) | {_verdict(env['ratio_vs_cartpole']['Countdown-3 (masked)'], GOAL_ENV)} |",
+              f"| (ceiling of any env under the masked loop: the harness alone) | "
+              f"{env['ratio_vs_cartpole'][HARNESS]:.2f}x CartPoleVectorEnv |",
               f"| SB3 PPO on the adapter >= {GOAL_PPO:g}x on DummyVecEnv (learn) | "
               f"{_verdict(ppo['ratio_learn'], GOAL_PPO)} |",
               f"| (rollout collection alone) | {_verdict(ppo['ratio_rollout'], GOAL_PPO)} |",
+              f"| (learn() ceiling by Amdahl's law: all but the update free) | "
+              f"{_verdict(ppo['amdahl']['ceiling'], GOAL_PPO)} |",
               f"| batch verifier >= {GOAL_VERIFIER:g}x regex+eval | "
               f"{_verdict(ver['ratio_batch_vs_eval'], GOAL_VERIFIER)} |"]
     return "\n".join(lines) + "\n"

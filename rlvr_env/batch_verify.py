@@ -36,6 +36,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -196,6 +197,7 @@ def _check_numbers(numbers: np.ndarray) -> None:
         raise ValueError(f"prompt numbers {numbers.min()} < 0 cannot be written as tokens")
 
 
+@lru_cache(maxsize=64)
 def _bad_table(grammar: Grammar) -> np.ndarray:
     """(kinds, 2, 2) bool ``bad[kind, expect, depth > 0]``: the token is a lexing or grammar error in
     that recogniser state (expecting an operand or not; inside parentheses or not)."""
@@ -216,7 +218,33 @@ def _bad_table(grammar: Grammar) -> np.ndarray:
                 or (k == LPAREN and not e)
                 or (k == RPAREN and (e or not deep))
             )
+    bad.flags.writeable = False  # cached: shared by every machine of this grammar
     return bad
+
+
+@lru_cache(maxsize=64)
+def _pass_table(kinds: tuple[int, ...], grammar: Grammar, length: int) -> np.ndarray:
+    """The recogniser of :func:`grammar_passes` for token ``kinds`` and rows of ``length`` tokens, as a
+    flat transition table ``((2 * (length + 1) + 1) * (V + 1),)`` (built once per setting: the Python
+    loops cost more than a batch's walk)."""
+    depths = length + 1
+    bad = _bad_table(grammar)  # (K, 2, 2)
+    v = len(kinds)
+    dead = 2 * depths  # states: depth * 2 + expect, then the dead state
+    nxt = np.full((dead + 1, v + 1), dead, dtype=np.int64)  # last column: past the row's end, stay
+    nxt[:, v] = np.arange(dead + 1)
+    for depth in range(depths):
+        for expect in (0, 1):
+            for t, kind in enumerate(kinds):
+                if kind == EOS or bad[kind, expect, int(depth > 0)]:
+                    continue  # EOS ends the row before it is read; errors go to the dead state
+                d = depth + (kind == LPAREN) - (kind == RPAREN)
+                e = 1 if ADD <= kind <= DIV or kind == LPAREN else 0
+                if d < depths:
+                    nxt[depth * 2 + expect, t] = d * 2 + e
+    flat = nxt.ravel()
+    flat.flags.writeable = False  # shared by every call with this setting
+    return flat
 
 
 def grammar_passes(table: TokenTable, grammar: Grammar, tokens: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -225,23 +253,9 @@ def grammar_passes(table: TokenTable, grammar: Grammar, tokens: np.ndarray, ends
     condition for a value, checked with one table lookup per column: the states (expecting an operand,
     depth) form a small automaton, so :func:`batch_verify` evaluates only the rows that pass."""
     length = tokens.shape[1]
-    depths = length + 1
-    bad = _bad_table(grammar)  # (K, 2, 2)
     v = len(table.kinds)
-    dead = 2 * depths  # states: depth * 2 + expect, then the dead state
-    nxt = np.full((dead + 1, v + 1), dead, dtype=np.int64)  # last column: past the row's end, stay
-    nxt[:, v] = np.arange(dead + 1)
-    for depth in range(depths):
-        for expect in (0, 1):
-            for t, kind in enumerate(table.kinds.tolist()):
-                if kind == EOS or bad[kind, expect, int(depth > 0)]:
-                    continue  # EOS ends the row before it is read; errors go to the dead state
-                d = depth + (kind == LPAREN) - (kind == RPAREN)
-                e = 1 if ADD <= kind <= DIV or kind == LPAREN else 0
-                if d < depths:
-                    nxt[depth * 2 + expect, t] = d * 2 + e
+    flat = _pass_table(tuple(table.kinds.tolist()), grammar, length)
     cols = np.where(np.arange(length) < ends[:, None], tokens, v)  # (B, L)
-    flat = nxt.ravel()
     state = np.ones(tokens.shape[0], dtype=np.int64)  # depth 0, expecting an operand
     for col in range(int(ends.max(initial=0))):
         state = flat[state * (v + 1) + cols[:, col]]
@@ -559,6 +573,7 @@ def batch_verify(
     grammar: Grammar,
     weights: RewardWeights | None = None,
     lengths: np.ndarray | None = None,
+    programs: bool = True,
 ) -> BatchVerdict:
     """Score B answers at once; row ``i`` gets what ``verify(text_i, numbers[i], targets[i])`` gives.
 
@@ -570,6 +585,9 @@ def batch_verify(
         grammar: the rules, as for :func:`rlvr_env.verify`.
         weights: reward weights (default :class:`RewardWeights()`).
         lengths: optional (B,) number of tokens to read per row.
+        programs: score the rows inside a Countdown vocabulary's masks' language by their answer
+            programs (exact; False: every row takes the general path, for a caller that knows no row
+            is inside, as :class:`rlvr_env.program_scorer.ProgramScorer` does for the rows it hands over).
 
     >>> from rlvr_env.verifier import Grammar
     >>> table = TokenTable.from_vocab(("n0", "n1", "n2", "+", "*", "(", ")", "<eos>"), eos_id=7)
@@ -597,12 +615,13 @@ def batch_verify(
     ends = np.full(b, length) if lengths is None else np.minimum(np.asarray(lengths).reshape(b), length)
     eos_ids = np.flatnonzero(table.kinds == EOS)
     is_eos = tokens == eos_ids[0] if len(eos_ids) == 1 else table.kinds[tokens] == EOS  # (B, L)
-    first_eos = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), length)
+    first = is_eos.argmax(axis=1)  # 0 also where a row has no EOS: told apart by one gather, which is
+    first_eos = np.where(is_eos[np.arange(b), first], first, length)  # cheaper than any(axis=1)
     ends = np.minimum(ends, first_eos)  # (B,) tokens to read per row
     _check_numbers(numbers)
     table.values(numbers[:1])  # refuses prompts with fewer numbers than the vocabulary's slots
     weights = weights if weights is not None else RewardWeights()
-    fast = _by_programs(tokens, ends, numbers, targets, table, grammar, lengths is None)
+    fast = _by_programs(tokens, ends, numbers, targets, table, grammar, lengths is None) if programs else None
     if fast is None:
         return _verify_rows(tokens, ends, numbers, targets, table, grammar, weights)
     rows, correct, well_formed, value_num, value_den = fast
@@ -660,10 +679,19 @@ def _by_programs(
     states = state[rows]
     flat = rows[:, None] * length + programs.operands[states]  # (k, N) flat index of each operand
     slots = tokens.ravel()[flat].astype(np.int64)  # (k, N) slot of each operand
-    bits = np.where(np.arange(rules.n) < programs.counts[states][:, None], 1 << slots, 0)
     operands = numbers.ravel()[slots + rows[:, None] * numbers.shape[1]]
-    keep = (bits.sum(axis=1) == np.bitwise_or.reduce(bits, axis=1))  # each slot at most once
-    keep &= operands.max(axis=1) <= min(programs.bound(), 10**MAX_NUMBER_DIGITS - 1)
+    # Each slot at most once, and operands within the exact bound: a loop over the N columns (a
+    # reduction along a short row axis is several times slower in NumPy).
+    counts = programs.counts[states]
+    seen = np.zeros(len(rows), dtype=np.int64)  # bit set of the slots read so far
+    keep = np.ones(len(rows), dtype=bool)
+    largest = operands[:, 0]
+    for j in range(rules.n):
+        bit = np.where(j < counts, 1 << slots[:, j], 0)
+        keep &= (seen & bit) == 0
+        seen |= bit
+        largest = np.maximum(largest, operands[:, j])  # unused registers repeat the first operand
+    keep &= largest <= min(programs.bound(), 10**MAX_NUMBER_DIGITS - 1)
     rows, states, operands = rows[keep], states[keep], operands[keep]
     num, den, err = evaluate(programs, states, operands, grammar.integer_division)
     ok = ~err  # inside the masks' language the number-use rule holds by construction

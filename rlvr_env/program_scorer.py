@@ -106,8 +106,10 @@ class ProgramScorer:
         if slow.any():
             idx = np.flatnonzero(slow)
             r = rows[idx]
+            # these rows are outside the masks' language or above the bound: the general path only
             verdict = batch_verify(self.tokens[r], self.numbers[r], self.targets[r], table=self.table,
-                                   grammar=self.grammar, weights=self.weights, lengths=self.pos[r])
+                                   grammar=self.grammar, weights=self.weights, lengths=self.pos[r],
+                                   programs=False)
             correct[idx] = verdict.correct
             well_formed[idx] = verdict.well_formed
             has_value[idx] = verdict.has_value

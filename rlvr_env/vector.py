@@ -180,6 +180,8 @@ class TokenVectorEnv(VectorEnv):
                 self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
             )
         self._obs = np.zeros((b, obs_dim), dtype=self.single_observation_space.dtype)  # (B, D)
+        #: (B,) flat index in ``_obs`` of each row's first one-hot slot, minus one slot (pos counts from 1)
+        self._obs_base = self._rows * obs_dim + self._prefix_offset - self._vocab_size
         self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
         self._started = False
         self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -279,11 +281,12 @@ class TokenVectorEnv(VectorEnv):
             numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
             targets = np.array([p.target for p in chosen], dtype=np.int64)
             self._start(rows, numbers, targets, self._encode(chosen, numbers, targets))
-            split_of: dict[Prompt, str] = {}  # a group's rows share one prompt: find its split once
+            split_of: dict[int, str] = {}  # a group's rows share one prompt object: its split once
             for r, p in zip(rows, chosen):
-                if p not in split_of:
-                    split_of[p] = self.task.split_of(p)
-                prompts[r], splits[r] = p, split_of[p]
+                key = id(p)  # `chosen` holds the objects, alive here (cheaper than hashing a Prompt)
+                if key not in split_of:
+                    split_of[key] = self.task.split_of(p)
+                prompts[r], splits[r] = p, split_of[key]
         else:
             numbers, targets, encoded = self._draw(len(rows))
             self._start(rows, numbers, targets, encoded)
@@ -331,7 +334,11 @@ class TokenVectorEnv(VectorEnv):
 
     def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
         if self._pool is not None:
-            return self._pool[2][[self._pool[3][p] for p in prompts]].reshape(len(prompts), -1)
+            row_of: dict[int, int] = {}  # by identity: a group repeats one prompt object
+            for p in prompts:
+                if id(p) not in row_of:
+                    row_of[id(p)] = self._pool[3][p]
+            return self._pool[2][[row_of[id(p)] for p in prompts]].reshape(len(prompts), -1)
         return self._encode_arrays(numbers, targets)
 
     def step(
@@ -366,17 +373,20 @@ class TokenVectorEnv(VectorEnv):
             moved = self._mask_next[before * self._vocab_size + acts]
             self._mask_state = moved if rows_all else np.where(active, moved, before)
         pos = machine.pos  # (B,) tokens so far, after this step
-        rows = self._rows if rows_all else self._rows[active]
-        if self.token_context is None:
+        if rows_all and self.token_context is None:  # one flat scatter: row r's one-hot at pos - 1
+            self._obs.reshape(-1)[self._obs_base + pos * self._vocab_size + acts] = 1.0
+        elif self.token_context is None:
+            rows = self._rows[active]
             self._obs[rows, self._prefix_offset + (pos[rows] - 1) * self._vocab_size + acts[rows]] = 1.0
         else:  # the token context: the answer's position holds the token's context id
+            rows = self._rows if rows_all else self._rows[active]
             ids = self.token_context.answer_offset + acts[rows]
             self._obs[rows, self._prefix_offset + pos[rows] - 1] = ids
-        full = active & (pos >= self._length)
+        full = pos >= self._length if rows_all else active & (pos >= self._length)
         if self._eos is None:
             terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)
         else:
-            terminated = active & (acts == self._eos)
+            terminated = acts == self._eos if rows_all else active & (acts == self._eos)
             truncated = full & ~terminated
         done = terminated | truncated
         rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -389,7 +399,7 @@ class TokenVectorEnv(VectorEnv):
             rewards[ended] = verdict.reward
             final = self._final_info(ended, done, verdict)
             if mode == AutoresetMode.SAME_STEP:
-                final_obs = np.zeros_like(self._obs)
+                final_obs = np.zeros(self._obs.shape, dtype=self._obs.dtype)  # not zeros_like: no memset
                 final_obs[ended] = self._obs[ended]
                 _mask_info(info, "final_obs", final_obs, done)
                 _mask_info(info, "final_info", final, done)

@@ -175,3 +175,53 @@ def test_program_evaluation_is_exact_at_its_bound() -> None:
     operands = np.array([[m, m - 1, m - 2, m - 3]], dtype=np.int64)
     num, den, err = evaluate(table, np.array([shape]), operands, integer_division=False)
     assert not err[0] and den[0] == 1 and int(num[0]) == m * (m - 1) * (m - 2) - (m - 3)
+
+
+@pytest.mark.parametrize("number_range,n", [((1, 10), 4), ((3, 9), 3), ((1, 100), 2), ((1, 10), 6)])
+def test_split_table_is_the_hash_rule(number_range: tuple[int, int], n: int) -> None:
+    """The split's lookup table (small ranges) and the hash agree on every row, in range or not."""
+    from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash
+
+    rng = np.random.default_rng(n)
+    lo, hi = number_range
+    rows = rng.integers(lo, hi + 1, size=(3000, n))
+    rule = multiset_hash(rows) % np.uint64(HELD_OUT_BUCKETS) == 0
+    assert np.array_equal(held_out(rows, number_range), rule)
+    assert 0.1 < rule.mean() < 0.3
+    outside = rows.copy()
+    outside[0, 0] = hi + 5  # a row outside the range: the whole call is hashed
+    assert np.array_equal(held_out(outside, number_range),
+                          multiset_hash(outside) % np.uint64(HELD_OUT_BUCKETS) == 0)
+    assert held_out(rows[:0], number_range).shape == (0,)
+    for row, expected in zip(outside[:200].tolist(), held_out(outside[:200], number_range).tolist()):
+        assert held_out_one(tuple(row), number_range) == expected  # row 0 lies outside the range
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"number_range": (2, 7), "target_range": (-40, 40)},
+                                    {"n_numbers": 3, "observation": "relations"},
+                                    {"number_range": (1, 9000), "target_range": (1, 10**6)}])
+def test_prompt_code_tables_equal_the_arithmetic(kwargs: dict[str, Any]) -> None:
+    """encode_arrays gathers from tables for small ranges: the same float32 values as the arithmetic."""
+    task = CountdownTask(**kwargs)
+    numbers, targets, _ = task.sample_arrays(np.random.default_rng(1), "train", 400)
+    fast = task.encode_arrays(numbers, targets)
+    slow = fast.copy()
+    lo, tlo = task.number_range[0], task.target_range[0]
+    task._codes(numbers - lo, targets - tlo, slow)
+    assert np.array_equal(fast, slow)
+    assert (task._code_tables() is None) == (kwargs.get("number_range") == (1, 9000))
+
+
+def test_batch_verify_without_programs_is_the_same_verdict() -> None:
+    """programs=False (what ProgramScorer asks for the rows it hands over) only skips a shortcut."""
+    from benchmarks.vector_speed import workload
+    from rlvr_env.batch_verify import TokenTable
+
+    task = CountdownTask()
+    tokens, numbers, targets, _ = workload(task, 900, 3)
+    table = TokenTable.from_vocab(task.vocab, task.eos_id)
+    fast = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar)
+    slow = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar, programs=False)
+    for name in ("reward", "correct", "well_formed", "has_value", "value_num", "value_den"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+    assert fast.correct.any() and not fast.well_formed.all()

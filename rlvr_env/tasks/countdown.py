@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -19,12 +20,11 @@ from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
+from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
 
-#: One number multiset in this many is held out (``split="test"``): 20%.
-HELD_OUT_BUCKETS = 5
 _OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 _ATOM, _ADDITIVE, _MULTIPLICATIVE = 0, 1, 2
@@ -37,25 +37,7 @@ _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
 #: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
 _MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
-
-
-def multiset_hash(numbers: np.ndarray) -> np.ndarray:
-    """(k,) uint64 hash of each row's *sorted* numbers (k, N): equal for every order of one multiset.
-
-    An FNV-1a-style fold followed by the splitmix64 finaliser, in wrapping uint64 arithmetic, so the
-    split is a fixed function of the numbers (no RNG, no Python ``hash`` randomisation).
-    """
-    x = np.sort(np.asarray(numbers, dtype=np.int64), axis=1).astype(np.uint64)  # (k, N)
-    h = np.full(x.shape[0], 0xCBF29CE484222325, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for col in x.T:
-            h = (h ^ col) * np.uint64(0x100000001B3)
-        h ^= h >> np.uint64(30)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(27)
-        h *= np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
-    return h
+_MAX_CODE_TABLE = 4096  # number / target range widths encoded by table lookup, at most
 
 
 def _check_range(name: str, value: object, lowest: int, highest: int) -> tuple[int, int]:
@@ -230,10 +212,10 @@ class CountdownTask(Task):
     # -- prompts -----------------------------------------------------------------------------------
     def split_arrays(self, numbers: np.ndarray) -> np.ndarray:
         """(k,) bool: True where the number multiset (k, N) is held out (``split="test"``)."""
-        return multiset_hash(numbers) % np.uint64(HELD_OUT_BUCKETS) == 0
+        return held_out(numbers, self.number_range)
 
     def split_of(self, prompt: Prompt) -> str:
-        return "test" if bool(self.split_arrays(np.array([prompt.numbers]))[0]) else "train"
+        return "test" if held_out_one(prompt.numbers, self.number_range) else "train"
 
     def _draw(self, rng: np.random.Generator, numbers: np.ndarray) -> tuple[np.ndarray, ...]:
         """Random expression trees over candidate ``numbers`` (k, N): value (k,), merge history
@@ -254,29 +236,34 @@ class CountdownTask(Task):
         den = np.ones(k * n, dtype=np.int64)
         length = np.ones(k * n, dtype=np.int64)  # tokens of each item's minimal-parenthesis text
         cls = np.zeros(k * n, dtype=np.int64)  # top operator class of each item
-        history = np.zeros((k, n - 1, 3), dtype=np.int64)  # (i, j, op kind) per merge
+        picks: list[Any] = []  # i, j, op kind (k,) of each merge: the history, stacked at the end
         ok = np.ones(k, dtype=bool)
         for stage, m in enumerate(range(n, 1, -1)):
             i = rng.integers(m, size=k)
             j = rng.integers(m - 1, size=k)
             j = j + (j >= i)
             op = self._op_kinds[rng.integers(len(self._op_kinds), size=k)]
+            picks += [i, j, op]
             fi, fj = base + i, base + j
-            a_n, a_d, b_n, b_d = num[fi], den[fi], num[fj], den[fj]
-            # Fractions stay unreduced here (gcd is the slow part); the bound keeps products exact.
-            if check_limit:
-                ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
+            a_n, b_n = num[fi], num[fj]
             is_div = op == DIV
             # a +- b = (a_n b_d +- b_n a_d) / (a_d b_d), a * b = a_n b_n / (a_d b_d),
-            # a / b = a_n b_d / (a_d b_n)
-            r_n = a_n * np.where(op == MUL, b_n, b_d) + _ADDEND[op] * b_n * a_d
-            r_d = a_d * np.where(is_div, b_n, b_d)
-            ok &= r_d != 0  # division by zero
-            r_d[r_d == 0] = 1
+            # a / b = a_n b_d / (a_d b_n). Fractions stay unreduced here (gcd is the slow part); the
+            # bound keeps products exact.
+            if stage == 0:  # both items are prompt numbers: den 1, value >= 1 (no zero divisor) < _LIMIT
+                r_n = a_n * np.where(op == MUL, b_n, 1) + _ADDEND[op] * b_n
+                r_d = np.where(is_div, b_n, 1)
+            else:
+                a_d, b_d = den[fi], den[fj]
+                if check_limit:
+                    ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
+                r_n = a_n * np.where(op == MUL, b_n, b_d) + _ADDEND[op] * b_n * a_d
+                r_d = a_d * np.where(is_div, b_n, b_d)
+                zero = r_d == 0  # division by zero
+                ok &= ~zero
+                r_d[zero] = 1
             if self.grammar.integer_division:
                 ok &= ~is_div | (r_n % r_d == 0)
-            first, second = base + np.minimum(i, j), base + np.maximum(i, j)
-            last = base + m - 1
             moved = [(num, r_n), (den, r_d)]
             if shape:
                 additive = (op == ADD) | (op == SUB)
@@ -291,17 +278,20 @@ class CountdownTask(Task):
                     ok &= ~paren_a & ~paren_b
                 new_len = length[fi] + length[fj] + 1 + 2 * (paren_a.astype(np.int64) + paren_b)
                 moved += [(length, new_len), (cls, np.where(additive, _ADDITIVE, _MULTIPLICATIVE))]
-            for arr, new in moved:
-                arr[second] = arr[last]  # drops the item at `second`; a no-op when second is last
-                arr[first] = new
-            history[:, stage, 0], history[:, stage, 1], history[:, stage, 2] = i, j, op
-        value_num, value_den = num[base], den[base]
+            if m > 2:  # the merged item replaces the first, the last item moves into the second's place
+                first, second, last = np.minimum(fi, fj), np.maximum(fi, fj), base + (m - 1)
+                for arr, new in moved:
+                    arr[second] = arr[last]  # drops the item at `second`; a no-op when second is last
+                    arr[first] = new
+        # after the last merge (items 0 and 1) the merged item is the whole expression
+        value_num, value_den = r_n, r_d
+        history = np.stack(picks, axis=1).reshape(k, n - 1, 3)  # (k, N-1, 3): (i, j, op kind) per merge
         ok &= value_num % value_den == 0
         value = value_num // value_den  # exact where ok
         tlo, thi = self.target_range
         ok &= (value >= tlo) & (value <= thi)
         if shape:
-            ok &= length[base] + 1 <= self.max_length
+            ok &= new_len + 1 <= self.max_length
         return value, history, ok
 
     def sample_arrays(
@@ -453,15 +443,47 @@ class CountdownTask(Task):
         rel = np.asarray(numbers, dtype=np.int64) - lo  # (k, N)
         trel = np.asarray(targets, dtype=np.int64) - tlo  # (k,)
         out = np.empty((k, self.prompt_dim), dtype=np.float32)
-        out[:, self._layout["numbers"]] = rel / max(hi - lo, 1)
-        out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
-        out[:, self._layout["target"]] = (trel / max(thi - tlo, 1))[:, None]
-        out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
+        tables = self._code_tables()
+        if tables is not None and k and rel.min() >= 0 and rel.max() <= hi - lo and trel.min() >= 0 \
+                and trel.max() <= thi - tlo:  # a gather from the codes of every value (same floats)
+            scaled, bits, target = tables
+            out[:, self._layout["numbers"]] = scaled[rel]
+            out[:, self._layout["number_bits"]] = bits[rel].reshape(k, -1)
+            out[:, self._layout["target"].start : self._layout["target_bits"].stop] = target[trel]
+        else:
+            self._codes(rel, trel, out)
         if self.observation in ("relations", "lookahead"):
             self._relations(numbers, targets, out)
         if self.observation == "lookahead":
             self._lookahead(numbers, targets, out)
         return out
+
+    def _codes(self, rel: np.ndarray, trel: np.ndarray, out: np.ndarray) -> None:
+        """The scaled values and binary codes of numbers ``rel`` (k, N) and targets ``trel`` (k,), both
+        relative to their range's low end, into ``out`` (k, prompt_dim)."""
+        k = rel.shape[0]
+        out[:, self._layout["numbers"]] = rel / max(self.number_range[1] - self.number_range[0], 1)
+        out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
+        out[:, self._layout["target"]] = (trel / max(self.target_range[1] - self.target_range[0], 1))[:, None]
+        out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
+
+    def _code_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`_codes` of every number and target of the ranges (when both span at most
+        ``_MAX_CODE_TABLE`` values): scaled (W,), bits (W, bits), target segment (T, 1 + bits); built on
+        first use. The vector env encodes every prompt it draws, so a gather beats the arithmetic."""
+        if not hasattr(self, "_tables"):
+            w = self.number_range[1] - self.number_range[0] + 1
+            t = self.target_range[1] - self.target_range[0] + 1
+            self._tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+            if max(w, t) <= _MAX_CODE_TABLE:
+                m = max(w, t)
+                values = np.arange(m, dtype=np.int64)
+                out = np.zeros((m, self.prompt_dim), dtype=np.float32)
+                self._codes(np.repeat(values[:, None], self.n_numbers, axis=1), values, out)
+                target = out[:t, self._layout["target"].start : self._layout["target_bits"].stop].copy()
+                bits = out[:w, self._layout["number_bits"]][:, : self._number_bits].copy()
+                self._tables = (out[:w, 0].copy(), bits, target)
+        return self._tables
 
     def _relations(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
         """Fill the ``observation="relations"`` segments of ``out`` (k, prompt_dim).

@@ -77,6 +77,10 @@ class ProgramTable:
 
     def bound(self) -> int:
         """The largest operand magnitude M with ``2**(N-1) * M**N < 2**63`` (int64 stays exact)."""
+        return self._bound
+
+    @cached_property
+    def _bound(self) -> int:
         lo, hi = 1, 1 << 62
         while lo < hi:  # integer bisection, no floating point
             mid = (lo + hi + 1) // 2
@@ -244,18 +248,20 @@ def evaluate(
     num = num.ravel()  # (k * regs,)
     den = np.ones(k * regs, dtype=np.int64)
     err = np.zeros(k, dtype=bool)
+    # (k, N-1) per step: the op's flags, found once for all steps (the loop runs over columns)
+    is_mul, is_div, addend = (ops == MUL).T, (ops == DIV).T, _ADDEND[ops].T
     for step in range(ops.shape[1]):
-        op = ops[:, step]  # (k,)
         a, b = a_idx[:, step], b_idx[:, step]
         an, ad, bn, bd = num[a], den[a], num[b], den[b]
-        is_div = op == DIV
         # a +- b = (an bd +- bn ad) / (ad bd), a * b = (an bn) / (ad bd), a / b = (an bd) / (ad bn)
-        num[a] = an * np.where(op == MUL, bn, bd) + _ADDEND[op] * bn * ad
-        r_den = ad * np.where(is_div, bn, bd)
+        num[a] = an * np.where(is_mul[step], bn, bd) + addend[step] * bn * ad
+        r_den = ad * np.where(is_div[step], bn, bd)
         den[a] = r_den
-        err |= is_div & (bn == 0)
+        # A zero denominator first appears where a step divides by zero (operands start at den 1, and a
+        # product has a zero factor only after an earlier zero): the same rows as is_div & (bn == 0).
+        err |= r_den == 0
         if integer_division:
-            err |= is_div & (num[a] % np.where(r_den == 0, 1, r_den) != 0)
+            err |= is_div[step] & (num[a] % np.where(r_den == 0, 1, r_den) != 0)
     value_num, value_den = num[base[:, 0]], den[base[:, 0]]
     value_den = np.where(err, 1, value_den)
     neg = value_den < 0
