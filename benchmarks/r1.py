@@ -40,6 +40,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 import time
 from typing import Any
 
@@ -62,6 +63,7 @@ from benchmarks.core.stats import iqm_ci
 from benchmarks.core.study import seeds_argument
 
 ENV_ID = "rlvr/Countdown-v0"
+DEFAULT_ENV_KWARGS = {"n_numbers": 3}
 #: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (chosen on seed 0: shuffled
 #: answer minibatches fit the train prompts better and held-out ones worse, 0.58 / 0.32 train / held-out
 #: greedy vs 0.45 / 0.37, at 3.8x the time; lr 2e-3 with warm-up 0.40, 3 layers 0.41: within noise).
@@ -459,6 +461,14 @@ def _env_kwargs(text: str) -> dict[str, Any]:
     return value
 
 
+def _slug(env_kwargs: dict[str, Any]) -> str:
+    """A folder name for a setting: ``{"n_numbers": 4, "operators": "+-*"}`` -> ``n_numbers4_operatorsPMT``."""
+    ops = str.maketrans({"+": "P", "-": "M", "*": "T", "/": "D"})
+    parts = [k + re.sub(r"[^A-Za-z0-9]+", "-", str(v).translate(ops) if k == "operators" else str(v))
+             .strip("-") for k, v in sorted(env_kwargs.items())]
+    return "_".join(parts)
+
+
 def _budgets(text: str) -> tuple[int, ...]:
     return tuple(positive_int(part) for part in text.split(",") if part.strip())
 
@@ -473,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         out = output_folder(args)
     except ValueError as err:
         parser.error(str(err))
+    if args.env_kwargs != DEFAULT_ENV_KWARGS:  # another setting: its own subfolder, never the default's
+        out = out / _slug(args.env_kwargs)
     rerun = [r for r in args.rerun.split(",") if r]
     common = {"address": args.ray_address, "workers": args.workers, "progress": not args.quiet,
               "rerun": rerun,
