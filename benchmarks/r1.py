@@ -462,7 +462,8 @@ def _env_kwargs(text: str) -> dict[str, Any]:
 
 
 def _slug(env_kwargs: dict[str, Any]) -> str:
-    """A folder name for a setting: ``{"n_numbers": 4, "operators": "+-*"}`` -> ``n_numbers4_operatorsPMT``."""
+    """A folder name for a setting: ``{"n_numbers": 4, "operators": "+-*"}`` -> ``n_numbers4_operatorsPMT``.
+    """
     ops = str.maketrans({"+": "P", "-": "M", "*": "T", "/": "D"})
     parts = [k + re.sub(r"[^A-Za-z0-9]+", "-", str(v).translate(ops) if k == "operators" else str(v))
              .strip("-") for k, v in sorted(env_kwargs.items())]
