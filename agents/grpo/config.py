@@ -431,9 +431,9 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   correct answers of the last target were thrown away again and again, and meanwhile its held-out
 #:   greedy answer, read off near-uniform rows, was sometimes right by chance: the "solved, then lost"
 #:   runs (3/10) were never solved under sampling. mu = 1, beta = 0.02 on seeds 0-9: 0/10 such drops
-#:   at 300k and at 1M steps, median steps to solved 53k instead of 88k (``python -m
-#:   benchmarks.tabular_hold``; beta = 0.005 left 2 of 10 seeds unsolved: the KL is also the table's
-#:   exploration floor).
+#:   at 300k steps, median steps to solved 53k instead of 88k (``python -m benchmarks.tabular_hold``;
+#:   0/10 at 1M too; beta = 0.005 left 2 of 10 seeds unsolved: the KL is also the table's exploration
+#:   floor). Reported on fresh seeds in docs/agent.md ("Solved, then lost?").
 #: * mlp: the paper's advantage works when the KL anchor is strong: with beta = 0.04 (the lesson's upper
 #:   end) 8 of 10 seeds reached 100% and the rest collapsed onto one wrong answer for a target; with
 #:   beta = 0.2 all 10 did, and the policy keeps ~0.2 nats of entropy (the reference is the random
