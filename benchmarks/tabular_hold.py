@@ -12,7 +12,7 @@ success below ``--floor``, or the final one below 0.95):
 
 They differ because the greedy answer of a target the table has not learned is read off near-uniform
 rows and is sometimes right by chance: under the paper's mu = 4, beta = 0.04 the greedy reading reached
-0.95 on 10 of 10 seeds (0-9) while one target's sampled success was <= 0.22 (<= 0.01 on 9), and the
+0.95 on 10 of 10 seeds (0-9) while one target's probability of a correct sampled answer was <= 0.01, and the
 3 "lost" runs were such targets flipping back; no run lost a target it solved under sampling. Why that
 target stayed unlearned so long (the stale-epoch KL step, fixed by the preset's mu = 1, beta = 0.02) is
 in :data:`agents.grpo.config.PRESETS`. ``sampled_at_reach`` records the sampled success at the first
