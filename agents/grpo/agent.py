@@ -359,6 +359,7 @@ class GRPO:
                   for rows in self._minibatch_rows(batch)]
         chunks = [c for c in chunks if c.n_tokens]  # e.g. every answer truncated and masked out
         stats: list[tuple[LossTerms, float]] = []
+        assert cfg.epochs is not None  # resolved from the preset at construction
         for _ in range(cfg.epochs):
             for c in chunks:
                 chosen = None

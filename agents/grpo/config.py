@@ -48,9 +48,10 @@ class GRPOConfig:
     prompts_per_iter: int | None = None
     """B: prompts per iteration, so one iteration runs B x G episodes in lockstep. None: the preset."""
 
-    epochs: int = 4
+    epochs: int | None = None
     """mu: optimisation passes over each batch of groups (DeepSeekMath Algorithm 1 "GRPO iterations mu";
-    PPO-style multi-epoch reuse kept near on-policy by the clip)."""
+    PPO-style multi-epoch reuse kept near on-policy by the clip). None: the policy's preset (4, the
+    paper preset's; 1 for "tabular" and "transformer")."""
 
     minibatches: int = 1
     """Minibatches per epoch (groups are kept whole inside a minibatch). 1 = full-batch steps."""
@@ -215,7 +216,8 @@ class GRPOConfig:
             _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a baseline")
         if self.prompts_per_iter is not None:
             _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
-        _int_at_least("epochs", self.epochs, 1, "")
+        if self.epochs is not None:
+            _int_at_least("epochs", self.epochs, 1, "")
         _int_at_least("minibatches", self.minibatches, 1, "")
         if self.prompts_per_iter is not None and self.minibatches > self.prompts_per_iter:
             raise ValueError(
@@ -421,6 +423,17 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   Dr. GRPO's mean-only advantage keeps the 10:1 ratio between accuracy and format, plain SGD keeps
 #:   it per table row (Adam would rescale every row's step), and G = 32 answers per prompt make it
 #:   likely that a group contains a correct answer once the table has started to commit.
+#:   mu = 1 and beta = 0.02 (issue 17 item 10; were the paper's mu = 4, beta = 0.04): with plain SGD at
+#:   lr 300, a row that one step has just concentrated on a rewarded token gives every other token the
+#:   group sampled a k3 gradient r - 1 of up to ~12 (r = pi_ref / pi), and the stale epochs 2-4 took
+#:   that step on all of the row's answers at once, overshooting: in 9 of 9 such updates on seeds 0-9 a
+#:   target's correct answers went from 0.47-0.77 (after epoch 1) to < 0.01 (after epoch 2). The first
+#:   correct answers of the last target were thrown away again and again, and meanwhile its held-out
+#:   greedy answer, read off near-uniform rows, was sometimes right by chance: the "solved, then lost"
+#:   runs (3/10) were never solved under sampling. mu = 1, beta = 0.02 on seeds 0-9: 0/10 such drops
+#:   at 300k steps, median steps to solved 53k instead of 88k (``python -m benchmarks.tabular_hold``;
+#:   0/10 at 1M too; beta = 0.005 left 2 of 10 seeds unsolved: the KL is also the table's exploration
+#:   floor). Reported on fresh seeds in docs/agent.md ("Solved, then lost?").
 #: * mlp: the paper's advantage works when the KL anchor is strong: with beta = 0.04 (the lesson's upper
 #:   end) 8 of 10 seeds reached 100% and the rest collapsed onto one wrong answer for a target; with
 #:   beta = 0.2 all 10 did, and the policy keeps ~0.2 nats of entropy (the reference is the random
@@ -438,6 +451,7 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   with B = 16, an entropy bonus of 0.01.
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
+        "epochs": 4,
         "group_size": 8,
         "prompts_per_iter": 8,
         "advantage": "grpo",
@@ -449,6 +463,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "advantage": "dr_grpo",
         "tabular_optimizer": "sgd",
         "learning_rate": 300.0,
+        "epochs": 1,
+        "beta": 0.02,
     },
     "mlp": {
         "group_size": 16,
