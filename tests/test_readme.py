@@ -146,7 +146,7 @@ def test_readme_is_under_the_line_limit() -> None:
 def test_commands_on_the_pages_name_real_modules() -> None:
     for page in pages():
         text = page.read_text(encoding="utf-8")
-        for module in set(re.findall(r"python -m ((?:benchmarks|agents)(?:\.[a-z_]+)+)", text)):
+        for module in set(re.findall(r"python -m ((?:benchmarks|agents)(?:\.[a-z_][a-z0-9_]*)+)", text)):
             path = ROOT / (module.replace(".", "/") + ".py")
             package = ROOT / module.replace(".", "/") / "__main__.py"
             assert path.is_file() or package.is_file(), f"{page.name} names {module}, which does not exist"
