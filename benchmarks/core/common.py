@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -120,7 +121,7 @@ def output_folder(args: argparse.Namespace) -> Path:
 
 def command_line(module: str, argv: list[str] | None) -> str:
     """The command that produced a result, as a reader would retype it."""
-    return " ".join(["python -m " + module, *(sys.argv[1:] if argv is None else argv)])
+    return " ".join(["python -m " + module, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
 
 
 def limit_threads(n: int = 1, import_torch: bool = False) -> int | None:
