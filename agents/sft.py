@@ -127,6 +127,17 @@ def _log_prob(policy: Any, obs: np.ndarray, actions: np.ndarray, masks: np.ndarr
     return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]
 
 
+def _pair_rows(demos: Any, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each solution's prompt as an int row (numbers, target) and its (prompt, answer) pair as one row
+    (prompt, then the answer's tokens padded with -1): what "the same solution" compares."""
+    n = len(lengths)
+    prompt_key = np.concatenate([np.asarray(demos.numbers, dtype=np.int64).reshape(n, -1),
+                                 np.asarray(demos.targets, dtype=np.int64)[:, None]], axis=1)
+    tokens = np.full((n, int(lengths.max())), -1, dtype=np.int64)
+    tokens[np.arange(tokens.shape[1])[None, :] < lengths[:, None]] = demos.actions
+    return prompt_key, np.concatenate([prompt_key, tokens], axis=1)
+
+
 def _distinct_answers(demos: Demonstrations, lengths: np.ndarray, bounds: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct answers of ``demos`` (first occurrence of each), how many times each occurs, and
@@ -137,13 +148,8 @@ def _distinct_answers(demos: Demonstrations, lengths: np.ndarray, bounds: np.nda
     n = len(lengths)
     if not isinstance(demos, AnswerDemonstrations) or len(demos.numbers) != n:
         return np.arange(n), np.ones(n, dtype=np.int64), np.arange(n)
-    prompt_key = np.concatenate([np.asarray(demos.numbers, dtype=np.int64).reshape(n, -1),
-                                 np.asarray(demos.targets, dtype=np.int64)[:, None]], axis=1)
-    tokens = np.full((n, int(lengths.max())), -1, dtype=np.int64)
-    valid = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
-    tokens[valid] = demos.actions
-    _, first, counts = np.unique(np.concatenate([prompt_key, tokens], axis=1), axis=0,
-                                 return_index=True, return_counts=True)
+    prompt_key, pairs = _pair_rows(demos, lengths)
+    _, first, counts = np.unique(pairs, axis=0, return_index=True, return_counts=True)
     order = np.argsort(first)  # keep the data's own order among distinct answers
     first, counts = first[order], counts[order]
     _, prompt_of = np.unique(prompt_key[first], axis=0, return_inverse=True)
@@ -177,12 +183,7 @@ def _copy_index(demos: Demonstrations, lengths: np.ndarray, answers: np.ndarray)
     n = len(lengths)
     if len(answers) == n:
         return np.arange(n)
-    prompt_key = np.concatenate([np.asarray(demos.numbers, dtype=np.int64).reshape(n, -1),
-                                 np.asarray(demos.targets, dtype=np.int64)[:, None]], axis=1)
-    tokens = np.full((n, int(lengths.max())), -1, dtype=np.int64)
-    tokens[np.arange(tokens.shape[1])[None, :] < lengths[:, None]] = demos.actions
-    rows = np.concatenate([prompt_key, tokens], axis=1)
-    _, inverse = np.unique(rows, axis=0, return_inverse=True)
+    _, inverse = np.unique(_pair_rows(demos, lengths)[1], axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     slot = np.empty(len(answers), dtype=np.int64)
     slot[inverse[answers]] = np.arange(len(answers))  # unique row -> position in ``answers``
