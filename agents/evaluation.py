@@ -200,13 +200,9 @@ def pass_at_k_curve(per_prompt_success: np.ndarray, n: int, ks: Sequence[int]) -
     for k in ks:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
             raise ValueError(f"k={k!r} must be an integer in 1..{n} (the samples per prompt)")
-        fail = np.ones(len(correct))
-        for j, c in enumerate(correct):
-            if n - c < k:
-                fail[j] = 0.0
-            else:
-                i = np.arange(n - c + 1, n + 1)
-                fail[j] = float(np.prod(1.0 - k / i))
+        # by_c[c] = prod_{i=n-c+1..n} (1 - k/i): the chance that k of n samples miss all c correct ones
+        by_c = np.concatenate([[1.0], np.cumprod(1.0 - k / np.arange(n, 0, -1))])
+        fail = np.where(n - correct < k, 0.0, by_c[correct])
         out[int(k)] = float(1.0 - fail.mean()) if len(correct) else 0.0
     return out
 
