@@ -9,9 +9,12 @@ Per seed, on ``rlvr/Countdown-v0`` (three numbers by default, ``observation="tok
   only) on the recipe's data budget and on each of ``--sft-budgets``; each base is evaluated alone;
 - **RL** (stage 2) from the recipe's base and from scratch (the same seeded initial network, no cold
   start): GRPO (the ``transformer`` preset, KL reference = its start), sb3-contrib MaskablePPO (same
-  masks) and SB3 PPO (unmasked: it may write malformed answers and is scored as written), each given
+  masks) and SB3 PPO (unmasked: it may write malformed answers and is scored as written; its base is
+  the same cold start without the masks, so it learned to avoid off-grammar tokens), each given
   exactly the same network and initial weights (``agents.grpo.transformer.copy_to_sb3``; the critic
-  head is fresh) and the same env steps; GRPO also from each smaller base.
+  head is fresh; from a base, the critic gets its own copy of the trunk, ``share_features_extractor=
+  False``, so its value loss cannot move the pretrained actor) and the same env steps; GRPO also from
+  each smaller base.
 
 PPO and MaskablePPO keep SB3's defaults per update (2,048-step rollouts, minibatch 64, 10 epochs,
 clip 0.2, GAE 0.95) collected from the native vector env (128 rows x 16 steps, issue 18's fair
@@ -123,8 +126,8 @@ def base_run(spec: dict[str, Any]) -> dict[str, Any]:
     from agents.sft import cold_start
 
     threads = limit_threads(1, import_torch=True)
-    model = _model(spec)
     sft = spec["sft"]
+    model = _model(spec, masks=sft.get("masked", True))  # unmasked: the unmasked PPO arm's own base
     info = cold_start(model, sft["n"], epochs=sft["epochs"], batch_size=sft["batch_size"],
                       learning_rate=sft["learning_rate"], minibatch=sft["minibatch"], warmup=sft["warmup"])
     ev = spec["eval"]
@@ -180,10 +183,12 @@ def _sb3_model(spec: dict[str, Any], scorer: Any) -> Any:
 
     settings = dict(spec["sb3"])
     n_envs, n_steps = settings.pop("n_envs"), settings.pop("n_steps")
+    shared = settings.pop("share_features_extractor", True)
     env = make_training_env(ENV_ID, spec["seed"], n_envs=n_envs, vec_env="native",
                             env_kwargs={**spec["env_kwargs"], "observation": "tokens", "split": "train"})
     n_actions = int(env.action_space.n)
-    kwargs = sb3_policy_kwargs(n_actions, spec["seed"], **spec["policy_kwargs"])
+    kwargs = sb3_policy_kwargs(n_actions, spec["seed"], share_features_extractor=shared,
+                               **spec["policy_kwargs"])
     if spec["algo"] == "maskable_ppo":
         from sb3_contrib import MaskablePPO as cls
     else:
@@ -200,34 +205,51 @@ def _key(group: str, spec: dict[str, Any]) -> str:
     return f"{group}__s{spec['seed']}__{digest}"
 
 
+def base_name(sft: dict[str, Any]) -> str:
+    """A base's arm name: ``base_<n>``, or ``base_<n>_nomask`` for a cold start without the grammar masks
+    (the unmasked PPO arm's base: under the masks the cross-entropy never teaches the base to avoid
+    off-grammar tokens, so a masked base decodes garbage without them)."""
+    return f"base_{sft['n']}" + ("" if sft.get("masked", True) else "_nomask")
+
+
 def base_tasks(args: argparse.Namespace) -> list[Task]:
     tasks = []
     for seed in args.seeds:
-        for n in sorted({args.recipe["n"], *args.sft_budgets}):
+        sfts = [{**args.recipe, "n": n} for n in sorted({args.recipe["n"], *args.sft_budgets})]
+        if not args.no_ppo:
+            sfts.append({**args.recipe, "masked": False})
+        for sft in sfts:
             spec = {"seed": seed, "env_kwargs": args.env_kwargs, "policy_kwargs": {}, "eval": args.eval,
-                    "sft": {**args.recipe, "n": n}}
-            tasks.append(Task("benchmarks.r1:base_run", spec, _key(f"base_{n}", spec), group=f"base_{n}",
-                              label=f"base {n} s{seed}"))
+                    "sft": sft}
+            name = base_name(sft)
+            tasks.append(Task("benchmarks.r1:base_run", spec, _key(name, spec), group=name,
+                              label=f"{name} s{seed}"))
     return tasks
 
 
-def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, int], dict[str, Any]]) -> list[Task]:
+def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, Any]]) -> list[Task]:
+    """Stage 2's runs; ``bases`` maps (seed, :func:`base_name`) to the base's record. The unmasked PPO
+    arm starts from the unmasked base; SB3 arms from a base give the critic its own trunk (below)."""
     tasks = []
     for seed in args.seeds:
         recipe = args.recipe["n"]
         starts = [("base", recipe), ("scratch", 0)] + [("base", n) for n in args.sft_budgets if n != recipe]
         for start, n in starts:
-            if start == "base" and (seed, n) not in bases:
-                continue  # its base failed: reported as missing
             algos = ALGOS if n in (recipe, 0) and not args.no_ppo else ("grpo",)
             for algo in algos:
-                origin = "scratch" if start == "scratch" else f"base_{n}"
+                origin = "scratch" if start == "scratch" else base_name(
+                    {"n": n, "masked": algo != "ppo"})
+                if start == "base" and (seed, origin) not in bases:
+                    continue  # its base failed: reported as missing
                 name = f"{algo}_{origin}"
+                sb3 = None if algo == "grpo" else dict(SB3_SETTINGS)
+                if sb3 is not None and start == "base":  # the value loss must not move a pretrained trunk
+                    sb3["share_features_extractor"] = False
                 spec = {"seed": seed, "algo": algo, "start": origin, "env_kwargs": args.env_kwargs,
                         "policy_kwargs": {}, "budget": args.budget if algo == "grpo" else args.ppo_budget,
                         "points": _points(args, algo), "eval": args.eval,
-                        "base_weights": bases[(seed, n)]["weights"] if start == "base" else None,
-                        "sb3": SB3_SETTINGS if algo != "grpo" else None}
+                        "base_weights": bases[(seed, origin)]["weights"] if start == "base" else None,
+                        "sb3": sb3}
                 tasks.append(Task("benchmarks.r1:rl_run", spec, _key(name, spec), group=name,
                                   label=f"{name} s{seed}"))
     return tasks
@@ -252,11 +274,11 @@ def _first_at(curve: list[dict[str, Any]], level: float) -> int | None:
 def summarize(bases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per arm (``base_<n>`` or ``<algo>_<start>``): IQM [95% CI] over seeds of every score, the
     pass@k curve per split, censoring of "base + 0.1 held-out sampled", and the per-seed values."""
-    start_of = {(b["seed"], f"base_{b['sft']['n']}"): b["curve_start"] for b in bases}
+    start_of = {(b["seed"], base_name(b["sft"])): b["curve_start"] for b in bases}
     rows: dict[str, list[dict[str, Any]]] = {}
     for b in bases:
-        rows.setdefault(f"base_{b['sft']['n']}", []).append({"seed": b["seed"], "eval": b["eval"],
-                                                             "seconds": b["sft_seconds"]})
+        rows.setdefault(base_name(b["sft"]), []).append({"seed": b["seed"], "eval": b["eval"],
+                                                         "seconds": b["sft_seconds"]})
     for r in runs:
         goal = None
         if r["start"] != "scratch":
@@ -291,16 +313,25 @@ def _ci(v: list[float]) -> str:
     return f"{v[0]:.3f} [{v[1]:.2f}, {v[2]:.2f}]"
 
 
+def _sft_label(base: str) -> str:
+    """``base_100000`` -> "SFT 100,000", ``base_100000_nomask`` -> "SFT 100,000 without masks"."""
+    n, _, mask = base[5:].partition("_")
+    if not n.isdigit() or mask not in ("", "nomask"):
+        raise ValueError(f"unknown base {base!r}")
+    return f"SFT {int(n):,}" + (" without masks" if mask else "")
+
+
 def _label(arm: str) -> str:
     """``base_100000`` -> "base alone (SFT 100,000)", ``grpo_base_1000`` -> "base (SFT 1,000) + GRPO",
-    ``ppo_scratch`` -> "PPO (unmasked) from scratch"."""
+    ``ppo_base_100000_nomask`` -> "base (SFT 100,000 without masks) + PPO (unmasked)", ``ppo_scratch``
+    -> "PPO (unmasked) from scratch"."""
     if arm.startswith("base_"):
-        return f"base alone (SFT {int(arm[5:]):,})"
+        return f"base alone ({_sft_label(arm)})"
     for algo in sorted(ALGOS, key=len, reverse=True):
         if arm == f"{algo}_scratch":
             return f"{NAMES[algo]} from scratch"
         if arm.startswith(f"{algo}_base_"):
-            return f"base (SFT {int(arm[len(algo) + 6:]):,}) + {NAMES[algo]}"
+            return f"base ({_sft_label(arm[len(algo) + 1:])}) + {NAMES[algo]}"
     raise ValueError(f"unknown arm {arm!r}")
 
 
@@ -400,7 +431,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "pass@k (mean over seeds), before and after RL from the recipe's base:", "",
               "| model | split | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
     recipe = result["recipe_sft"]["n"]
-    for arm in (f"base_{recipe}", *(f"{a}_base_{recipe}" for a in ALGOS)):
+    for arm in (f"base_{recipe}", *(f"{a}_base_{recipe}" for a in ALGOS), f"base_{recipe}_nomask",
+                f"ppo_base_{recipe}_nomask"):
         if arm in s:
             for split in ("test", "train"):
                 lines.append(f"| {_label(arm)} | {'held-out' if split == 'test' else 'train'} | "
@@ -503,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = args.out / "bases" if args.out is not None else LOCAL_BASES
     stage1 = base_tasks(args)
     got = run_tasks(stage1, cache, desc="bases", **common)
-    bases = {(r["seed"], r["sft"]["n"]): r for r in got.ordered(stage1)}
+    bases = {(r["seed"], base_name(r["sft"])): r for r in got.ordered(stage1)}
     stage2 = rl_tasks(args, bases)
     runs = run_tasks(stage2, out, desc="rl", **common)
     result = {"command": command_line("benchmarks.r1", argv), "machine": machine_info(),

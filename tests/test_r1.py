@@ -161,3 +161,30 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     assert "| base alone (SFT 200) |" in table and "| base (SFT 200) + MaskablePPO |" in table
     assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
     assert "| base alone >= 0.65 held-out greedy |" in table
+
+
+def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
+    from benchmarks.r1 import RECIPE_SFT, _label, base_tasks, build_parser, rl_tasks
+
+    args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000"])
+    args.recipe, args.eval = dict(RECIPE_SFT), {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
+    bases = base_tasks(args)
+    assert sorted(t.group for t in bases) == ["base_1000", "base_100000", "base_100000_nomask"]
+    nomask = next(t for t in bases if t.group.endswith("_nomask"))
+    assert nomask.spec["sft"]["masked"] is False
+    assert "masked" not in next(t for t in bases if t.group == "base_100000").spec["sft"]  # keys unchanged
+    records = {(10, t.group): {"weights": t.group} for t in bases}
+    runs = {t.group: t.spec for t in rl_tasks(args, records)}
+    assert runs["ppo_base_100000_nomask"]["base_weights"] == "base_100000_nomask"
+    assert runs["maskable_ppo_base_100000"]["base_weights"] == "base_100000"
+    assert runs["grpo_base_1000"]["base_weights"] == "base_1000"
+    assert runs["maskable_ppo_base_100000"]["sb3"]["share_features_extractor"] is False
+    assert "share_features_extractor" not in runs["maskable_ppo_scratch"]["sb3"]  # SB3's default there
+    assert runs["grpo_base_100000"]["sb3"] is None
+    assert _label("ppo_base_100000_nomask") == "base (SFT 100,000 without masks) + PPO (unmasked)"
+    assert _label("base_100000_nomask") == "base alone (SFT 100,000 without masks)"
+    with pytest.raises(ValueError, match="unknown"):
+        _label("base_x")
+    no_ppo = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "", "--no-ppo"])
+    no_ppo.recipe, no_ppo.eval = args.recipe, args.eval
+    assert [t.group for t in base_tasks(no_ppo)] == ["base_100000"]

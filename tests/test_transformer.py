@@ -84,8 +84,8 @@ def test_refuses_a_feature_observation_naming_the_fix() -> None:
         GRPO(env, policy="transformer")
 
 
-@pytest.mark.parametrize("algo", ["PPO", "MaskablePPO"])
-def test_sb3_gets_the_same_network_and_trains(algo: str) -> None:
+@pytest.mark.parametrize(("algo", "shared"), [("PPO", True), ("MaskablePPO", True), ("MaskablePPO", False)])
+def test_sb3_gets_the_same_network_and_trains(algo: str, shared: bool) -> None:
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
 
@@ -93,11 +93,19 @@ def test_sb3_gets_the_same_network_and_trains(algo: str) -> None:
     env = gym.make(ENV, n_numbers=3, observation="tokens")
     n = int(env.action_space.n)
     model = cls("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=2, seed=0,
-                policy_kwargs=sb3_policy_kwargs(n, seed=7, **SMALL))
+                policy_kwargs=sb3_policy_kwargs(n, seed=7, share_features_extractor=shared, **SMALL))
     grpo_net = build_network(env.observation_space, n, 7, **SMALL)
     lm = model.policy.features_extractor.lm
+    critic = model.policy.vf_features_extractor.lm
+    assert (critic is lm) == shared
     assert all(torch.equal(a, b) for a, b in zip(grpo_net.state_dict().values(), lm.state_dict().values()))
+    with torch.no_grad():  # a trained-looking start, unlike any seeded init
+        for p in grpo_net.parameters():
+            p.add_(0.01)
     copy_to_sb3(grpo_net, model)  # the head too: now the actor is GRPO's network exactly
+    for trunk in (lm, critic):  # a separate critic trunk starts from the same weights
+        weights = zip(grpo_net.state_dict().values(), trunk.state_dict().values())
+        assert all(torch.equal(a, b) for a, b in weights)
     obs, _ = env.reset(seed=2)
     with torch.no_grad():
         sb3 = model.policy.get_distribution(torch.as_tensor(obs[None]).float()).distribution.logits

@@ -417,25 +417,30 @@ def sb3_extractor_class() -> type:
     return _Extractor
 
 
-def sb3_policy_kwargs(n_actions: int, seed: int, **arch: Any) -> dict[str, Any]:
+def sb3_policy_kwargs(n_actions: int, seed: int, *, share_features_extractor: bool = True,
+                      **arch: Any) -> dict[str, Any]:
     """``policy_kwargs`` for SB3 ``PPO("MlpPolicy", ...)`` / ``MaskablePPO("MlpPolicy", ...)`` that make
-    the actor this module's transformer: the trunk as features extractor (shared with the critic),
-    no extra MLP layers (``net_arch=[]``), and no orthogonal re-initialisation (``ortho_init=False``),
-    so the trunk keeps the seeded initial weights. Call :func:`copy_to_sb3` after construction to give
-    ``action_net`` the head's weights (the same start as GRPO's policy for that seed, or its SFT)."""
+    the actor this module's transformer: the trunk as features extractor (shared with the critic, SB3's
+    default, or with ``share_features_extractor=False`` a second trunk of the same architecture for the
+    critic, so the value loss cannot move the actor's pretrained trunk), no extra MLP layers
+    (``net_arch=[]``), and no orthogonal re-initialisation (``ortho_init=False``), so the trunks keep the
+    seeded initial weights. Call :func:`copy_to_sb3` after construction to give ``action_net`` the head's
+    weights (the same start as GRPO's policy for that seed, or its SFT)."""
     return {
         "features_extractor_class": sb3_extractor_class(),
         "features_extractor_kwargs": {"n_actions": n_actions, "seed": seed, **arch},
         "net_arch": [],
         "ortho_init": False,
+        "share_features_extractor": bool(share_features_extractor),
     }
 
 
 def copy_to_sb3(source: TinyLM | TransformerPolicy, sb3_model: Any) -> None:
     """Copy a transformer (a :class:`TransformerPolicy`'s network, e.g. after the cold start, or a
     :class:`TinyLM`) into an SB3 model built with :func:`sb3_policy_kwargs`: trunk into the features
-    extractor, head into ``action_net``. The critic's ``value_net`` stays fresh. ``ValueError`` when
-    the architectures differ."""
+    extractor, head into ``action_net``; a separate critic trunk (``share_features_extractor=False``)
+    gets the same trunk weights, as PPO for language models starts its value model from the policy's.
+    The critic's ``value_net`` stays fresh. ``ValueError`` when the architectures differ."""
     net = source.net if isinstance(source, TransformerPolicy) else source
     policy = sb3_model.policy
     extractor = getattr(policy, "features_extractor", None)
@@ -445,8 +450,10 @@ def copy_to_sb3(source: TinyLM | TransformerPolicy, sb3_model: Any) -> None:
     src, dst = net.state_dict(), lm.state_dict()
     if {k: tuple(v.shape) for k, v in src.items()} != {k: tuple(v.shape) for k, v in dst.items()}:
         raise ValueError(f"transformer architectures differ: {net.arch} vs {lm.arch}")
+    critic = getattr(getattr(policy, "vf_features_extractor", None), "lm", None)
     with torch.no_grad():
-        lm.load_state_dict({k: v.to(dst[k].dtype) for k, v in src.items()})
+        for trunk in (lm,) if critic is None or critic is lm else (lm, critic):
+            trunk.load_state_dict({k: v.to(dst[k].dtype) for k, v in src.items()})
         policy.action_net.weight.copy_(net.head.weight.to(policy.action_net.weight.dtype))
         policy.action_net.bias.copy_(net.head.bias.to(policy.action_net.bias.dtype))
 
