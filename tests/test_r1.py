@@ -131,7 +131,8 @@ def test_the_step_size_warms_up_then_decays_to_a_tenth() -> None:
 
 
 def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -> None:
-    from benchmarks.r1 import base_run, rl_run, summarize
+    from benchmarks.r1 import base_run, rl_run
+    from benchmarks.r1_report import summarize
 
     ev = {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
     common = {"seed": 0, "env_kwargs": {"n_numbers": 3}, "policy_kwargs": SMALL, "eval": ev}
@@ -154,7 +155,7 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     summary = summarize([{k: v for k, v in base.items() if k != "weights"}], runs)
     assert summary["grpo_base_200"]["steps_to_plus_0.1"] == [1024]
     assert set(summary) == {"base_200", "grpo_base_200", "maskable_ppo_base_200"}
-    from benchmarks.r1 import markdown
+    from benchmarks.r1_report import markdown
 
     table = markdown({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "checkpoints": 2,
                       "eval": ev, "recipe_sft": {"n": 200}, "command": "x", "machine": {}})
@@ -164,7 +165,8 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
 
 
 def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
-    from benchmarks.r1 import RECIPE_SFT, _label, base_tasks, build_parser, rl_tasks
+    from benchmarks.r1 import RECIPE_SFT, base_tasks, build_parser, rl_tasks
+    from benchmarks.r1_report import _label
 
     args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000"])
     args.recipe, args.eval = dict(RECIPE_SFT), {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}

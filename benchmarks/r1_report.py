@@ -1,0 +1,226 @@
+"""The R1 study's vocabulary and its report (issue 16): arm names, the summary over seeds, the issue's
+goals as computed verdicts, the Yue et al. (2025) rows and the markdown table.
+
+:mod:`benchmarks.r1` runs the study and calls :func:`summarize` and :func:`markdown` on its run records;
+nothing here trains or reads files.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from benchmarks.core.stats import iqm_ci
+
+ENV_ID = "rlvr/Countdown-v0"
+DEFAULT_ENV_KWARGS = {"n_numbers": 3}
+#: pass@k is reported at these k (all from the same 64 samples per prompt).
+KS = (1, 2, 4, 8, 16, 32, 64)
+ALGOS = ("grpo", "maskable_ppo", "ppo")
+NAMES = {"grpo": "GRPO", "maskable_ppo": "MaskablePPO", "ppo": "PPO (unmasked)"}
+
+
+def base_name(sft: dict[str, Any]) -> str:
+    """A base's arm name: ``base_<n>``, or ``base_<n>_nomask`` for a cold start without the grammar masks
+    (the unmasked PPO arm's base: under the masks the cross-entropy never teaches the base to avoid
+    off-grammar tokens, so a masked base decodes garbage without them)."""
+    return f"base_{sft['n']}" + ("" if sft.get("masked", True) else "_nomask")
+
+
+def _first_at(curve: list[dict[str, Any]], level: float) -> int | None:
+    """Env steps of the first checkpoint whose held-out sampled success is at least ``level``."""
+    return next((c["steps"] for c in curve if c["test_sampled"] >= level), None)
+
+
+def summarize(bases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per arm (``base_<n>`` or ``<algo>_<start>``): IQM [95% CI] over seeds of every score, the
+    pass@k curve per split, censoring of "base + 0.1 held-out sampled", and the per-seed values."""
+    start_of = {(b["seed"], base_name(b["sft"])): b["curve_start"] for b in bases}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for b in bases:
+        rows.setdefault(base_name(b["sft"]), []).append({"seed": b["seed"], "eval": b["eval"],
+                                                         "seconds": b["sft_seconds"]})
+    for r in runs:
+        goal = None
+        if r["start"] != "scratch":
+            level = start_of.get((r["seed"], r["start"]))
+            goal = None if level is None else _first_at(r["curve"], level + 0.1)
+        rows.setdefault(f"{r['algo']}_{r['start']}", []).append(
+            {"seed": r["seed"], "eval": r["eval"], "seconds": r["train_seconds"], "steps_to_plus_0.1": goal,
+             "steps_per_second": r["steps_per_second"], "curve": r["curve"], "budget": r["budget"]})
+    out: dict[str, Any] = {}
+    for arm, rs in rows.items():
+        rs.sort(key=lambda r: r["seed"])
+        entry: dict[str, Any] = {"seeds": [r["seed"] for r in rs],
+                                 "seconds": iqm_ci([r["seconds"] for r in rs]).point}
+        for split in ("train", "test"):
+            for metric in ("greedy", "sampled"):
+                ci = iqm_ci([r["eval"][split][metric] for r in rs])
+                entry[f"{split}_{metric}"] = [ci.point, ci.low, ci.high]
+            entry[f"{split}_pass_at"] = {k: float(np.mean([r["eval"][split]["pass_at"][k] for r in rs]))
+                                         for k in rs[0]["eval"][split]["pass_at"]}
+        entry["per_seed"] = [r["eval"] for r in rs]
+        if "curve" in rs[0]:
+            hits = [r["steps_to_plus_0.1"] for r in rs]
+            entry["budget"] = rs[0]["budget"]
+            entry["steps_to_plus_0.1"] = hits
+            entry["steps_per_second"] = iqm_ci([r["steps_per_second"] for r in rs]).point
+            entry["curves"] = {r["seed"]: r["curve"] for r in rs}
+        out[arm] = entry
+    return out
+
+
+def _ci(v: list[float]) -> str:
+    return f"{v[0]:.3f} [{v[1]:.2f}, {v[2]:.2f}]"
+
+
+def _sft_label(base: str) -> str:
+    """``base_100000`` -> "SFT 100,000", ``base_100000_nomask`` -> "SFT 100,000 without masks"."""
+    n, _, mask = base[5:].partition("_")
+    if not n.isdigit() or mask not in ("", "nomask"):
+        raise ValueError(f"unknown base {base!r}")
+    return f"SFT {int(n):,}" + (" without masks" if mask else "")
+
+
+def _label(arm: str) -> str:
+    """``base_100000`` -> "base alone (SFT 100,000)", ``grpo_base_1000`` -> "base (SFT 1,000) + GRPO",
+    ``ppo_base_100000_nomask`` -> "base (SFT 100,000 without masks) + PPO (unmasked)", ``ppo_scratch``
+    -> "PPO (unmasked) from scratch"."""
+    if arm.startswith("base_"):
+        return f"base alone ({_sft_label(arm)})"
+    for algo in sorted(ALGOS, key=len, reverse=True):
+        if arm == f"{algo}_scratch":
+            return f"{NAMES[algo]} from scratch"
+        if arm.startswith(f"{algo}_base_"):
+            return f"base ({_sft_label(arm[len(algo) + 1:])}) + {NAMES[algo]}"
+    raise ValueError(f"unknown arm {arm!r}")
+
+
+def goals(summary: dict[str, Any], recipe: int, env_kwargs: dict[str, Any] | None = None
+          ) -> list[tuple[str, str, bool | None]]:
+    """The issue's goals for this setting (Countdown-3's, Countdown-4's; none for another), each with the
+    measured value and whether it is met."""
+    base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
+    out: list[tuple[str, str, bool | None]] = []
+    if env_kwargs not in (None, DEFAULT_ENV_KWARGS):
+        if env_kwargs == {"n_numbers": 4} and rl:
+            out.append((f"Countdown-4: base + GRPO >= 0.5 held-out greedy within 1M env steps (ran "
+                        f"{rl['budget']:,})", f"{rl['test_greedy'][0]:.3f}",
+                        rl["test_greedy"][0] >= 0.5 and rl["budget"] <= 1_000_000))
+        return out
+    if base:
+        out.append(("base alone >= 0.65 held-out greedy", f"{base['test_greedy'][0]:.3f}",
+                    base["test_greedy"][0] >= 0.65))
+        out.append(("base trained in <= 5 min (one core here)", f"{base['seconds']:.0f} s",
+                    base["seconds"] <= 300))
+    if rl:
+        out.append(("base + GRPO >= 0.8 held-out greedy", f"{rl['test_greedy'][0]:.3f}",
+                    rl["test_greedy"][0] >= 0.8))
+        out.append(("base + GRPO >= 0.75 held-out sampled", f"{rl['test_sampled'][0]:.3f}",
+                    rl["test_sampled"][0] >= 0.75))
+        out.append(("GRPO steps/s >= 10k (one core here, evaluation excluded)",
+                    f"{rl['steps_per_second']:,.0f}",
+                    rl["steps_per_second"] >= 10_000))
+    if base and rl:
+        gain = rl["test_sampled"][0] - base["test_sampled"][0]
+        out.append(("GRPO adds >= +0.15 held-out sampled over its base", f"{gain:+.3f}", gain >= 0.15))
+    mppo = summary.get(f"maskable_ppo_base_{recipe}")
+    if rl and mppo:
+        g, m = _median_steps(rl["steps_to_plus_0.1"]), _median_steps(mppo["steps_to_plus_0.1"])
+        if m is not None:
+            ok: bool | None = g is not None and g <= m
+        else:  # MaskablePPO censored at its (cut) budget: GRPO wins only by getting there within it
+            ok = True if g is not None and g <= mppo["budget"] else None
+        out.append(("GRPO reaches base + 0.1 held-out sampled in no more env steps than MaskablePPO (median)",
+                    f"{_steps(g)} vs {_steps(m)} (MaskablePPO budget {mppo['budget']:,})", ok))
+    return out
+
+
+def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple[str, str, str]]:
+    """Yue et al. (2025): RLVR raises pass@1 but narrows pass@k at large k. Per split, the per-seed
+    differences RL - base (paired by seed; IQM and 95% CI, the lab's verdict rule) at k = 1 and k = 64,
+    and the smallest k where the RL policy's mean pass@k falls below the base's."""
+    from benchmarks.lab.base import paired, verdict
+
+    base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
+    if not base or not rl:
+        return []
+    by_seed = dict(zip(base["seeds"], base["per_seed"]))
+    rows = []
+    for split in ("test", "train"):
+        name = "held-out" if split == "test" else "train"
+        pairs = [(by_seed[s], e) for s, e in zip(rl["seeds"], rl["per_seed"]) if s in by_seed]
+        for k, sign, text in (("1", 1, "raises pass@1"), (str(max(ks)), -1, f"narrows pass@{max(ks)}")):
+            diff = paired([e[split]["pass_at"][k] for _, e in pairs],
+                          [b[split]["pass_at"][k] for b, _ in pairs])
+            rows.append((f"GRPO {text} ({name})", f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
+                         verdict(diff, sign)))
+        mine, theirs = rl[f"{split}_pass_at"], base[f"{split}_pass_at"]
+        cross = next((k for k in ks if mine[str(k)] < theirs[str(k)]), None)
+        rows.append((f"smallest k where GRPO's mean pass@k < the base's ({name})",
+                     f"none up to {max(ks)}" if cross is None else f"k = {cross}", ""))
+    return rows
+
+
+def _median_steps(hits: list[int | None]) -> float | None:
+    """The median of per-seed steps with censored runs (None) counted as infinite; None if censored."""
+    m = float(np.median([float("inf") if h is None else h for h in hits]))
+    return None if m == float("inf") else m
+
+
+def _steps(x: float | None) -> str:
+    return "censored" if x is None or x == float("inf") else f"{x:,.0f}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    n = result["eval"]["k"]
+    ks = [k for k in KS if k <= n]
+    mid = min(8, n)
+    lines = [f"### The R1 recipe on Countdown {json.dumps(result['env_kwargs'])}: a cold-started "
+             "transformer, then RL", "",
+             f"Seeds {result['seeds']}; IQM [95% bootstrap CI] over seeds; {result['eval']['prompts']} fixed "
+             f"prompts per split, {n} samples each (sampled = mean@{n}, pass@k unbiased).", "",
+             f"| arm | held-out greedy | held-out sampled | held-out pass@{mid} | pass@{n} | train greedy "
+             "| train sampled | seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for arm, e in s.items():
+        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'])} "
+                     f"| {_ci(e['test_sampled'])} "
+                     f"| {e['test_pass_at'][str(mid)]:.3f} | {e['test_pass_at'][str(n)]:.3f} "
+                     f"| {_ci(e['train_greedy'])} "
+                     f"| {_ci(e['train_sampled'])} | {e['seconds']:.0f} |")
+    lines += ["", "pass@k (mean over seeds), before and after RL from the recipe's base:", "",
+              "| model | split | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
+    recipe = result["recipe_sft"]["n"]
+    for arm in (f"base_{recipe}", *(f"{a}_base_{recipe}" for a in ALGOS), f"base_{recipe}_nomask",
+                f"ppo_base_{recipe}_nomask"):
+        if arm in s:
+            for split in ("test", "train"):
+                lines.append(f"| {_label(arm)} | {'held-out' if split == 'test' else 'train'} | "
+                             + " | ".join(f"{s[arm][f'{split}_pass_at'][str(k)]:.3f}" for k in ks) + " |")
+    lines += ["", "Env steps to base + 0.1 held-out sampled success (8 samples on "
+              f"{result['eval']['curve_prompts']} prompts, checked after every 2,048 steps up to the PPO "
+              f"budget and at {result['checkpoints']} even points of each budget; censored = never within "
+              "the budget):", "", "| arm | per seed | budget | env steps/s |", "|---|---|---:|---:|"]
+    for arm, e in s.items():
+        if "steps_to_plus_0.1" in e and not arm.endswith("scratch"):
+            lines.append(f"| {_label(arm)} | {', '.join(_steps(x) for x in e['steps_to_plus_0.1'])} "
+                         f"| {e['budget']:,} | {e['steps_per_second']:,.0f} |")
+    yue = yue_claim(s, recipe, ks)
+    if yue:
+        lines += ["", "Yue et al. (2025), \"RLVR raises pass@1 but narrows pass@k at large k\": GRPO minus "
+                  "its base, paired by seed (IQM [95% CI]; agree / disagree / inconclusive by the lab's "
+                  "rule):", "",
+                  "| claim | GRPO - base | verdict |", "|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in yue]
+    rows = goals(s, result["recipe_sft"]["n"], result["env_kwargs"])
+    lines += ["", "| goal (issue 16) | measured | verdict |", "|---|---|---|"] if rows else []
+    for text, value, ok in rows:
+        verdict = ("no signal (censored within the cut budget)" if ok is None
+                   else "met" if ok else "**missed**")
+        lines.append(f"| {text} | {value} | {verdict} |")
+    lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}. One torch thread per run; "
+              "seconds are training only (SFT for a base, RL for the others).", ""]
+    return "\n".join(lines)
