@@ -87,7 +87,7 @@ def arm_config(preset: dict[str, Any], overrides: dict[str, Any], policy: str) -
     from agents import GRPOConfig
 
     config = GRPOConfig.from_dict({**preset, **overrides}).resolve(policy)
-    unset = {name: None for name, value in overrides.items() if value is None}
+    unset: dict[str, Any] = {name: None for name, value in overrides.items() if value is None}
     return dataclasses.replace(config, **unset) if unset else config
 
 

@@ -119,17 +119,19 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
     key = spec["key"]
     cfg = GRPOConfig.from_dict(key["config"])
     start = time.perf_counter()
-    model = GRPO(key["env_id"], cfg, policy=key["policy"], seed=int(key["seed"]), env_kwargs=key["env_kwargs"],
+    model = GRPO(key["env_id"], cfg, policy=key["policy"], seed=int(key["seed"]),
+                 env_kwargs=key["env_kwargs"],
                  policy_kwargs=key["policy_kwargs"])
-    _unpack(spec["base_weights"], model.policy.net)
-    model.policy.restart_from_current()  # the base is the KL reference and RL's start
-    loaded = _net_digest(model.policy.net)
+    policy: Any = model.policy  # the transformer policy (its network, its KL reference)
+    _unpack(spec["base_weights"], policy.net)
+    policy.restart_from_current()  # the base is the KL reference and RL's start
+    loaded = _net_digest(policy.net)
     first: dict[str, str] = {}
 
     def first_policy(event: Any) -> None:  # called before iteration 1's update: the policy that sampled it
         if event.iteration == 1:
-            first["policy"] = _net_digest(model.policy.net)
-            first["reference"] = _net_digest(model.policy.reference)
+            first["policy"] = _net_digest(policy.net)
+            first["reference"] = _net_digest(policy.reference)
 
     model.add_group_hook(first_policy)
     observer = GroupObserver(model, cfg)
@@ -143,7 +145,7 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
         "key": key,
         **observer.record(),
         "final": final,
-        "start_digest": {"loaded": loaded, **first, "end": _net_digest(model.policy.net)},
+        "start_digest": {"loaded": loaded, **first, "end": _net_digest(policy.net)},
         "num_timesteps": model.num_timesteps,
         "seconds": train_seconds,
         "eval_seconds": time.perf_counter() - start - train_seconds,

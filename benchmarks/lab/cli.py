@@ -101,8 +101,8 @@ from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, _seeds, apply_floor
 from benchmarks.lab.legacy import earlier_records
 from benchmarks.lab.regime import MLP, REGIMES, Bases, Regime, budget_of, regime_named
 
-__all__ = ["analyse", "build_parser", "claim_records", "main", "previous_results", "run_claims", "stored_records",
-           "table"]
+__all__ = ["analyse", "build_parser", "claim_records", "main", "previous_results", "run_claims",
+           "stored_records", "table"]
 
 #: Where the r1 regime's bases are cached by default: the R1 study's own cache (``benchmarks.r1``).
 BASES_CACHE = Path("benchmark-runs") / "r1" / "bases"
@@ -167,7 +167,8 @@ def analyse(name: str, runs: dict[str, list[dict[str, Any]]], regime: Regime = M
                 for a in claim.arms for r in runs[a.name]}
     res["minutes_on_2_workers"] = sum(distinct.values()) / 2 / 60
     res["distinct_runs"] = len(distinct)
-    res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start, "rl": a.rl}
+    res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start,
+                            "rl": a.rl}
                    for a in claim.arms}
     return res
 
@@ -216,7 +217,8 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any], regime: Regi
         f"sampled success interval lies above the single-answer floor, {floor:.2f} (answer the number equal "
         f"to the target; `benchmarks.countdown.single_number_floor` on the same prompts). "
         + (f"Claims {', '.join(earlier)}: analysed from the committed run files of an earlier code version "
-           "(before issue 17's config fields; not retrained, see `benchmarks/lab/legacy.py`). " if earlier else "")
+           "(before issue 17's config fields; not retrained, see `benchmarks/lab/legacy.py`). "
+           if earlier else "")
         + "Figures: " + ", ".join(f"[{n}]({meta['out']}/{n}.png)" for n in shown)
         + ". Time per claim (its distinct runs, training + evaluation, summed / 2 workers; the machine was "
         "shared, so this overstates an idle 2-core machine): "
@@ -252,8 +254,8 @@ def _claim_names(given: Sequence[str], regime: Regime) -> list[str]:
         return list(regime.claims)
     unknown = [n for n in names if n not in regime.claims]
     if unknown or not names:
-        raise ValueError(f"--claim {' '.join(given)!r}: unknown claim(s) {unknown} in the {regime.name} regime; "
-                         f"choose from {list(regime.claims)}")
+        raise ValueError(f"--claim {' '.join(given)!r}: unknown claim(s) {unknown} in the {regime.name} "
+                         f"regime; choose from {list(regime.claims)}")
     return names
 
 
@@ -276,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         out = out / regime.subfolder
     check_writable(out)
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
-    executor = {"address": address, "workers": None if address else args.workers, "progress": not args.quiet}
+    executor: dict[str, Any] = {"address": address, "workers": None if address else args.workers,
+                                "progress": not args.quiet}
     # The r1 regime's bases first: found in the cache (or trained there once per seed), shared by every arm.
     bases = regime.bases(seeds, args.bases, train=True, log=print, **executor)
     failures = run_claims(names, seeds, args.budget_scale, out, rerun=rerun, regime=regime, bases=bases,
@@ -303,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     if seeds == list(range(seeds[0], seeds[-1] + 1)):
         seeds_text = f"{seeds[0]}-{seeds[-1]}"
     command = "python -m benchmarks.lab" + (f" --regime {regime.name}" if regime is not MLP else "") + \
-        f" --seeds {seeds_text}" + (f" --budget-scale {args.budget_scale:g}" if args.budget_scale != 1.0 else "")
+        f" --seeds {seeds_text}" + (f" --budget-scale {args.budget_scale:g}"
+                                    if args.budget_scale != 1.0 else "")
     meta = {"command": command, "invoked": command_line("benchmarks.lab", argv), "machine": machine_info(),
             "out": str(shown), "regime": regime.name}
     write_json(out / "lab.json", {"meta": meta, "claims": results})

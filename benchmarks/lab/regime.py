@@ -59,7 +59,8 @@ class Regime:
 
         return base_tasks(seeds, self.sft, self.base_eval)
 
-    def bases(self, seeds: Sequence[int], cache: Path, *, train: bool, **executor: Any) -> dict[int, Any] | None:
+    def bases(self, seeds: Sequence[int], cache: Path, *, train: bool,
+              **executor: Any) -> dict[int, Any] | None:
         """Per seed, the base's task and record: trained (or found) in ``cache`` through the executor
         when ``train``, else read from it (None if one is missing). Empty for a regime without bases."""
         if not self.needs_bases:
@@ -73,9 +74,10 @@ class Regime:
         out = {}
         for t in tasks:
             try:
-                out[t.spec["seed"]] = (t, check_run(Path(cache) / "runs" / f"{t.key}.json", t.key, t.fingerprint))
+                record = check_run(Path(cache) / "runs" / f"{t.key}.json", t.key, t.fingerprint)
             except RunFileError:
                 return None
+            out[t.spec["seed"]] = (t, record)
         return out
 
     def task(self, claim: Claim, arm: Arm, seed: int, budget: int, bases: Bases) -> Task:
@@ -95,7 +97,9 @@ class Regime:
         return single_answer_floor(json.dumps(self.env_kwargs, sort_keys=True))
 
     def setting_note(self, seeds: Sequence[int]) -> str:
-        return (f"{self.seeds_note.format(seeds=', '.join(map(str, seeds)))} Env `{ENV_ID}` with `{json.dumps(self.env_kwargs)}`, grammar masks on, "
+        seeds_text = ", ".join(map(str, seeds))
+        return (f"{self.seeds_note.format(seeds=seeds_text)} Env `{ENV_ID}` with "
+                f"`{json.dumps(self.env_kwargs)}`, grammar masks on, "
                 f"`policy=\"{self.policy}\"`; {self.start_note} the `{self.preset}` preset "
                 f"(`{json.dumps(self.preset_values, sort_keys=True)}`) and changes what its claim names."
                 + "".join(f" {n}" for n in self.extra_notes))
@@ -124,7 +128,8 @@ def _r1_regime() -> Regime:
     }
     sft = r1.RECIPE_SFT
     return Regime(
-        "r1", claims, "10-14", "r1", R1_ENV_KWARGS, "transformer", "transformer", dict(PRESETS["transformer"]),
+        "r1", claims, "10-14", "r1", R1_ENV_KWARGS, "transformer", "transformer",
+        dict(PRESETS["transformer"]),
         "Seeds {seeds} (the R1 study's reported seeds; nothing was tuned here: the preset is the R1 study's, "
         "the arms are the MLP lab's claims').",
         f"every arm starts from its seed's R1 base (the transformer cold-started on {sft['n']:,} train-split "
@@ -132,7 +137,8 @@ def _r1_regime() -> Regime:
         extra_notes=(
             "The preset's `length_weight=0` is what Dr. GRPO's and DAPO's arms keep (their claims are about "
             "the loss aggregation and the clip, and the R1 recipe pays no length term); Kimi's arms set it "
-            "explicitly (0 and 0.1); DAPO's arms set `beta=0` (DAPO drops the KL term; the preset's is 0.01). "
+            "explicitly (0 and 0.1); DAPO's arms set `beta=0` (DAPO drops the KL term; the preset's is "
+            "0.01). "
             "DAPO's \"given success\" is rollout solve rate 0.45 (the base's ~0.34 + 0.1; the MLP lab's 0.3 "
             "is met at the first iteration).",
             "Yue et al.'s base arm is the base alone (0 RL steps); its GRPO arm is the preset unchanged."),

@@ -5,6 +5,7 @@ for k = 1..64 from 64 samples per held-out prompt."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,10 @@ def _curve(rec: dict[str, Any]) -> dict[int, float]:
     return {int(k): float(v) for k, v in rec["final"]["pass_at"].items()}
 
 
+def _at(k: int) -> Callable[[dict[str, Any]], float]:
+    return lambda rec: _curve(rec)[k]
+
+
 def analyse_yue(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Two rows, paired by seed (the RL arm minus the base): pass@1 up (sign +1) and pass@K down at the
     largest K every run has (sign -1); the second also names the smallest k where the RL arm's IQM
@@ -26,7 +31,7 @@ def analyse_yue(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str
     base, rl = claim.arms[0], claim.arms[1]
     ks = sorted(set.intersection(*(set(_curve(r)) for recs in runs.values() for r in recs)))
     top = ks[-1]
-    at = {k: {a.name: per_seed(runs, a.name, lambda r, k=k: _curve(r)[k]) for a in claim.arms} for k in ks}
+    at = {k: {a.name: per_seed(runs, a.name, _at(k)) for a in claim.arms} for k in ks}
     iqm = {a.name: [ci(at[k][a.name]).point for k in ks] for a in claim.arms}
     cross = next((k for k, b, r in zip(ks, iqm[base.name], iqm[rl.name]) if r < b), None)
     rows = []
