@@ -122,7 +122,13 @@ def _r1_regime() -> Regime:
         # DAPO's "a given success": the base's rollout solve rate is already ~0.34 (its train sampled
         # success), so the MLP lab's 0.3 is met at once; the R1 study's "base + 0.1" instead, set before
         # any run of this regime.
-        "dapo": dataclasses.replace(dapo.CLAIM, budget=budget, params={"threshold": 0.45}),
+        # mu = 4 epochs per batch in every DAPO arm (the MLP lab's, whose preset leaves mu to the paper
+        # preset's 4): the transformer preset's mu = 1 takes one full-batch step per batch, where the
+        # ratio is 1 and no clip ever binds (clip fraction 0.000 in every run; symmetric and clip-higher
+        # then train bit for bit alike), so the claim could not be tested.
+        "dapo": dataclasses.replace(dapo.CLAIM, budget=budget, params={"threshold": 0.45},
+                                    arms=tuple(dataclasses.replace(a, overrides={**a.overrides, "epochs": 4})
+                                               for a in dapo.CLAIM.arms)),
         "kimi": dataclasses.replace(kimi.CLAIM, budget=budget),
         "yue": yue.CLAIM,
     }
@@ -139,7 +145,9 @@ def _r1_regime() -> Regime:
             "the loss aggregation and the clip, and the R1 recipe pays no length term); Kimi's arms set it "
             "explicitly (0 and 0.1); DAPO's arms set `beta=0` (DAPO drops the KL term; the preset's is "
             "0.01). "
-            "DAPO's \"given success\" is rollout solve rate 0.45 (the base's ~0.34 + 0.1; the MLP lab's 0.3 "
+            "DAPO's arms set `epochs=4` (mu, the MLP lab's): at the preset's mu = 1 every step is on-policy, "
+            "the ratio is 1 and the clip never binds (clip fraction 0 in every run), so symmetric and "
+            "clip-higher train alike and the claim is untestable. DAPO's \"given success\" is rollout solve rate 0.45 (the base's ~0.34 + 0.1; the MLP lab's 0.3 "
             "is met at the first iteration).",
             "Yue et al.'s base arm is the base alone (0 RL steps); its GRPO arm is the preset unchanged."),
     )
