@@ -33,8 +33,8 @@ from benchmarks.core.executor import Task
 from benchmarks.lab.base import EVAL_PROMPTS, RUN_FORMAT, Arm, arm_config
 from benchmarks.lab.runner import GroupObserver, run_name
 
-__all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "base_tasks", "state_digest", "run_from_base",
-           "task_from_base", "weights_digest"]
+__all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "base_tasks", "run_from_base", "state_digest",
+           "stored_without_bases", "task_from_base", "weights_digest"]
 
 #: The R1 study's Countdown setting (its base tasks' env kwargs) and the token context the policy reads.
 BASE_ENV_KWARGS: dict[str, Any] = {"n_numbers": 3}
@@ -74,8 +74,8 @@ def _net_digest(net: Any) -> str:
 
 
 def run_key(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: int) -> dict[str, Any]:
-    """Everything that determines a run from a base: the base's task key and weights' digest included, so a
-    retrained base makes its arms train again."""
+    """Everything that determines a run from a base: the base's task key and ``weights``' digest
+    (:func:`weights_digest`) included, so a retrained base makes its arms train again."""
     config = arm_config(dict(_preset()), arm.overrides, POLICY)
     return {
         "format": RUN_FORMAT,
@@ -87,7 +87,7 @@ def run_key(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: 
         "policy": POLICY,
         "policy_kwargs": dict(base.spec["policy_kwargs"]),
         "config": config.to_dict(),
-        "base": {"run": base.key, "sft": dict(base.spec["sft"]), "weights": weights_digest(weights)},
+        "base": {"run": base.key, "sft": dict(base.spec["sft"]), "weights": weights},
         "eval": {"prompts": EVAL_PROMPTS, "k": eval_k},
     }
 
@@ -101,7 +101,7 @@ def _preset() -> dict[str, Any]:
 def task_from_base(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: int) -> Task:
     """The executor task of ``arm`` on ``seed`` from the base ``base`` (its stage-1 task) whose packed
     weights are ``weights``; they ride in the spec, not in the key."""
-    key = run_key(arm, seed, budget, base, weights, eval_k)
+    key = run_key(arm, seed, budget, base, weights_digest(weights), eval_k)
     return Task("benchmarks.lab.base_model:run_from_base", {"key": key, "base_weights": weights},
                 run_name(key), group=arm.name, label=f"{arm.name} s{seed}")
 
@@ -150,3 +150,38 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
         "seconds": train_seconds,
         "eval_seconds": time.perf_counter() - start - train_seconds,
     }
+
+
+def stored_without_bases(arms: Sequence[Arm], seeds: Sequence[int], budget: int, eval_k: int,
+                         bases: Sequence[Task], folder: Any) -> dict[str, list[dict[str, Any]]] | None:
+    """The run files in ``folder/runs`` of ``arms`` on ``seeds``, read without the bases' weights (for
+    analysis only, e.g. of the committed runs on a clone without the base cache): a record is an arm's
+    when its key is the arm's with every field but the base's weight digest, and all runs of one seed
+    must name the same digest. Checksums are checked, fingerprints (which cover the weights) are not.
+    None unless every arm x seed has exactly one record."""
+    from pathlib import Path
+
+    from benchmarks.core.store import RunFileError, check_run
+
+    index = []
+    for path in sorted((Path(folder) / "runs").glob("*.json")):
+        try:
+            index.append(check_run(path))
+        except RunFileError:
+            continue
+    by_seed = {t.spec["seed"]: t for t in bases}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for seed in seeds:
+        digests = set()
+        for arm in arms:
+            want = run_key(arm, seed, budget, by_seed[seed], "", eval_k)
+            found = [r for r in index if isinstance(r.get("key"), dict)
+                     and isinstance(r["key"].get("base"), dict)
+                     and {**r["key"], "base": {**r["key"]["base"], "weights": ""}} == want]
+            if len(found) != 1:
+                return None
+            digests.add(found[0]["key"]["base"]["weights"])
+            out.setdefault(arm.name, []).append(found[0])
+        if len(digests) != 1:
+            return None
+    return out

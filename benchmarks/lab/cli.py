@@ -145,11 +145,20 @@ def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, 
 def claim_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, regime: Regime = MLP,
                   bases: Bases | None = None) -> tuple[dict[str, list[dict[str, Any]]] | None, str]:
     """The runs to analyse claim ``name`` from and where they come from: this code's run files
-    ("current"), else (mlp regime) run files of an earlier code version that record exactly these runs
-    (:mod:`benchmarks.lab.legacy`; "earlier code"), else (None, "")."""
+    ("current"; the r1 regime without ``bases``: matched by key,
+    :func:`~benchmarks.lab.base_model.stored_without_bases`), else (mlp regime) run files of an earlier
+    code version that record exactly these runs (:mod:`benchmarks.lab.legacy`; "earlier code"), else
+    (None, "")."""
     records = stored_records(name, seeds, scale, out, regime=regime, bases=bases)
     if records is not None:
         return records, "current"
+    if regime.needs_bases and bases is None:  # no base cache: the run files matched by their keys
+        from benchmarks.lab.base_model import stored_without_bases
+
+        claim = regime.claims[name]
+        records = stored_without_bases(claim.arms, seeds, budget_of(regime, name, scale), claim.eval_k,
+                                       regime.base_tasks(seeds), out)
+        return (records, "current") if records is not None else (None, "")
     if not regime.reads_earlier:
         return None, ""
     records = earlier_records(regime.claims[name].arms, seeds, budget_of(regime, name, scale), out)
