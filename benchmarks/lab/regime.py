@@ -147,8 +147,8 @@ def _r1_regime() -> Regime:
             "0.01). "
             "DAPO's arms set `epochs=4` (mu, the MLP lab's): at the preset's mu = 1 every step is on-policy, "
             "the ratio is 1 and the clip never binds (clip fraction 0 in every run), so symmetric and "
-            "clip-higher train alike and the claim is untestable. DAPO's \"given success\" is rollout solve rate 0.45 (the base's ~0.34 + 0.1; the MLP lab's 0.3 "
-            "is met at the first iteration).",
+            "clip-higher train alike and the claim is untestable. DAPO's \"given success\" is rollout "
+            "solve rate 0.45 (the base's ~0.34 + 0.1; the MLP lab's 0.3 is met at the first iteration).",
             "Yue et al.'s base arm is the base alone (0 RL steps); its GRPO arm is the preset unchanged."),
     )
 
