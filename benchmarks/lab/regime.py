@@ -146,8 +146,10 @@ def _r1_regime() -> Regime:
             "explicitly (0 and 0.1); DAPO's arms set `beta=0` (DAPO drops the KL term; the preset's is "
             "0.01). "
             "DAPO's arms set `epochs=4` (mu, the MLP lab's): at the preset's mu = 1 every step is on-policy, "
-            "the ratio is 1 and the clip never binds (clip fraction 0 in every run), so symmetric and "
-            "clip-higher train alike and the claim is untestable. DAPO's \"given success\" is rollout "
+            "the ratio is 1 and no clip ever binds (clip fraction 0 in every run of seeds 10-12, symmetric "
+            "and clip-higher identical). At mu = 4 they still train bit for bit alike (same final weights "
+            "on every seed): no token with a positive advantage reached a ratio in (1.2, 1.28], so the "
+            "upper clip that clip-higher raises changed no gradient. DAPO's \"given success\" is rollout "
             "solve rate 0.45 (the base's ~0.34 + 0.1; the MLP lab's 0.3 is met at the first iteration).",
             "Yue et al.'s base arm is the base alone (0 RL steps); its GRPO arm is the preset unchanged."),
     )
