@@ -53,6 +53,9 @@ class Arm:
     label: str
     overrides: dict[str, Any] = field(default_factory=dict)
     warm_start: bool = False  #: behaviour-clone the policy first; the clone is the KL reference
+    #: False: the arm is its start alone, scored without any RL step (the ``r1`` regime's base, the
+    #: "0 RL steps" side of Yue et al.'s claim); its run's budget is 0.
+    rl: bool = True
 
 
 @dataclass(frozen=True)
@@ -64,20 +67,34 @@ class Claim:
     budget: int  #: env steps per run at --budget-scale 1
     analyse: Callable[[Claim, dict[str, list[dict[str, Any]]]], dict[str, Any]]
     plot: Callable[[Claim, dict[str, list[dict[str, Any]]], dict[str, Any]], bytes]
+    #: Samples per held-out prompt after training (the ``r1`` regime; the mlp regime scores EVAL_K).
+    eval_k: int = 8
+    #: Settings of the claim's analysis that a regime may change (e.g. DAPO's success threshold).
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 #: Warm start: demonstrations (the task's own solutions to train prompts) and behaviour-cloning epochs.
 WARM_DEMOS, WARM_EPOCHS = 64, 30
 
 
+def arm_config(preset: dict[str, Any], overrides: dict[str, Any], policy: str) -> Any:
+    """The ``GRPOConfig`` of an arm: the preset's values with the arm's overrides, the rest filled by
+    ``policy``'s preset. Not ``GRPOConfig.preset``, whose resolve would refill a field an arm sets back
+    to None (DAPO's symmetric arm sets ``clip_eps_high=None``, which the transformer preset fills with
+    0.28): a field the arm sets to None stays None."""
+    import dataclasses
+
+    from agents import GRPOConfig
+
+    config = GRPOConfig.from_dict({**preset, **overrides}).resolve(policy)
+    unset: dict[str, Any] = {name: None for name, value in overrides.items() if value is None}
+    return dataclasses.replace(config, **unset) if unset else config
+
+
 def run_key(arm: Arm, seed: int, budget: int) -> dict[str, Any]:
     """Everything that determines a run; a stored run is reused only when its key is equal. Arms of
     different claims with the same settings (e.g. the base configuration) share their runs."""
-    from agents import GRPOConfig
-
-    # Built from the preset's values (not GRPOConfig.preset, whose resolve would refill a field an arm
-    # sets back to None, e.g. clip_eps_high); the mlp policy's preset fills what the base leaves unset.
-    config = GRPOConfig.from_dict({**BASE, **arm.overrides}).resolve("mlp")
+    config = arm_config(BASE, arm.overrides, "mlp")
     return {
         "format": RUN_FORMAT,
         "seed": seed,
@@ -146,17 +163,20 @@ NO_SIGNAL = "no signal"
 
 
 @functools.cache
-def single_answer_floor() -> float:
+def single_answer_floor(env_kwargs: str | None = None) -> float:
     """The held-out success of the best answer that ignores the prompt's arithmetic: answer the one
     number equal to the target (:func:`benchmarks.countdown.single_number_floor`), on the lab's own
-    held-out prompts (the :data:`EVAL_PROMPTS` test prompts every run is scored on)."""
+    held-out prompts (the :data:`EVAL_PROMPTS` test prompts every run is scored on) of the env made with
+    ``env_kwargs`` (JSON; default :data:`ENV_KWARGS`, the mlp regime's)."""
+    import json
+
     import gymnasium as gym
 
     import rlvr_env  # noqa: F401  (registers the env ids)
     from agents.evaluation import evaluation_prompts
     from benchmarks.countdown import single_number_floor
 
-    env = gym.make(ENV_ID, **ENV_KWARGS)
+    env = gym.make(ENV_ID, **(ENV_KWARGS if env_kwargs is None else json.loads(env_kwargs)))
     return single_number_floor(env, evaluation_prompts(env, "test", EVAL_PROMPTS, seed=0))
 
 

@@ -1,8 +1,17 @@
 """The GRPO lab (issue 11 item 3): published claims about GRPO's variants, each as a small seeded
 experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result stated whatever it is.
 
-    python -m benchmarks.lab [--claim NAME[,NAME]] [--seeds 100-107] [--budget-scale 1.0] [--workers 2]
-                             [--ray-address HOST:6379] [--out DIR | --update-results]
+    python -m benchmarks.lab [--regime mlp|r1] [--claim NAME[,NAME] ...] [--seeds 100-107]
+                             [--budget-scale 1.0] [--workers 2] [--ray-address HOST:6379]
+                             [--out DIR | --update-results]
+
+Regimes (``--regime``, :mod:`benchmarks.lab.regime`): ``mlp`` (the default; everything below) and ``r1``,
+the base-model regime (issue 16): every arm starts from the R1 recipe's base of its seed (the causal
+transformer cold-started on 100k train-split solutions, :func:`benchmarks.r1.base_run`, found in the R1
+study's cache ``benchmark-runs/r1/bases/`` or trained there once per seed) with the ``transformer``
+preset; claims ``dr_grpo``, ``dapo``, ``kimi`` at 300k env steps per arm and ``yue`` (Yue et al. 2025:
+RLVR raises pass@1 but narrows pass@k at large k; the base alone vs GRPO from it, pass@k for k = 1..64
+from 64 samples per held-out prompt); seeds 10-14 by default; results in ``<out>/r1/``.
 
 Claims (``--claim``; every arm of a claim runs on the same seeds, so arms are compared seed by seed):
 
@@ -88,51 +97,43 @@ from benchmarks.core.common import (
 from benchmarks.core.executor import run_tasks
 from benchmarks.core.store import RunFileError, check_run
 from benchmarks.core.study import seeds_argument
-from benchmarks.lab.base import (
-    BASE,
-    BASE_PRESET,
-    ENV_ID,
-    ENV_KWARGS,
-    EVAL_K,
-    EVAL_PROMPTS,
-    NO_SIGNAL,
-    _seeds,
-    apply_floor,
-    single_answer_floor,
-)
-from benchmarks.lab.claims import CLAIMS
+from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, _seeds, apply_floor
 from benchmarks.lab.legacy import earlier_records
-from benchmarks.lab.runner import task_for
+from benchmarks.lab.regime import MLP, REGIMES, Bases, Regime, budget_of, regime_named
 
-__all__ = ["analyse", "build_parser", "claim_records", "main", "previous_results", "run_claims", "stored_records",
-           "table"]
+__all__ = ["analyse", "build_parser", "claim_records", "main", "previous_results", "run_claims",
+           "stored_records", "table"]
 
-
-def _budget(name: str, scale: float) -> int:
-    return max(1, int(round(CLAIMS[name].budget * scale)))
+#: Where the r1 regime's bases are cached by default: the R1 study's own cache (``benchmarks.r1``).
+BASES_CACHE = Path("benchmark-runs") / "r1" / "bases"
 
 
 def run_claims(names: Sequence[str], seeds: Sequence[int], scale: float, out: Path, *,
                address: str | None = None, workers: int | None = None, progress: bool = True,
-               rerun: Sequence[str] = (), log: Callable[[str], None] = print) -> list[str]:
+               rerun: Sequence[str] = (), log: Callable[[str], None] = print, regime: Regime = MLP,
+               bases: Bases | None = None) -> list[str]:
     """Run (or reuse from disk) every arm x seed of the named claims on the executor; return the
-    failures. Arms of different claims with equal settings share their runs."""
-    tasks = [task_for(arm, seed, _budget(name, scale))
-             for name in names for seed in seeds for arm in CLAIMS[name].arms]
+    failures. Arms of different claims with equal settings share their runs. ``bases``: the r1
+    regime's, per seed (:meth:`Regime.bases`)."""
+    tasks = [regime.task(regime.claims[name], arm, seed, budget_of(regime, name, scale), bases or {})
+             for name in names for seed in seeds for arm in regime.claims[name].arms]
     outcome = run_tasks(tasks, out, address=address, workers=workers, progress=progress, desc="lab",
                         rerun=rerun, log=log)
     return outcome.failures
 
 
-def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path
-                   ) -> dict[str, list[dict[str, Any]]] | None:
+def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, regime: Regime = MLP,
+                   bases: Bases | None = None) -> dict[str, list[dict[str, Any]]] | None:
     """The stored runs of claim ``name`` on ``seeds`` at ``scale``, by arm; None if any is missing. Read
     only: a file that fails its checks is left where it is (the run step quarantines and retrains the
     runs of the claims it runs; another claim's files, e.g. committed ones, are not moved)."""
+    if regime.needs_bases and (bases is None or not set(seeds) <= set(bases)):
+        return None
+    claim = regime.claims[name]
     records: dict[str, list[dict[str, Any]]] = {}
-    for arm in CLAIMS[name].arms:
+    for arm in claim.arms:
         for seed in seeds:
-            task = task_for(arm, seed, _budget(name, scale))
+            task = regime.task(claim, arm, seed, budget_of(regime, name, scale), bases or {})
             try:
                 rec = check_run(Path(out) / "runs" / f"{task.key}.json", task.key, task.fingerprint)
             except RunFileError:
@@ -141,30 +142,42 @@ def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path
     return records
 
 
-def claim_records(name: str, seeds: Sequence[int], scale: float, out: Path
-                  ) -> tuple[dict[str, list[dict[str, Any]]] | None, str]:
+def claim_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, regime: Regime = MLP,
+                  bases: Bases | None = None) -> tuple[dict[str, list[dict[str, Any]]] | None, str]:
     """The runs to analyse claim ``name`` from and where they come from: this code's run files
-    ("current"), else run files of an earlier code version that record exactly these runs
-    (:mod:`benchmarks.lab.legacy`; "earlier code"), else (None, "")."""
-    records = stored_records(name, seeds, scale, out)
+    ("current"; the r1 regime without ``bases``: matched by key,
+    :func:`~benchmarks.lab.base_model.stored_without_bases`), else (mlp regime) run files of an earlier
+    code version that record exactly these runs (:mod:`benchmarks.lab.legacy`; "earlier code"), else
+    (None, "")."""
+    records = stored_records(name, seeds, scale, out, regime=regime, bases=bases)
     if records is not None:
         return records, "current"
-    records = earlier_records(CLAIMS[name].arms, seeds, _budget(name, scale), out)
+    if regime.needs_bases and bases is None:  # no base cache: the run files matched by their keys
+        from benchmarks.lab.base_model import stored_without_bases
+
+        claim = regime.claims[name]
+        records = stored_without_bases(claim.arms, seeds, budget_of(regime, name, scale), claim.eval_k,
+                                       regime.base_tasks(seeds), out)
+        return (records, "current") if records is not None else (None, "")
+    if not regime.reads_earlier:
+        return None, ""
+    records = earlier_records(regime.claims[name].arms, seeds, budget_of(regime, name, scale), out)
     return (records, "earlier code") if records is not None else (None, "")
 
 
-def analyse(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    claim = CLAIMS[name]
-    res = apply_floor(claim.analyse(claim, runs), runs, single_answer_floor())
+def analyse(name: str, runs: dict[str, list[dict[str, Any]]], regime: Regime = MLP) -> dict[str, Any]:
+    claim = regime.claims[name]
+    res = apply_floor(claim.analyse(claim, runs), runs, regime.floor())
     res["seeds"] = _seeds(runs)
-    res["budget"] = runs[claim.arms[0].name][0]["key"]["budget"]
+    res["budget"] = max(r["key"]["budget"] for a in claim.arms for r in runs[a.name])
     res["seconds"] = {a.name: [r["seconds"] + r["eval_seconds"] for r in runs[a.name]] for a in claim.arms}
     # Standalone cost of the claim (every distinct run it needs, shared ones included), on 2 workers.
     distinct = {json.dumps(r["key"], sort_keys=True): r["seconds"] + r["eval_seconds"]
                 for a in claim.arms for r in runs[a.name]}
     res["minutes_on_2_workers"] = sum(distinct.values()) / 2 / 60
     res["distinct_runs"] = len(distinct)
-    res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start}
+    res["arms"] = {a.name: {"label": a.label, "overrides": a.overrides, "warm_start": a.warm_start,
+                            "rl": a.rl}
                    for a in claim.arms}
     return res
 
@@ -181,36 +194,40 @@ def previous_results(out: Path) -> dict[str, dict[str, Any]]:
     return dict(claims)
 
 
-def table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
+def table(results: dict[str, dict[str, Any]], meta: dict[str, Any], regime: Regime = MLP) -> str:
     lines = [
         "| claim | paper | what we measured (IQM over seeds [95% bootstrap CI]) | verdict |",
         "|---|---|---|---|",
     ]
-    for name in CLAIMS:
+    claims = regime.claims
+    for name in claims:
         if name not in results:
             continue
         for row in results[name]["rows"]:
             lines.append(f"| {row['claim']} | {row['paper']} | {row['measured']} | **{row['verdict']}** |")
-    shown = [n for n in CLAIMS if n in results]
+    shown = [n for n in claims if n in results]
     seeds = sorted({s for r in results.values() for s in r["seeds"]})
-    scaled = [n for n in shown if results[n]["budget"] != CLAIMS[n].budget]
+    scaled = [n for n in shown if results[n]["budget"] != claims[n].budget]
     earlier = [n for n in shown if results[n].get("runs") != "current"]
-    floor = single_answer_floor()
+    samples = sorted({claims[n].eval_k for n in shown})
+    per_claim = ", ".join(f"{n} {claims[n].eval_k}" for n in shown) if len(samples) > 1 else ""
+    floor = regime.floor()
     lines += [
         "",
-        f"Seeds {', '.join(map(str, seeds))} (settings chosen on seeds 0-1; seeds 0-9 are reserved for choosing). Env `{ENV_ID}` with "
-        f"`{json.dumps(ENV_KWARGS)}`, grammar masks on, `policy=\"mlp\"`; every arm starts from the "
-        f"`{BASE_PRESET}` preset (`{json.dumps(BASE, sort_keys=True)}`) and changes what its claim names. Budgets (env steps per run): "
+        regime.setting_note(seeds)
+        + " Budgets (env steps per run): "
         + ", ".join(f"{n} {results[n]['budget']:,}" for n in shown)
         + (f" (scaled down with --budget-scale: {', '.join(scaled)})" if scaled else "")
-        + f". Held-out score: {EVAL_PROMPTS} test prompts, sampled = mean over {EVAL_K} answers. "
-        + f"Verdict: \"agree\" when the interval of the claimed difference excludes zero (or the stated "
-        f"margin) on the claimed side, \"disagree\" when it lies beyond it on the other side, "
+        + f". Held-out score: {EVAL_PROMPTS} test prompts, sampled = mean over "
+        + (f"{samples[0]} answers" if not per_claim else f"each claim's answers per prompt ({per_claim})")
+        + ". Verdict: \"agree\" when the interval of the claimed difference excludes zero (or the stated "
+        "margin) on the claimed side, \"disagree\" when it lies beyond it on the other side, "
         f"\"inconclusive\" otherwise; **\"{NO_SIGNAL}\"** for every row of a claim when no arm's held-out "
         f"sampled success interval lies above the single-answer floor, {floor:.2f} (answer the number equal "
         f"to the target; `benchmarks.countdown.single_number_floor` on the same prompts). "
         + (f"Claims {', '.join(earlier)}: analysed from the committed run files of an earlier code version "
-           "(before issue 17's config fields; not retrained, see `benchmarks/lab/legacy.py`). " if earlier else "")
+           "(before issue 17's config fields; not retrained, see `benchmarks/lab/legacy.py`). "
+           if earlier else "")
         + "Figures: " + ", ".join(f"[{n}]({meta['out']}/{n}.png)" for n in shown)
         + ". Time per claim (its distinct runs, training + evaluation, summed / 2 workers; the machine was "
         "shared, so this overstates an idle 2-core machine): "
@@ -224,64 +241,86 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.lab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--claim", default="all", help=f"comma-separated, from {list(CLAIMS)}, or 'all'")
-    parser.add_argument("--seeds", type=seeds_argument(minimum=2), default="100-107",
-                        help="reported seeds, at least 2: a list (100,101) or a range (100-107); settings "
-                             "are chosen on 0-9")
+    parser.add_argument("--regime", default=MLP.name,
+                        help=f"where every arm starts, from {list(REGIMES)} (default {MLP.name})")
+    parser.add_argument("--claim", "--claims", nargs="+", default=["all"],
+                        help="claims, comma- or space-separated, of the regime (mlp: "
+                             f"{list(MLP.claims)}; r1: {list(REGIMES['r1'].claims)}), or 'all'")
+    parser.add_argument("--seeds", type=seeds_argument(minimum=2), default=None,
+                        help="reported seeds, at least 2: a list (100,101) or a range (100-107); default: "
+                             "the regime's (mlp 100-107, settings chosen on 0-9; r1 10-14, the R1 study's)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every claim's budget")
+    parser.add_argument("--bases", type=Path, default=BASES_CACHE,
+                        help=f"r1 regime: the bases' cache (default {BASES_CACHE}/, the R1 study's)")
     add_executor_arguments(parser)
     add_output_arguments(parser, "lab", RESULTS_DIR / "lab")
     return parser
 
 
+def _claim_names(given: Sequence[str], regime: Regime) -> list[str]:
+    names = [c.strip() for part in given for c in part.split(",") if c.strip()]
+    if names == ["all"]:
+        return list(regime.claims)
+    unknown = [n for n in names if n not in regime.claims]
+    if unknown or not names:
+        raise ValueError(f"--claim {' '.join(given)!r}: unknown claim(s) {unknown} in the {regime.name} "
+                         f"regime; choose from {list(regime.claims)}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    names = list(CLAIMS) if args.claim == "all" else [c.strip() for c in args.claim.split(",") if c.strip()]
-    unknown = [n for n in names if n not in CLAIMS]
-    if unknown or not names:
-        raise ValueError(f"--claim {args.claim!r}: unknown claim(s) {unknown}; choose from {list(CLAIMS)}")
+    regime = regime_named(args.regime)
+    names = _claim_names(args.claim, regime)
     if not (args.budget_scale > 0 and np.isfinite(args.budget_scale)):
         raise ValueError(f"--budget-scale={args.budget_scale!r} must be a positive number")
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers={args.workers!r} must be at least 1")
-    arms = {a.name for n in names for a in CLAIMS[n].arms}
+    arms = {a.name for n in names for a in regime.claims[n].arms}
     rerun = [r.strip() for r in args.rerun.split(",") if r.strip()]
     if set(rerun) - arms:
         raise ValueError(f"--rerun {args.rerun!r}: unknown arm(s) {sorted(set(rerun) - arms)}; "
                          f"the chosen claims' arms are {sorted(arms)}")
-    seeds: list[int] = args.seeds
+    seeds: list[int] = args.seeds if args.seeds is not None else seeds_argument(minimum=2)(regime.seeds)
     out = output_folder(args)
+    if regime.subfolder and args.out is None:  # the default and the committed folder: a subfolder each
+        out = out / regime.subfolder
     check_writable(out)
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
-    failures = run_claims(names, seeds, args.budget_scale, out, address=address,
-                          workers=None if address else args.workers, progress=not args.quiet, rerun=rerun)
+    executor: dict[str, Any] = {"address": address, "workers": None if address else args.workers,
+                                "progress": not args.quiet}
+    # The r1 regime's bases first: found in the cache (or trained there once per seed), shared by every arm.
+    bases = regime.bases(seeds, args.bases, train=True, log=print, **executor)
+    failures = run_claims(names, seeds, args.budget_scale, out, rerun=rerun, regime=regime, bases=bases,
+                          **executor)
     # The summary covers every claim whose runs (these seeds, this budget) are all on disk, analysed
     # afresh from the run files (this code's, else an earlier code's that record the same runs), so
     # running one claim never leaves another's figures stale; a claim not run now whose runs are gone
     # keeps its entry of the previous lab.json (same seeds and budget), so no claim is dropped.
     previous = previous_results(out)
     results: dict[str, Any] = {}
-    for name in CLAIMS:
-        records, source = claim_records(name, seeds, args.budget_scale, out)
+    for name, claim in regime.claims.items():
+        records, source = claim_records(name, seeds, args.budget_scale, out, regime=regime, bases=bases)
         if records is not None:
-            res = analyse(name, records)
+            res = analyse(name, records, regime)
             res["runs"] = source
-            write_atomically(out / f"{name}.png", CLAIMS[name].plot(CLAIMS[name], records, res))
+            write_atomically(out / f"{name}.png", claim.plot(claim, records, res))
             results[name] = res
         elif name not in names and name in previous and previous[name].get("seeds") == sorted(seeds) \
-                and previous[name].get("budget") == _budget(name, args.budget_scale):
+                and previous[name].get("budget") == budget_of(regime, name, args.budget_scale):
             results[name] = {**previous[name], "runs": "kept from the previous lab.json"}
     shown = out.resolve().relative_to(ROOT) if out.resolve().is_relative_to(ROOT) else out
     # The command that reproduces the whole table (any --claim subset makes the same runs).
     seeds_text = ",".join(map(str, seeds))
     if seeds == list(range(seeds[0], seeds[-1] + 1)):
         seeds_text = f"{seeds[0]}-{seeds[-1]}"
-    command = f"python -m benchmarks.lab --seeds {seeds_text}" + (
-        f" --budget-scale {args.budget_scale:g}" if args.budget_scale != 1.0 else "")
+    command = "python -m benchmarks.lab" + (f" --regime {regime.name}" if regime is not MLP else "") + \
+        f" --seeds {seeds_text}" + (f" --budget-scale {args.budget_scale:g}"
+                                    if args.budget_scale != 1.0 else "")
     meta = {"command": command, "invoked": command_line("benchmarks.lab", argv), "machine": machine_info(),
-            "out": str(shown)}
+            "out": str(shown), "regime": regime.name}
     write_json(out / "lab.json", {"meta": meta, "claims": results})
-    text = table(results, meta)
+    text = table(results, meta, regime)
     write_atomically(out / "lab.md", text)
     print(text)
     if failures:

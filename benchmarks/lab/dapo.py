@@ -48,7 +48,8 @@ def analyse_dapo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
                      f"mean rollout solve rate over training: symmetric {_fmt(ci(auc['symmetric']))}, "
                      f"clip-higher {_fmt(ci(auc['clip_higher']))}; difference {_fmt(d_auc)}",
                      verdict(d_auc, +1)))
-    reach = {a.name: [first_reach(_by_seed(runs, a.name)[s], DAPO_THRESHOLD) for s in _seeds(runs)]
+    threshold = claim.params.get("threshold", DAPO_THRESHOLD)
+    reach = {a.name: [first_reach(_by_seed(runs, a.name)[s], threshold) for s in _seeds(runs)]
              for a in claim.arms}
     upd = {k: [u for u, _ in v] for k, v in reach.items()}
     stp = {k: [s for _, s in v] for k, v in reach.items()}
@@ -60,7 +61,7 @@ def analyse_dapo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     r_steps = ci([stp["dynamic"][i] / stp["clip_higher"][i] for i in both]) if both \
         else Interval(float("nan"), float("nan"), float("nan"))
     n = len(_seeds(runs))
-    rows.append(_row(claim, f"dynamic sampling reaches a given success (solve rate {DAPO_THRESHOLD}) in "
+    rows.append(_row(claim, f"dynamic sampling reaches a given success (solve rate {threshold:g}) in "
                      "fewer policy updates, at more env steps",
                      f"updates to reach it: clip-higher {_fmt(ci(upd['clip_higher']), 1)} "
                      f"({n_reached['clip_higher']}/{n} seeds), + dynamic sampling "
@@ -79,7 +80,7 @@ def plot_dapo(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str
             for rec in runs.get(arm.name, []):
                 ax.plot(np.cumsum(series(rec, "updated")), series(rec, "solve_rate"), color=colors(i),
                         alpha=0.5, lw=0.8)
-        ax.axhline(DAPO_THRESHOLD, color="k", lw=0.6, ls=":")
+        ax.axhline(claim.params.get("threshold", DAPO_THRESHOLD), color="k", lw=0.6, ls=":")
         ax.set_xlabel("policy updates")
         ax.set_title("rollout solve rate per run vs updates", fontsize=10)
 

@@ -20,7 +20,7 @@ import numpy as np
 from benchmarks.core.executor import Task
 from benchmarks.lab.base import EVAL_K, EVAL_PROMPTS, Arm, run_key
 
-__all__ = ["ITERATION_METRICS", "run_arm", "run_name", "task_for"]
+__all__ = ["GroupObserver", "ITERATION_METRICS", "run_arm", "run_name", "task_for"]
 
 #: The logged metrics kept per iteration (``rollout/solve_rate`` is kept as ``solve_rate``, ...).
 ITERATION_METRICS = ("rollout/solve_rate", "rollout/ep_len_mean", "rollout/zero_std_group_frac",
@@ -42,11 +42,51 @@ def task_for(arm: Arm, seed: int, budget: int) -> Task:
                 label=f"{arm.name} s{seed}")
 
 
+class GroupObserver:
+    """What a lab run sees of training: each iteration's logged metrics (the ``learn`` callback) and,
+    through ``model.add_group_hook``, its groups: the lengths of correct and wrong answers and, per
+    number of correct answers in a group, the summed |advantage| under the std-normalised and the
+    mean-only estimator (untied groups) and the counts of untied and tied groups. Every regime's run
+    function uses it, so the records of all regimes hold the same per-iteration fields."""
+
+    def __init__(self, model: Any, cfg: Any) -> None:
+        self.cfg = cfg
+        g = cfg.group_size
+        self.events: list[Any] = []  # this iteration's GroupEvent (one per iteration)
+        model.add_group_hook(self.events.append)
+        self.mass = {"grpo": np.zeros(g + 1), "dr_grpo": np.zeros(g + 1)}
+        self.untied = np.zeros(g + 1)
+        self.tied = np.zeros(g + 1)
+        self.iterations: list[dict[str, float]] = []
+
+    def callback(self, m: Any, metrics: dict[str, float]) -> None:
+        from agents.grpo.objective import ADVANTAGE_ESTIMATORS
+
+        event = self.events.pop()
+        lengths, correct, rewards = event.lengths, event.correct, event.rewards  # (groups, G) each
+        row = {k.split("/")[1]: float(metrics[k]) for k in ITERATION_METRICS if k in metrics}
+        row["updated"] = float("train/entropy" in metrics)
+        row["len_correct"] = float(lengths[correct].mean()) if correct.any() else float("nan")
+        row["len_wrong"] = float(lengths[~correct].mean()) if (~correct).any() else float("nan")
+        row["frac_correct"] = float(correct.mean())
+        self.iterations.append(row)
+        n_correct = correct.sum(axis=1)  # (groups,)
+        is_tied = np.all(rewards == rewards[:, :1], axis=1)
+        for name in self.mass:
+            adv = ADVANTAGE_ESTIMATORS[name](rewards, self.cfg.adv_eps, self.cfg.unbiased_std)
+            np.add.at(self.mass[name], n_correct[~is_tied], np.abs(adv[~is_tied]).sum(axis=1))
+        np.add.at(self.untied, n_correct[~is_tied], 1)
+        np.add.at(self.tied, n_correct[is_tied], 1)
+
+    def record(self) -> dict[str, Any]:
+        return {"iterations": self.iterations, "adv_mass": {k: v.tolist() for k, v in self.mass.items()},
+                "untied_groups": self.untied.tolist(), "tied_groups": self.tied.tolist()}
+
+
 def run_arm(key: dict[str, Any]) -> dict[str, Any]:
     """Train one arm on one seed as ``key`` says; return the per-iteration record and the final scores."""
     import rlvr_env  # noqa: F401  (registers the env ids)
     from agents import GRPO, GRPOConfig
-    from agents.grpo.objective import ADVANTAGE_ESTIMATORS
 
     cfg = GRPOConfig.from_dict(key["config"])
     seed = int(key["seed"])
@@ -61,45 +101,20 @@ def run_arm(key: dict[str, Any]) -> dict[str, Any]:
     warm_report = (model.success("test", k=EVAL_K, n_prompts=EVAL_PROMPTS).as_dict()
                    if key["warm_start"] else None)
 
-    g = cfg.group_size
-    events: list[Any] = []  # this iteration's GroupEvent (one per iteration)
-    model.add_group_hook(events.append)
-    # Advantage mass by number of correct answers in the group (0..G): summed |A| per group under the
-    # std-normalised and the mean-only estimator, over untied groups; and the count of such groups.
-    mass = {"grpo": np.zeros(g + 1), "dr_grpo": np.zeros(g + 1)}
-    untied = np.zeros(g + 1)
-    tied = np.zeros(g + 1)
-    iters: list[dict[str, float]] = []
-
-    def callback(m: Any, metrics: dict[str, float]) -> None:
-        event = events.pop()
-        lengths, correct, rewards = event.lengths, event.correct, event.rewards  # (groups, G) each
-        row = {k.split("/")[1]: float(metrics[k]) for k in ITERATION_METRICS if k in metrics}
-        row["updated"] = float("train/entropy" in metrics)
-        row["len_correct"] = float(lengths[correct].mean()) if correct.any() else float("nan")
-        row["len_wrong"] = float(lengths[~correct].mean()) if (~correct).any() else float("nan")
-        row["frac_correct"] = float(correct.mean())
-        iters.append(row)
-        n_correct = correct.sum(axis=1)  # (groups,)
-        is_tied = np.all(rewards == rewards[:, :1], axis=1)
-        for name in mass:
-            adv = ADVANTAGE_ESTIMATORS[name](rewards, cfg.adv_eps, cfg.unbiased_std)
-            np.add.at(mass[name], n_correct[~is_tied], np.abs(adv[~is_tied]).sum(axis=1))
-        np.add.at(untied, n_correct[~is_tied], 1)
-        np.add.at(tied, n_correct[is_tied], 1)
-
-    model.learn(int(key["budget"]), callback=callback)
+    observer = GroupObserver(model, cfg)
+    model.learn(int(key["budget"]), callback=observer.callback)
     train_seconds = time.perf_counter() - start
     report = model.success("test", k=EVAL_K, n_prompts=EVAL_PROMPTS)
+    observed = observer.record()
     return {
         "key": key,
-        "iterations": iters,
+        "iterations": observed["iterations"],
         "final": report.as_dict(),
         "warm": warm_report,
         "bc_final_loss": bc_loss,
-        "adv_mass": {k: v.tolist() for k, v in mass.items()},
-        "untied_groups": untied.tolist(),
-        "tied_groups": tied.tolist(),
+        "adv_mass": observed["adv_mass"],
+        "untied_groups": observed["untied_groups"],
+        "tied_groups": observed["tied_groups"],
         "num_timesteps": model.num_timesteps,
         "seconds": train_seconds,
         "eval_seconds": time.perf_counter() - start - train_seconds,

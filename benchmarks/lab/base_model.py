@@ -1,0 +1,187 @@
+"""The lab's base-model regime (``--regime r1``, issue 16 part 6): every arm starts from the R1 recipe's base.
+
+Per seed, the base is the R1 study's (:func:`benchmarks.r1.base_run`: the causal transformer cold-started
+by :func:`agents.sft.cold_start` on 100k train-split Countdown-3 solutions), built by the R1 study's own
+stage-1 tasks (:func:`benchmarks.r1.base_tasks`), so the run files of its cache
+(``benchmark-runs/r1/bases/``, shared with ``python -m benchmarks.r1``) are found and never retrained: a
+base is trained once per seed and shared by every arm of every claim. Each arm's config is the
+``transformer`` preset plus the arm's overrides (:func:`benchmarks.lab.base.arm_config`), on
+``rlvr/Countdown-v0`` with ``observation="tokens"`` and the grammar masks.
+
+A run (:func:`run_from_base`, the executor's ``"benchmarks.lab.base_model:run_from_base"``) loads its
+base's weights from its spec (they travel in it, as the R1 study's stage 2 does, so a cluster needs no
+shared filesystem), makes them the KL reference, trains for the budget under the lab's
+:class:`~benchmarks.lab.runner.GroupObserver`, and records the digest of the network that sampled the
+first iteration (so a test can check that RL started from the base) and the held-out scores: greedy,
+sampled mean@k and unbiased pass@j for j = 1..k (:meth:`agents.evaluation.SuccessReport.pass_at`), k
+being the claim's ``eval_k``. An arm with ``rl=False`` is its base alone (0 RL steps), scored the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from benchmarks.core.executor import Task
+from benchmarks.lab.base import EVAL_PROMPTS, RUN_FORMAT, Arm, arm_config
+from benchmarks.lab.runner import GroupObserver, run_name
+
+__all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "base_tasks", "run_from_base", "state_digest",
+           "stored_without_bases", "task_from_base", "weights_digest"]
+
+#: The R1 study's Countdown setting (its base tasks' env kwargs) and the token context the policy reads.
+BASE_ENV_KWARGS: dict[str, Any] = {"n_numbers": 3}
+ENV_KWARGS: dict[str, Any] = {**BASE_ENV_KWARGS, "observation": "tokens"}
+POLICY, PRESET = "transformer", "transformer"
+
+
+def base_tasks(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
+               evaluation: Mapping[str, Any] | None = None) -> list[Task]:
+    """The R1 study's stage-1 task of each seed (its recipe's cold start unless ``sft`` says otherwise;
+    its evaluation unless ``evaluation`` does): the same keys and fingerprints as
+    ``python -m benchmarks.r1``'s, so its cached bases are reused."""
+    from benchmarks import r1
+
+    args = argparse.Namespace(seeds=list(seeds), recipe={**r1.RECIPE_SFT, **(sft or {})}, sft_budgets=(),
+                              env_kwargs=dict(BASE_ENV_KWARGS), eval={**r1.EVAL, **(evaluation or {})})
+    return r1.base_tasks(args)
+
+
+def state_digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 (16 hex digits) of named arrays: names, dtypes, shapes and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode() + a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def weights_digest(blob: str) -> str:
+    """:func:`state_digest` of a base's packed weights (``benchmarks.r1``'s base64 npz)."""
+    with np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False) as npz:
+        return state_digest({k: npz[k] for k in npz.files})
+
+
+def _net_digest(net: Any) -> str:
+    return state_digest({k: v.detach().cpu().numpy() for k, v in net.state_dict().items()})
+
+
+def run_key(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: int) -> dict[str, Any]:
+    """Everything that determines a run from a base: the base's task key and ``weights``' digest
+    (:func:`weights_digest`) included, so a retrained base makes its arms train again."""
+    config = arm_config(dict(_preset()), arm.overrides, POLICY)
+    return {
+        "format": RUN_FORMAT,
+        "regime": "r1",
+        "seed": seed,
+        "budget": budget if arm.rl else 0,
+        "env_id": "rlvr/Countdown-v0",
+        "env_kwargs": ENV_KWARGS,
+        "policy": POLICY,
+        "policy_kwargs": dict(base.spec["policy_kwargs"]),
+        "config": config.to_dict(),
+        "base": {"run": base.key, "sft": dict(base.spec["sft"]), "weights": weights},
+        "eval": {"prompts": EVAL_PROMPTS, "k": eval_k},
+    }
+
+
+def _preset() -> dict[str, Any]:
+    from agents.grpo.config import PRESETS
+
+    return PRESETS[PRESET]
+
+
+def task_from_base(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: int) -> Task:
+    """The executor task of ``arm`` on ``seed`` from the base ``base`` (its stage-1 task) whose packed
+    weights are ``weights``; they ride in the spec, not in the key."""
+    key = run_key(arm, seed, budget, base, weights_digest(weights), eval_k)
+    return Task("benchmarks.lab.base_model:run_from_base", {"key": key, "base_weights": weights},
+                run_name(key), group=arm.name, label=f"{arm.name} s{seed}")
+
+
+def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
+    """One arm on one seed from its base: load the weights, GRPO for the budget (none for an ``rl=False``
+    arm), score on held-out prompts. Returns the lab's record (no weights)."""
+    from benchmarks.core.common import limit_threads
+
+    limit_threads(1, import_torch=True)
+    import rlvr_env  # noqa: F401  (registers the env ids)
+    from agents import GRPO, GRPOConfig
+    from benchmarks.r1 import _unpack
+
+    key = spec["key"]
+    cfg = GRPOConfig.from_dict(key["config"])
+    start = time.perf_counter()
+    model = GRPO(key["env_id"], cfg, policy=key["policy"], seed=int(key["seed"]),
+                 env_kwargs=key["env_kwargs"],
+                 policy_kwargs=key["policy_kwargs"])
+    policy: Any = model.policy  # the transformer policy (its network, its KL reference)
+    _unpack(spec["base_weights"], policy.net)
+    policy.restart_from_current()  # the base is the KL reference and RL's start
+    loaded = _net_digest(policy.net)
+    first: dict[str, str] = {}
+
+    def first_policy(event: Any) -> None:  # called before iteration 1's update: the policy that sampled it
+        if event.iteration == 1:
+            first["policy"] = _net_digest(policy.net)
+            first["reference"] = _net_digest(policy.reference)
+
+    model.add_group_hook(first_policy)
+    observer = GroupObserver(model, cfg)
+    if key["budget"] > 0:
+        model.learn(int(key["budget"]), callback=observer.callback)
+    train_seconds = time.perf_counter() - start
+    k = int(key["eval"]["k"])
+    report = model.success("test", k=k, n_prompts=int(key["eval"]["prompts"]))
+    final = {**report.as_dict(), "pass_at": {str(j): v for j, v in report.pass_at(range(1, k + 1)).items()}}
+    return {
+        "key": key,
+        **observer.record(),
+        "final": final,
+        "start_digest": {"loaded": loaded, **first, "end": _net_digest(policy.net)},
+        "num_timesteps": model.num_timesteps,
+        "seconds": train_seconds,
+        "eval_seconds": time.perf_counter() - start - train_seconds,
+    }
+
+
+def stored_without_bases(arms: Sequence[Arm], seeds: Sequence[int], budget: int, eval_k: int,
+                         bases: Sequence[Task], folder: Any) -> dict[str, list[dict[str, Any]]] | None:
+    """The run files in ``folder/runs`` of ``arms`` on ``seeds``, read without the bases' weights (for
+    analysis only, e.g. of the committed runs on a clone without the base cache): a record is an arm's
+    when its key is the arm's with every field but the base's weight digest, and all runs of one seed
+    must name the same digest. Checksums are checked, fingerprints (which cover the weights) are not.
+    None unless every arm x seed has exactly one record."""
+    from pathlib import Path
+
+    from benchmarks.core.store import RunFileError, check_run
+
+    index = []
+    for path in sorted((Path(folder) / "runs").glob("*.json")):
+        try:
+            index.append(check_run(path))
+        except RunFileError:
+            continue
+    by_seed = {t.spec["seed"]: t for t in bases}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for seed in seeds:
+        digests = set()
+        for arm in arms:
+            want = run_key(arm, seed, budget, by_seed[seed], "", eval_k)
+            found = [r for r in index if isinstance(r.get("key"), dict)
+                     and isinstance(r["key"].get("base"), dict)
+                     and {**r["key"], "base": {**r["key"]["base"], "weights": ""}} == want]
+            if len(found) != 1:
+                return None
+            digests.add(found[0]["key"]["base"]["weights"])
+            out.setdefault(arm.name, []).append(found[0])
+        if len(digests) != 1:
+            return None
+    return out
