@@ -50,7 +50,8 @@ def base_tasks(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
     from benchmarks import r1
 
     args = argparse.Namespace(seeds=list(seeds), recipe={**r1.RECIPE_SFT, **(sft or {})}, sft_budgets=(),
-                              env_kwargs=dict(BASE_ENV_KWARGS), eval={**r1.EVAL, **(evaluation or {})})
+                              env_kwargs=dict(BASE_ENV_KWARGS), eval={**r1.EVAL, **(evaluation or {})},
+                              no_ppo=True)  # the masked base only (no unmasked PPO arm here)
     return r1.base_tasks(args)
 
 
