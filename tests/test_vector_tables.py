@@ -1,0 +1,66 @@
+"""Issue 18's lookup tables for the native vector Countdown: each equals the arithmetic it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlvr_env.tasks.countdown as countdown
+from rlvr_env import CountdownTask
+from rlvr_env.tasks.countdown_draw import cached_draw_table, draw_picks, merge
+from rlvr_env.tasks.countdown_split import held_out, tuple_index
+
+TABLE_SETTINGS = [
+    dict(n_numbers=2), dict(n_numbers=3), dict(n_numbers=3, integer_division=True),
+    dict(n_numbers=3, parentheses=False), dict(n_numbers=3, operators="+*"), dict(n_numbers=3, max_length=8),
+    dict(n_numbers=3, number_range=(1, 13), target_range=(-50, 50)), dict(n_numbers=3, number_range=(1, 20)),
+]
+
+
+@pytest.mark.parametrize("kwargs", TABLE_SETTINGS)
+def test_draw_table_equals_merge(kwargs: dict) -> None:
+    task = CountdownTask(**kwargs)
+    table = cached_draw_table(task.draw_rules)
+    assert table is not None
+    rng = np.random.default_rng(5)
+    lo, hi = task.number_range
+    numbers = rng.integers(lo, hi + 1, size=(5000, task.n_numbers))
+    picks = draw_picks(rng, len(numbers), task.draw_rules)
+    value, ok = merge(numbers, picks, task.draw_rules)
+    index = tuple_index(numbers, task.number_range, 1 << 20)
+    assert index is not None
+    t_value, t_ok = table.lookup(index, picks)
+    assert ok.any() and not ok.all()  # the comparison covers both verdicts
+    np.testing.assert_array_equal(t_ok, ok)
+    np.testing.assert_array_equal(t_value[ok], value[ok])
+
+
+def test_no_draw_table_for_large_settings() -> None:
+    assert cached_draw_table(CountdownTask(n_numbers=4).draw_rules) is None
+
+
+def test_held_out_with_index_equals_without() -> None:
+    rng = np.random.default_rng(2)
+    numbers = rng.integers(1, 11, size=(3000, 4))
+    index = tuple_index(numbers, (1, 10))
+    np.testing.assert_array_equal(held_out(numbers, (1, 10), index), held_out(numbers, (1, 10)))
+    assert tuple_index(numbers, (2, 10)) is None  # a number outside the range: no index
+
+
+@pytest.mark.parametrize("kwargs", TABLE_SETTINGS[:4] + [dict(n_numbers=4)])
+def test_sample_arrays_same_with_and_without_table(kwargs: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = CountdownTask(**kwargs)
+
+    def draws() -> list[np.ndarray]:
+        out = []
+        for split in ("train", "test"):
+            rng = np.random.default_rng(11)
+            for k in (1, 300, 1024, 2500):
+                out += list(task.sample_arrays(rng, split, k))
+        return out
+
+    with_table = draws()
+    monkeypatch.setattr(countdown, "_TABLE_ROUND", 1 << 40)  # every round by arithmetic
+    without = draws()
+    for a, b in zip(with_table, without):
+        np.testing.assert_array_equal(a, b)
