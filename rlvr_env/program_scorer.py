@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from rlvr_env.batch_verify import BatchVerdict, TokenTable, assemble_verdict, batch_verify
-from rlvr_env.tasks.countdown_programs import START, ProgramTable, evaluate
+from rlvr_env.tasks.countdown_programs import START, ProgramTable, cached_values, evaluate
 from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, RewardWeights
 
 __all__ = ["ProgramScorer"]
@@ -32,7 +32,7 @@ class ProgramScorer:
 
     def __init__(
         self, programs: ProgramTable, table: TokenTable, grammar: Grammar, num_rows: int, max_length: int,
-        weights: RewardWeights,
+        weights: RewardWeights, number_range: tuple[int, int] | None = None,
     ) -> None:
         n = programs.n
         if n * MAX_NUMBER_DIGITS + max_length > MAX_TEXT_CHARS:
@@ -42,6 +42,12 @@ class ProgramScorer:
         self.max_length = max_length
         self._bound = programs.bound()
         self._largest = 0  # largest prompt number seen; above the bound, rows are checked one by one
+        # Small settings score by one gather from every program's value on every operand tuple, while
+        # every prompt number seen lies in ``number_range`` (the task validates prompts against it).
+        self._values = None
+        if number_range is not None:
+            self._values = cached_values(programs, number_range, grammar.integer_division)
+        self._range = number_range
         self._vocab = len(table.kinds)
         self._next = programs.next.ravel()
         self._tok = np.zeros((b, max_length + 1), dtype=np.int64)  # last column: writes of idle rows
@@ -61,6 +67,9 @@ class ProgramScorer:
         self.state[rows] = START
         if len(rows):
             self._largest = max(self._largest, int(np.max(numbers)))
+            if self._values is not None and self._range is not None and (
+                    int(np.min(numbers)) < self._range[0] or self._largest > self._range[1]):
+                self._values = None  # a number outside the table: evaluate programs from now on
 
     def feed(self, tokens: np.ndarray, active: np.ndarray, all_active: bool = False) -> None:
         """Append ``tokens`` (B,) to the rows where ``active`` (B,) is True (``all_active``: all are)."""
@@ -94,8 +103,11 @@ class ProgramScorer:
             states = self.state[r]
             col = r[:, None]
             slots = self.tokens[col, self.programs.operands[states]]  # (f, N) slot ids (= token ids)
-            num, den, err = evaluate(self.programs, states, self.numbers[col, slots],
-                                     self.grammar.integer_division)
+            if self._values is not None:
+                num, den, err = self._values.lookup(states, self.numbers[col, slots])
+            else:
+                num, den, err = evaluate(self.programs, states, self.numbers[col, slots],
+                                         self.grammar.integer_division)
             ok = ~err  # inside the masks' language the number-use rule holds by construction
             well_formed[fast] = ok
             value_num[fast] = np.where(ok, num, 0)

@@ -174,7 +174,7 @@ class TokenVectorEnv(VectorEnv):
         self.machine: StackMachine | ProgramScorer
         if table is not None:
             self.machine = ProgramScorer(table, self.table, task.grammar, b, task.max_length,
-                                         self.reward_weights)
+                                         self.reward_weights, getattr(task, "number_range", None))
         else:
             self.machine = StackMachine(
                 self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers

@@ -7,7 +7,9 @@ import pytest
 
 import rlvr_env.tasks.countdown as countdown
 from rlvr_env import CountdownTask
+from rlvr_env.vector import CountdownVectorEnv
 from rlvr_env.tasks.countdown_draw import cached_draw_table, draw_picks, merge
+from rlvr_env.tasks.countdown_programs import cached_values, evaluate
 from rlvr_env.tasks.countdown_split import held_out, tuple_index
 
 TABLE_SETTINGS = [
@@ -64,3 +66,45 @@ def test_sample_arrays_same_with_and_without_table(kwargs: dict, monkeypatch: py
     without = draws()
     for a, b in zip(with_table, without):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kwargs", [dict(n_numbers=3), dict(n_numbers=3, integer_division=True),
+                                    dict(n_numbers=3, number_range=(1, 20)), dict(n_numbers=3, operators="-/")])
+def test_value_table_equals_evaluate(kwargs: dict) -> None:
+    task = CountdownTask(**kwargs)
+    programs = task.program_table()
+    assert programs is not None
+    values = cached_values(programs, task.number_range, task.grammar.integer_division)
+    assert values is not None
+    rng = np.random.default_rng(3)
+    states = rng.choice(np.flatnonzero(programs.accept), size=4000)
+    lo, hi = task.number_range
+    operands = rng.integers(lo, hi + 1, size=(4000, task.n_numbers))
+    expected = evaluate(programs, states, operands, task.grammar.integer_division)
+    got = values.lookup(states, operands)
+    assert expected[2].any() and not expected[2].all()  # rows with and without a value
+    ok = ~expected[2]
+    np.testing.assert_array_equal(got[2], expected[2])
+    np.testing.assert_array_equal(got[0][ok], expected[0][ok])
+    np.testing.assert_array_equal(got[1][ok], expected[1][ok])
+
+
+def test_no_value_table_beyond_its_limits() -> None:
+    programs = CountdownTask(n_numbers=4).program_table()
+    assert programs is not None
+    assert cached_values(programs, (1, 10), False) is None  # 357 programs x 10**4 tuples: too many
+    small = CountdownTask(n_numbers=3).program_table()
+    assert small is not None and cached_values(small, (1, small.bound() + 1), False) is None
+
+
+def test_vector_env_scores_outside_the_value_table() -> None:
+    """A prompt outside number_range (set directly on the scorer, as no validated prompt can be) turns
+    the table off: the rows are still scored exactly, by the programs."""
+    env = CountdownVectorEnv(num_envs=2, n_numbers=3)
+    env.reset(options={"prompt": ((9, 4, 5), 14)})
+    assert env.machine._values is not None
+    env.machine.set_prompts(np.array([1]), np.array([[90, 4, 5]]), np.array([95]))
+    assert env.machine._values is None
+    for col in ([0, 0], [3, 3], [2, 2], [9, 9]):  # n0 + n2
+        obs, rewards, terminated, truncated, info = env.step(np.array(col))
+    assert rewards.tolist() == [1.1, 1.1]
