@@ -20,8 +20,8 @@ from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
 from rlvr_env.tasks.countdown_draw import (
-    ADDITIVE, ATOM, MAX_DRAW_TABLE, MULTIPLICATIVE, DrawRules, cached_draw_table, draw_picks, history_of,
-    merge,
+    ADDITIVE, ATOM, MAX_DRAW_TABLE, MULTIPLICATIVE, DrawRules, cached_draw_table, draw_picks, merge,
+    raw_history, resolve_history,
 )
 from rlvr_env.tasks.countdown_split import (
     HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash, tuple_index,
@@ -224,20 +224,6 @@ class CountdownTask(Task):
     def split_of(self, prompt: Prompt) -> str:
         return "test" if held_out_one(prompt.numbers, self.number_range) else "train"
 
-    def _draw(self, rng: np.random.Generator, numbers: np.ndarray,
-              index: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-        """Random expression trees over candidate ``numbers`` (k, N): value (k,), merge history
-        (k, N-1, 3), and whether the candidate is usable (:func:`~rlvr_env.tasks.countdown_draw.merge`).
-        With the numbers' tuple ``index`` (k,) the verdicts come from the setting's
-        :class:`~rlvr_env.tasks.countdown_draw.DrawTable` (the same values, same draws)."""
-        picks = draw_picks(rng, numbers.shape[0], self.draw_rules)
-        table = cached_draw_table(self.draw_rules) if index is not None else None
-        if table is not None and index is not None:
-            value, ok = table.lookup(index, picks)
-        else:
-            value, ok = merge(numbers, picks, self.draw_rules)
-        return value, history_of(picks, self.draw_rules), ok
-
     def sample_arrays(
         self, rng: np.random.Generator, split: str, k: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -252,9 +238,8 @@ class CountdownTask(Task):
         check_split(split)
         want_test = split == "test"
         n = self.n_numbers
-        numbers = np.zeros((k, n), dtype=np.int64)
-        targets = np.zeros(k, dtype=np.int64)
-        history = np.zeros((k, n - 1, 3), dtype=np.int64)
+        lo, hi = self.number_range
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         filled = dry = 0
         while filled < k:
             if dry >= _MAX_DRY_CANDIDATES:
@@ -265,26 +250,36 @@ class CountdownTask(Task):
                     "expressions are valid; widen the ranges"
                 )
             need = k - filled
-            lo, hi = self.number_range
             cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, _MIN_ROUND), n))  # (c, N)
             dry += len(cand_n)
             # Large refills (the vector env's) read the draw table; small ones (one reset) never build it.
-            index = tuple_index(cand_n, self.number_range, _MAX_DRAW_INDEX) if len(cand_n) >= _TABLE_ROUND \
-                else None
-            if index is None:
+            table = cached_draw_table(self.draw_rules) if len(cand_n) >= _TABLE_ROUND else None
+            index = None if table is None else tuple_index(cand_n, self.number_range, _MAX_DRAW_INDEX,
+                                                           in_range=True)
+            if table is None or index is None:  # the arithmetic on the candidates of this split
                 cand_n = cand_n[self.split_arrays(cand_n) == want_test]
-            else:
-                keep = held_out(cand_n, self.number_range, index) == want_test
-                cand_n, index = cand_n[keep], index[keep]
-            cand_t, cand_h, ok = self._draw(rng, cand_n, index)
-            take = np.flatnonzero(ok)[:need]
-            numbers[filled : filled + len(take)] = cand_n[take]
-            targets[filled : filled + len(take)] = cand_t[take]
-            history[filled : filled + len(take)] = cand_h[take]
+                picks = draw_picks(rng, len(cand_n), self.draw_rules)
+                cand_t, ok = merge(cand_n, picks, self.draw_rules)
+                take = np.flatnonzero(ok)[:need]
+                chosen = cand_n[take]
+            else:  # the same verdicts by lookup; rows of this split by position (no 2-D filter)
+                rows = np.flatnonzero(held_out(cand_n, self.number_range, index) == want_test)
+                picks = draw_picks(rng, len(rows), self.draw_rules)
+                cand_t, ok = table.lookup(index[rows], picks)
+                take = np.flatnonzero(ok)[:need]
+                chosen = cand_n[rows[take]]
+            parts.append((chosen, cand_t[take], raw_history(picks)[take]))
             filled += len(take)
             if len(take):
                 dry = 0
-        return numbers, targets, history
+        if len(parts) == 1:
+            numbers, targets, raw = parts[0]
+        elif not parts:  # k == 0
+            numbers, targets, raw = (np.zeros((0, n), np.int64), np.zeros(0, np.int64),
+                                     np.zeros((0, n - 1, 3), np.int64))
+        else:
+            numbers, targets, raw = (np.concatenate(arrays) for arrays in zip(*parts))
+        return numbers, targets, resolve_history(raw, self.draw_rules)
 
     def solution_tokens(self, history: np.ndarray) -> tuple[int, ...]:
         """Token ids (ending with EOS) of the generating expression recorded in ``history`` (N-1, 3)."""

@@ -20,7 +20,7 @@ import numpy as np
 from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 
 __all__ = ["ATOM", "ADDITIVE", "MULTIPLICATIVE", "DrawRules", "DrawTable", "Picks", "draw_picks", "merge",
-           "history_of", "cached_draw_table", "MAX_DRAW_TABLE"]
+           "history_of", "raw_history", "resolve_history", "cached_draw_table", "MAX_DRAW_TABLE"]
 
 #: Top operator classes of an item's minimal-parenthesis text.
 ATOM, ADDITIVE, MULTIPLICATIVE = 0, 1, 2
@@ -66,9 +66,20 @@ def _resolve(picks: Picks, rules: DrawRules) -> list[tuple[np.ndarray, np.ndarra
 
 def history_of(picks: Picks, rules: DrawRules) -> np.ndarray:
     """(k, N-1, 3) int64: (i, j, op kind) of each merge (``CountdownTask.solution_tokens`` reads it)."""
+    return resolve_history(raw_history(picks), rules)
+
+
+def raw_history(picks: Picks) -> np.ndarray:
+    """(k, N-1, 3) int64: the raw draws of each merge, stacked (:func:`resolve_history` resolves them)."""
     k = len(picks[0][0])
-    flat = [a for merge_ in _resolve(picks, rules) for a in merge_]
-    return np.stack(flat, axis=1).reshape(k, rules.n - 1, 3)
+    return np.stack([d for merge_ in picks for d in merge_], axis=1).reshape(k, len(picks), 3)
+
+
+def resolve_history(raw: np.ndarray, rules: DrawRules) -> np.ndarray:
+    """(k, N-1, 3) (i, j, op kind) from stacked raw draws (k, N-1, 3), in place."""
+    raw[:, :, 1] += raw[:, :, 1] >= raw[:, :, 0]
+    raw[:, :, 2] = np.array(rules.op_kinds, dtype=np.int64)[raw[:, :, 2]]
+    return raw
 
 
 def merge(numbers: np.ndarray, picks: Picks, rules: DrawRules) -> tuple[np.ndarray, np.ndarray]:
@@ -150,27 +161,23 @@ def _pick_sizes(rules: DrawRules) -> list[int]:
 @dataclass(frozen=True)
 class DrawTable:
     """:func:`merge` of every (numbers, picks) combination of one setting, flat: entry
-    ``index * picks + code`` where ``index`` is the numbers' tuple index (base W digits, first number
+    ``index * P + code`` where ``index`` is the numbers' tuple index (base W digits, first number
     most significant, as :func:`rlvr_env.tasks.countdown_split.tuple_index`) and ``code`` the picks'
-    mixed-radix code (:meth:`code`)."""
+    mixed-radix code (first draw most significant; P codes). One int32 per entry: the target minus
+    ``target_range``'s low end where the candidate is usable, -1 where it is not."""
 
-    value: np.ndarray  # (W**N * P,) int64, meaningful where ok
-    ok: np.ndarray  # (W**N * P,) bool
+    packed: np.ndarray  # (W**N * P,) int32
+    low: int  # target_range's low end
     sizes: tuple[int, ...]  # the raw draws' ranges, in stream order
     picks: int  # P: pick combinations, the product of sizes
 
-    def code(self, picks: Picks) -> np.ndarray:
-        """(k,) the mixed-radix code of each candidate's raw draws, first draw most significant."""
-        draws = [d for merge_ in picks for d in merge_]
-        out = draws[0]
-        for size, d in zip(self.sizes[1:], draws[1:]):
-            out = out * size + d
-        return out
-
     def lookup(self, index: np.ndarray, picks: Picks) -> tuple[np.ndarray, np.ndarray]:
         """Value and usable flag (as :func:`merge`) of candidates with tuple ``index`` (k,) and picks."""
-        flat = index * self.picks + self.code(picks)
-        return self.value[flat], self.ok[flat]
+        flat = index
+        for size, d in zip(self.sizes, (d for merge_ in picks for d in merge_)):
+            flat = flat * size + d
+        packed = self.packed[flat]
+        return np.add(packed, self.low, dtype=np.int64), packed >= 0
 
 
 @lru_cache(maxsize=16)
@@ -189,4 +196,6 @@ def cached_draw_table(rules: DrawRules) -> DrawTable | None:
     tiled = np.tile(codes, (1, w**n))  # (draws, W**N * P)
     picks: Picks = [(tiled[3 * s], tiled[3 * s + 1], tiled[3 * s + 2]) for s in range(n - 1)]
     value, ok = merge(every, picks, rules)
-    return DrawTable(value, ok, tuple(sizes), p)
+    low, high = rules.target_range  # usable values lie in it: high - low < 2**20 fits int32
+    packed = np.where(ok, np.clip(value, low, high) - low, -1).astype(np.int32)
+    return DrawTable(packed, low, tuple(sizes), p)

@@ -327,7 +327,7 @@ def cached_values(
     table: ProgramTable, number_range: tuple[int, int], integer_division: bool
 ) -> ValueTable | None:
     """:meth:`ValueTable.build` once per program table (held by identity), number range and division rule."""
-    key = (id(table), tuple(number_range), integer_division)
+    key = (id(table), (number_range[0], number_range[1]), integer_division)
     hit = _VALUES.get(key)
     if hit is None or hit[0] is not table:
         hit = _VALUES[key] = (table, ValueTable.build(table, number_range, integer_division))

@@ -53,16 +53,17 @@ def _table(lo: int, hi: int, n: int) -> np.ndarray:
 
 
 def tuple_index(
-    numbers: np.ndarray, number_range: tuple[int, int], limit: int = _MAX_TABLE
+    numbers: np.ndarray, number_range: tuple[int, int], limit: int = _MAX_TABLE, in_range: bool = False
 ) -> np.ndarray | None:
     """(k,) each row of ``numbers`` (k, N) as a number in base W = hi - lo + 1 (its digits the numbers
     minus lo, first number most significant), or None when ``W**N > limit`` or a number lies outside
-    ``number_range`` (or k is 0)."""
+    ``number_range`` (or k is 0). ``in_range``: the caller drew the numbers from the range (not checked
+    again)."""
     nums = np.asarray(numbers, dtype=np.int64)
     k, n = nums.shape
     lo, hi = number_range
     w = hi - lo + 1
-    if k == 0 or w**n > limit or int(nums.min()) < lo or int(nums.max()) > hi:
+    if k == 0 or w**n > limit or not in_range and (int(nums.min()) < lo or int(nums.max()) > hi):
         return None
     index = nums[:, 0] - lo
     for col in range(1, n):
