@@ -57,6 +57,7 @@ class ProgramScorer:
         self.pos = np.zeros(b, dtype=np.int64)  # (B,)
         self.state = np.zeros(b, dtype=np.int64)  # (B,) shape state
         self.numbers = np.zeros((b, n), dtype=np.int64)  # (B, N)
+        self._num_flat = self.numbers.reshape(-1)  # a view
         self.targets = np.zeros(b, dtype=np.int64)  # (B,)
 
     def set_prompts(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray) -> None:
@@ -96,23 +97,25 @@ class ProgramScorer:
         fallback = np.zeros(k, dtype=bool)
         fast = legal & ~truncated
         if self._largest > self._bound:
-            fast &= self.numbers[rows].max(axis=1) <= self._bound
+            fast &= self.numbers.take(rows, axis=0).max(axis=1) <= self._bound
         big: dict[int, Fraction] = {}
         if fast.any():
             r = rows[fast]
             states = self.state[r]
-            col = r[:, None]
-            slots = self.tokens[col, self.programs.operands[states]]  # (f, N) slot ids (= token ids)
-            if self._values is not None:
-                num, den, err = self._values.lookup(states, self.numbers[col, slots])
+            # flat gathers (take) of each operand's slot id (= token id), then of its number
+            positions = self.programs.operands.take(states, axis=0)  # (f, N)
+            slots = self._tok_flat.take(self._tok_base[r][:, None] + positions)  # (f, N)
+            operands = self._num_flat.take(r[:, None] * self.programs.n + slots)  # (f, N)
+            if self._values is not None:  # 0 / 0 where there is no value already
+                num, den, err = self._values.lookup(states, operands)
             else:
-                num, den, err = evaluate(self.programs, states, self.numbers[col, slots],
-                                         self.grammar.integer_division)
-            ok = ~err  # inside the masks' language the number-use rule holds by construction
-            well_formed[fast] = ok
-            value_num[fast] = np.where(ok, num, 0)
-            value_den[fast] = np.where(ok, den, 0)
-            correct[fast] = ok & (den == 1) & (num == self.targets[r])
+                num, den, err = evaluate(self.programs, states, operands, self.grammar.integer_division)
+                num, den = np.where(err, 0, num), np.where(err, 0, den)
+            # inside the masks' language the number-use rule holds by construction
+            well_formed[fast] = ~err
+            value_num[fast] = num
+            value_den[fast] = den
+            correct[fast] = (den == 1) & (num == self.targets[r])  # den 1: a value (0 where err)
         has_value = well_formed.copy()
         slow = ~fast & ~truncated
         if slow.any():

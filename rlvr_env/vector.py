@@ -212,7 +212,7 @@ class TokenVectorEnv(VectorEnv):
         if self._pool is not None:
             numbers, targets, encoded, _ = self._pool
             idx = self._split_rows[rng.integers(len(self._split_rows), size=k)]
-            return numbers[idx], targets[idx], encoded[idx]
+            return numbers.take(idx, axis=0), targets[idx], encoded.take(idx, axis=0)
         task: Any = self.task
         numbers, targets, _ = task.sample_arrays(rng, self.split, k)
         return numbers, targets, self._encode_arrays(numbers, targets)
@@ -400,7 +400,7 @@ class TokenVectorEnv(VectorEnv):
             final = self._final_info(ended, done, verdict)
             if mode == AutoresetMode.SAME_STEP:
                 final_obs = np.zeros(self._obs.shape, dtype=self._obs.dtype)  # not zeros_like: no memset
-                final_obs[ended] = self._obs[ended]
+                final_obs[ended] = self._obs.take(ended, axis=0)
                 _mask_info(info, "final_obs", final_obs, done)
                 _mask_info(info, "final_info", final, done)
                 self._start_sampled(ended, info, done)
@@ -471,7 +471,8 @@ class TokenVectorEnv(VectorEnv):
         if not self._started:
             raise ResetNeeded("action_masks() was called before reset()")
         if self._automaton is not None:
-            return self._automaton.masks[self._mask_state]
+            # take(axis=0): a row gather ~10x faster than fancy indexing (NumPy 2.x, 2-D tables)
+            return self._automaton.masks.take(self._mask_state, axis=0)
         task: Any = self.task
         if hasattr(task, "action_masks_arrays"):
             return task.action_masks_arrays(self.machine.tokens, self.machine.pos)

@@ -87,6 +87,7 @@ def test_value_table_equals_evaluate(kwargs: dict) -> None:
     np.testing.assert_array_equal(got[2], expected[2])
     np.testing.assert_array_equal(got[0][ok], expected[0][ok])
     np.testing.assert_array_equal(got[1][ok], expected[1][ok])
+    assert not got[0][~ok].any() and not got[1][~ok].any()  # 0 / 0 where there is no value
 
 
 def test_no_value_table_beyond_its_limits() -> None:

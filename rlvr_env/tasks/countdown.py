@@ -257,18 +257,18 @@ class CountdownTask(Task):
             index = None if table is None else tuple_index(cand_n, self.number_range, _MAX_DRAW_INDEX,
                                                            in_range=True)
             if table is None or index is None:  # the arithmetic on the candidates of this split
-                cand_n = cand_n[self.split_arrays(cand_n) == want_test]
+                cand_n = cand_n.take(np.flatnonzero(self.split_arrays(cand_n) == want_test), axis=0)
                 picks = draw_picks(rng, len(cand_n), self.draw_rules)
                 cand_t, ok = merge(cand_n, picks, self.draw_rules)
                 take = np.flatnonzero(ok)[:need]
-                chosen = cand_n[take]
+                chosen = cand_n.take(take, axis=0)
             else:  # the same verdicts by lookup; rows of this split by position (no 2-D filter)
                 rows = np.flatnonzero(held_out(cand_n, self.number_range, index) == want_test)
                 picks = draw_picks(rng, len(rows), self.draw_rules)
                 cand_t, ok = table.lookup(index[rows], picks)
                 take = np.flatnonzero(ok)[:need]
-                chosen = cand_n[rows[take]]
-            parts.append((chosen, cand_t[take], raw_history(picks)[take]))
+                chosen = cand_n.take(rows[take], axis=0)
+            parts.append((chosen, cand_t[take], raw_history(picks).take(take, axis=0)))
             filled += len(take)
             if len(take):
                 dry = 0
@@ -395,7 +395,8 @@ class CountdownTask(Task):
             scaled, bits, target = tables
             out[:, self._layout["numbers"]] = scaled[rel]
             out[:, self._layout["number_bits"]] = bits[rel].reshape(k, -1)
-            out[:, self._layout["target"].start : self._layout["target_bits"].stop] = target[trel]
+            target_segment = slice(self._layout["target"].start, self._layout["target_bits"].stop)
+            out[:, target_segment] = target.take(trel, axis=0)
         else:
             self._codes(rel, trel, out)
         if self.observation in ("relations", "lookahead"):

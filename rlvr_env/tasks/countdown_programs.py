@@ -241,9 +241,9 @@ def evaluate(
     k, n = operands.shape
     regs = n + 1  # register n is scratch: steps a program does not use write there
     base = np.arange(k)[:, None] * regs  # (k, 1)
-    ops = table.ops[states]  # (k, N-1)
-    a_idx = table.left[states] + base  # (k, N-1) flat register indices
-    b_idx = table.right[states] + base
+    ops = table.ops.take(states, axis=0)  # (k, N-1)
+    a_idx = table.left.take(states, axis=0) + base  # (k, N-1) flat register indices
+    b_idx = table.right.take(states, axis=0) + base
     num = np.zeros((k, regs), dtype=np.int64)
     num[:, :n] = operands
     num = num.ravel()  # (k * regs,)
@@ -286,14 +286,15 @@ class ValueTable:
     :func:`evaluate`'s own, so both agree exactly (a test checks it)."""
 
     offset: np.ndarray  # (S,) int64: program id * W**N of each accepting state (0 elsewhere)
-    num: np.ndarray  # (P * W**N,) int64 reduced numerators
-    den: np.ndarray  # (P * W**N,) int64 denominators (> 0)
+    num: np.ndarray  # (P * W**N,) int64 reduced numerators, 0 where err
+    den: np.ndarray  # (P * W**N,) int64 denominators, > 0, and 0 where err
     err: np.ndarray  # (P * W**N,) bool: no value (division by zero, inexact integer division)
     lo: int
     powers: np.ndarray  # (N,) int64 W**(N-1-i)
 
     def lookup(self, states: np.ndarray, operands: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """As :func:`evaluate` for accepting ``states`` (k,) on ``operands`` (k, N) within ``[lo, hi]``."""
+        """As :func:`evaluate` for accepting ``states`` (k,) on ``operands`` (k, N) within ``[lo, hi]``,
+        except that rows without a value (``err``) read 0 / 0 (the vector env's info convention)."""
         flat = self.offset[states] + (operands - self.lo) @ self.powers
         return self.num[flat], self.den[flat], self.err[flat]
 
@@ -317,7 +318,7 @@ class ValueTable:
         offset = np.zeros(table.num_states, dtype=np.int64)
         offset[accepting] = inverse.ravel() * w**n
         powers = w ** np.arange(n - 1, -1, -1, dtype=np.int64)
-        return cls(offset, num, den, err, lo, powers)
+        return cls(offset, np.where(err, 0, num), np.where(err, 0, den), err, lo, powers)
 
 
 _VALUES: dict[tuple[int, tuple[int, int], bool], tuple[ProgramTable, ValueTable | None]] = {}
