@@ -83,34 +83,42 @@ class ProgramScorer:
         self.pos += active
         self.state = np.where(active, self._next[self.state * self._vocab + tokens], self.state)
 
+    def _run(self, rows: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Value ``num / den`` (0 / 0 where none) and ``err`` (k,) of the programs of accepting ``states``
+        (k,) on ``rows`` (k,), by the value table when there is one."""
+        # flat gathers (take) of each operand's slot id (= token id), then of its number
+        positions = self.programs.operands.take(states, axis=0)  # (k, N)
+        slots = self._tok_flat.take(self._tok_base[rows][:, None] + positions)  # (k, N)
+        operands = self._num_flat.take(rows[:, None] * self.programs.n + slots)  # (k, N)
+        if self._values is not None:  # 0 / 0 where there is no value already
+            return self._values.lookup(states, operands)
+        num, den, err = evaluate(self.programs, states, operands, self.grammar.integer_division)
+        return np.where(err, 0, num), np.where(err, 0, den), err
+
     def finish(self, rows: np.ndarray, truncated: np.ndarray, distinct: np.ndarray) -> BatchVerdict:
         """Score the answers on ``rows`` (k,); ``truncated`` (k,) marks rows cut off at the maximum
         length, ``distinct`` (k,) rows whose answer used no slot twice (the env's mask automaton was
         not in its dead state before the last token). An answer is inside the masks' language when its
         shape state accepts (every token allowed, slots renamed) and its slots are distinct."""
         k = len(rows)
-        legal = self.programs.accept[self.state[rows]] & distinct
+        states = self.state[rows]
+        legal = self.programs.accept[states] & distinct
+        fast = legal & ~truncated
+        if self._largest > self._bound:
+            fast &= self.numbers.take(rows, axis=0).max(axis=1) <= self._bound
+        if fast.all():  # the usual case under masks: every row by its program, nothing to scatter
+            num, den, err = self._run(rows, states)
+            correct = (den == 1) & (num == self.targets[rows])
+            return assemble_verdict(self.weights, correct, ~err, ~err, num, den, np.zeros(k, dtype=bool))
         correct = np.zeros(k, dtype=bool)
         well_formed = np.zeros(k, dtype=bool)
         value_num = np.zeros(k, dtype=np.int64)
         value_den = np.zeros(k, dtype=np.int64)
         fallback = np.zeros(k, dtype=bool)
-        fast = legal & ~truncated
-        if self._largest > self._bound:
-            fast &= self.numbers.take(rows, axis=0).max(axis=1) <= self._bound
         big: dict[int, Fraction] = {}
         if fast.any():
             r = rows[fast]
-            states = self.state[r]
-            # flat gathers (take) of each operand's slot id (= token id), then of its number
-            positions = self.programs.operands.take(states, axis=0)  # (f, N)
-            slots = self._tok_flat.take(self._tok_base[r][:, None] + positions)  # (f, N)
-            operands = self._num_flat.take(r[:, None] * self.programs.n + slots)  # (f, N)
-            if self._values is not None:  # 0 / 0 where there is no value already
-                num, den, err = self._values.lookup(states, operands)
-            else:
-                num, den, err = evaluate(self.programs, states, operands, self.grammar.integer_division)
-                num, den = np.where(err, 0, num), np.where(err, 0, den)
+            num, den, err = self._run(r, states[fast])
             # inside the masks' language the number-use rule holds by construction
             well_formed[fast] = ~err
             value_num[fast] = num

@@ -422,6 +422,9 @@ class TokenVectorEnv(VectorEnv):
                 f"actions {actions!r:.100} must be an integer array of shape ({self.num_envs},), "
                 f"got shape {acts.shape} and dtype {acts.dtype}"
             )
+        # int64 ids (the usual case): one reduction over the ids as uint64, where negatives are huge
+        if acts.dtype == np.int64 and int(acts.view(np.uint64).max()) < self._vocab_size:
+            return acts
         lo, hi = int(acts.min()), int(acts.max())
         if lo < 0 or hi >= self._vocab_size:
             raise ValueError(
