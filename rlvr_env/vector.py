@@ -416,15 +416,17 @@ class TokenVectorEnv(VectorEnv):
         return self._out(), rewards, terminated, truncated, info
 
     def _check_actions(self, actions: object) -> np.ndarray:
+        # int64 ids of the right shape (the usual case): one reduction over the ids as uint64, where
+        # negatives are huge, and no dtype hierarchy lookup
+        if type(actions) is np.ndarray and actions.dtype == np.int64 and actions.shape == (self.num_envs,) \
+                and int(actions.view(np.uint64).max()) < self._vocab_size:
+            return actions
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs,) or not np.issubdtype(acts.dtype, np.integer):
             raise ValueError(
                 f"actions {actions!r:.100} must be an integer array of shape ({self.num_envs},), "
                 f"got shape {acts.shape} and dtype {acts.dtype}"
             )
-        # int64 ids (the usual case): one reduction over the ids as uint64, where negatives are huge
-        if acts.dtype == np.int64 and int(acts.view(np.uint64).max()) < self._vocab_size:
-            return acts
         lo, hi = int(acts.min()), int(acts.max())
         if lo < 0 or hi >= self._vocab_size:
             raise ValueError(
