@@ -27,8 +27,9 @@ ATOM, ADDITIVE, MULTIPLICATIVE = 0, 1, 2
 _LIMIT = 1 << 31  # generation rejects intermediate values this large (int64 products stay exact)
 #: By op kind: the sign of ``b_n * a_d`` in a merged numerator (0 for ``*`` and ``/``).
 _ADDEND = np.array([0 if k in (MUL, DIV) else -1 if k == SUB else 1 for k in range(DIV + 1)], dtype=np.int64)
-#: Settings with more (numbers, picks) combinations than this draw by arithmetic (e.g. N >= 4 over 1..10).
-MAX_DRAW_TABLE = 1 << 21
+#: Settings with more (numbers, picks) combinations than this draw by arithmetic (e.g. N >= 4 over 1..10,
+#: N = 3 over more than 13 numbers): the build's temporaries grow with it (~100 bytes per entry).
+MAX_DRAW_TABLE = 1 << 19
 
 #: One merge's raw draws, each (k,) int64: item i in [0, m), the other item's raw index in [0, m-1)
 #: (``j = raw + (raw >= i)``), and the operator's index into ``DrawRules.op_kinds``.
