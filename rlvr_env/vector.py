@@ -183,6 +183,8 @@ class TokenVectorEnv(VectorEnv):
         #: (B,) flat index in ``_obs`` of each row's first one-hot slot, minus one slot (pos counts from 1)
         self._obs_base = self._rows * obs_dim + self._prefix_offset - self._vocab_size
         self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
+        self._every_row = np.ones(b, dtype=bool)  # (B,) the active rows of a step without waiting rows
+        self._every_row.flags.writeable = False
         self._started = False
         self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._buffer_pos = 0
@@ -361,8 +363,8 @@ class TokenVectorEnv(VectorEnv):
                 )
             active = ~self._done  # finished rows wait, frozen, for a masked reset
         else:
-            active = np.ones(self.num_envs, dtype=bool)
-        rows_all = bool(active.all())
+            active = self._every_row  # read only
+        rows_all = active is self._every_row or bool(active.all())
         machine = self.machine
         before = self._mask_state
         if isinstance(machine, ProgramScorer):
@@ -387,7 +389,7 @@ class TokenVectorEnv(VectorEnv):
             terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)
         else:
             terminated = acts == self._eos if rows_all else active & (acts == self._eos)
-            truncated = full & ~terminated
+            truncated = full > terminated  # full & ~terminated, in one operation
         done = terminated | truncated
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         if done.any():
