@@ -70,7 +70,8 @@ def test_sample_arrays_same_with_and_without_table(kwargs: dict, monkeypatch: py
 
 
 @pytest.mark.parametrize("kwargs", [dict(n_numbers=3), dict(n_numbers=3, integer_division=True),
-                                    dict(n_numbers=3, number_range=(1, 20)), dict(n_numbers=3, operators="-/")])
+                                    dict(n_numbers=3, number_range=(1, 20)),
+                                    dict(n_numbers=3, operators="-/")])
 def test_value_table_equals_evaluate(kwargs: dict) -> None:
     task = CountdownTask(**kwargs)
     programs = task.program_table()
