@@ -20,6 +20,11 @@
    >= 5x DummyVecEnv (whole learn()).
 3. **Batch verifier vs regex + ``eval``** on the same 20,000 Countdown-4 answers
    (:func:`benchmarks.vector_speed.measure_verifiers`). Goal: >= 20x.
+4. **The prompt draw's floor** (:func:`measure_prompt_floor`): a refill of 1024 prompts
+   (``CountdownTask.sample_arrays``) against the same generator calls alone, replayed on a fresh generator
+   (the seeded stream fixes their number and sizes: an exact env cannot make fewer), and the prompts one
+   masked env step draws (episodes ending per step, counted over the first 400 steps). Their product is
+   the time the generator alone costs per env step, against CartPole's whole step.
 
 Results go to ``benchmark-runs/speed_goals/speed_goals.{json,md}`` (git-ignored); with
 ``--update-results`` to ``benchmarks/results/``.
@@ -137,6 +142,66 @@ def measure_envs(repeats: int, seconds: float, seed: int) -> dict[str, Any]:
     }
 
 
+class RecordingGenerator:
+    """Forwards ``integers`` to a real generator and records each call, so the calls can be replayed."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def integers(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append((args, kwargs))
+        return self.rng.integers(*args, **kwargs)
+
+
+def _median_seconds(fn: Any, repeats: int, inner: int = 20) -> float:
+    samples = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+def prompts_per_step(env: Any, steps: int, seed: int) -> float:
+    """Episodes ending per step (= prompts drawn per step, same-step autoreset) under the loop of
+    :func:`masked_steps_per_second` (the same 16 uniform arrays in the same cyclic order)."""
+    rng = np.random.default_rng(seed)
+    uniforms = [rng.random((env.num_envs, env.single_action_space.n)) for _ in range(16)]
+    env.reset(seed=seed)
+    ended = 0
+    for t in range(steps):
+        _, _, terminated, truncated, _ = env.step((uniforms[t % 16] * env.action_masks()).argmax(axis=1))
+        ended += int(terminated.sum() + truncated.sum())
+    return ended / steps
+
+
+def measure_prompt_floor(repeats: int, seed: int, cart_step_seconds: float) -> dict[str, Any]:
+    """Per setting: seconds of a 1024-prompt refill, of its generator calls alone, prompts per step, and
+    the generator's seconds per env step (``calls / 1024 * prompts per step``) against CartPole's step."""
+    out: dict[str, Any] = {}
+    for n in (4, 3):
+        task = CountdownTask(n_numbers=n)
+        recorder = RecordingGenerator(np.random.default_rng(seed))
+        task.sample_arrays(recorder, "train", NUM_ENVS)  # type: ignore[arg-type]
+        calls = recorder.calls
+        rng = np.random.default_rng(seed)
+        refill = _median_seconds(lambda: task.sample_arrays(rng, "train", NUM_ENVS), repeats)
+        replay = np.random.default_rng(seed)
+        alone = _median_seconds(lambda: [replay.integers(*a, **k) for a, k in calls], repeats)
+        env = gym.make_vec(COUNTDOWN, num_envs=NUM_ENVS, n_numbers=n, vectorization_mode="vector_entry_point")
+        per_step = prompts_per_step(env.unwrapped, 400, seed)
+        floor = alone / NUM_ENVS * per_step
+        out[f"Countdown-{n}"] = {"refill_s": refill, "generator_calls_s": alone,
+                                 "generator_calls": len(calls), "prompts_per_step": per_step,
+                                 "generator_s_per_step": floor,
+                                 "cartpole_step_s": cart_step_seconds,
+                                 "generator_share_of_cartpole_step": floor / cart_step_seconds}
+    return out
+
+
 # -- 2. SB3 PPO --------------------------------------------------------------------------------------------
 def ppo_env(kind: str, seed: int) -> Any:
     import rlvr_env
@@ -230,7 +295,7 @@ def _verdict(value: float, goal: float) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    env, ppo, ver = result["envs"], result["ppo"], result["verifier"]
+    env, ppo, ver, floor = result["envs"], result["ppo"], result["verifier"], result["prompt_floor"]
     lines = [f"Command: `{result['command']}` (machine load {result['machine']['load_average_1min']})", "",
              "| measurement | env steps/s | vs CartPoleVectorEnv |", "|---|---:|---:|"]
     for name, rate in env["env_steps_per_s"].items():
@@ -249,6 +314,13 @@ def markdown(result: dict[str, Any]) -> str:
               f"bounds learn() on any env at DummyVecEnv's {dummy_learn:.2f} s / {update:.2f} s = "
               f"**{amdahl['ceiling']:.2f}x**, even with rollouts, resets and the rest free (measured "
               f"{ppo['ratio_learn']:.2f}x)."]
+    lines += ["", "| prompt draw (1024 prompts) | whole refill | generator calls alone | prompts per env "
+              "step | generator per env step | vs CartPole's whole step |", "|---|---:|---:|---:|---:|---:|"]
+    for name, f in floor.items():
+        lines.append(f"| {name} | {f['refill_s'] * 1e6:,.0f} us | {f['generator_calls_s'] * 1e6:,.0f} us "
+                     f"({f['generator_calls']} calls) | {f['prompts_per_step']:.0f} | "
+                     f"{f['generator_s_per_step'] * 1e6:.1f} us | "
+                     f"{f['generator_share_of_cartpole_step']:.0%} |")
     lines += ["", f"Verifier on {ver['answers']} answers: batch {ver['batch_per_s']:,.0f}/s, regex+eval "
               f"{ver['eval_per_s']:,.0f}/s; batch agrees with `verify`: {ver['batch_agrees_with_verify']}.", "",
               "| goal | verdict |", "|---|---|",
@@ -292,13 +364,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error("--update-results writes benchmarks/results/; do not pass --out with it")
     out = output_folder(args)
     limit_threads(1)
-    result = {
+    result: dict[str, Any] = {
         "command": command_line("benchmarks.speed_goals", argv),
         "machine": machine_info(),
         "envs": measure_envs(args.repeats, args.seconds, args.seed),
         "ppo": measure_ppo(args.ppo_updates, args.ppo_repeats, args.seed),
         "verifier": measure_verifiers(CountdownTask(), args.verifier_size, args.repeats, args.seed),
     }
+    cart_step = NUM_ENVS / result["envs"]["env_steps_per_s"]["CartPoleVectorEnv"]
+    result["prompt_floor"] = measure_prompt_floor(args.repeats, args.seed, cart_step)
     write_results(out, "speed_goals", result, markdown(result))
     return result
 

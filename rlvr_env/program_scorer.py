@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from rlvr_env.batch_verify import BatchVerdict, TokenTable, assemble_verdict, batch_verify
-from rlvr_env.tasks.countdown_programs import START, ProgramTable, evaluate
+from rlvr_env.tasks.countdown_programs import START, ProgramTable, cached_values, evaluate
 from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, RewardWeights
 
 __all__ = ["ProgramScorer"]
@@ -32,7 +32,7 @@ class ProgramScorer:
 
     def __init__(
         self, programs: ProgramTable, table: TokenTable, grammar: Grammar, num_rows: int, max_length: int,
-        weights: RewardWeights,
+        weights: RewardWeights, number_range: tuple[int, int] | None = None,
     ) -> None:
         n = programs.n
         if n * MAX_NUMBER_DIGITS + max_length > MAX_TEXT_CHARS:
@@ -42,6 +42,12 @@ class ProgramScorer:
         self.max_length = max_length
         self._bound = programs.bound()
         self._largest = 0  # largest prompt number seen; above the bound, rows are checked one by one
+        # Small settings score by one gather from every program's value on every operand tuple, while
+        # every prompt number seen lies in ``number_range`` (the task validates prompts against it).
+        self._values = None
+        if number_range is not None:
+            self._values = cached_values(programs, number_range, grammar.integer_division)
+        self._range = number_range
         self._vocab = len(table.kinds)
         self._next = programs.next.ravel()
         self._tok = np.zeros((b, max_length + 1), dtype=np.int64)  # last column: writes of idle rows
@@ -51,6 +57,7 @@ class ProgramScorer:
         self.pos = np.zeros(b, dtype=np.int64)  # (B,)
         self.state = np.zeros(b, dtype=np.int64)  # (B,) shape state
         self.numbers = np.zeros((b, n), dtype=np.int64)  # (B, N)
+        self._num_flat = self.numbers.reshape(-1)  # a view
         self.targets = np.zeros(b, dtype=np.int64)  # (B,)
 
     def set_prompts(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray) -> None:
@@ -61,6 +68,9 @@ class ProgramScorer:
         self.state[rows] = START
         if len(rows):
             self._largest = max(self._largest, int(np.max(numbers)))
+            if self._values is not None and self._range is not None and (
+                    int(np.min(numbers)) < self._range[0] or self._largest > self._range[1]):
+                self._values = None  # a number outside the table: evaluate programs from now on
 
     def feed(self, tokens: np.ndarray, active: np.ndarray, all_active: bool = False) -> None:
         """Append ``tokens`` (B,) to the rows where ``active`` (B,) is True (``all_active``: all are)."""
@@ -73,34 +83,47 @@ class ProgramScorer:
         self.pos += active
         self.state = np.where(active, self._next[self.state * self._vocab + tokens], self.state)
 
+    def _run(self, rows: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Value ``num / den`` (0 / 0 where none) and ``err`` (k,) of the programs of accepting ``states``
+        (k,) on ``rows`` (k,), by the value table when there is one."""
+        # flat gathers (take) of each operand's slot id (= token id), then of its number
+        positions = self.programs.operands.take(states, axis=0)  # (k, N)
+        slots = self._tok_flat.take(self._tok_base[rows][:, None] + positions)  # (k, N)
+        operands = self._num_flat.take(rows[:, None] * self.programs.n + slots)  # (k, N)
+        if self._values is not None:  # 0 / 0 where there is no value already
+            return self._values.lookup(states, operands)
+        num, den, err = evaluate(self.programs, states, operands, self.grammar.integer_division)
+        return np.where(err, 0, num), np.where(err, 0, den), err
+
     def finish(self, rows: np.ndarray, truncated: np.ndarray, distinct: np.ndarray) -> BatchVerdict:
         """Score the answers on ``rows`` (k,); ``truncated`` (k,) marks rows cut off at the maximum
         length, ``distinct`` (k,) rows whose answer used no slot twice (the env's mask automaton was
         not in its dead state before the last token). An answer is inside the masks' language when its
         shape state accepts (every token allowed, slots renamed) and its slots are distinct."""
         k = len(rows)
-        legal = self.programs.accept[self.state[rows]] & distinct
+        states = self.state[rows]
+        legal = self.programs.accept[states] & distinct
+        fast = legal & ~truncated
+        if self._largest > self._bound:
+            fast &= self.numbers.take(rows, axis=0).max(axis=1) <= self._bound
+        if fast.all():  # the usual case under masks: every row by its program, nothing to scatter
+            num, den, err = self._run(rows, states)
+            correct = (den == 1) & (num == self.targets[rows])
+            return assemble_verdict(self.weights, correct, ~err, ~err, num, den, np.zeros(k, dtype=bool))
         correct = np.zeros(k, dtype=bool)
         well_formed = np.zeros(k, dtype=bool)
         value_num = np.zeros(k, dtype=np.int64)
         value_den = np.zeros(k, dtype=np.int64)
         fallback = np.zeros(k, dtype=bool)
-        fast = legal & ~truncated
-        if self._largest > self._bound:
-            fast &= self.numbers[rows].max(axis=1) <= self._bound
         big: dict[int, Fraction] = {}
         if fast.any():
             r = rows[fast]
-            states = self.state[r]
-            col = r[:, None]
-            slots = self.tokens[col, self.programs.operands[states]]  # (f, N) slot ids (= token ids)
-            num, den, err = evaluate(self.programs, states, self.numbers[col, slots],
-                                     self.grammar.integer_division)
-            ok = ~err  # inside the masks' language the number-use rule holds by construction
-            well_formed[fast] = ok
-            value_num[fast] = np.where(ok, num, 0)
-            value_den[fast] = np.where(ok, den, 0)
-            correct[fast] = ok & (den == 1) & (num == self.targets[r])
+            num, den, err = self._run(r, states[fast])
+            # inside the masks' language the number-use rule holds by construction
+            well_formed[fast] = ~err
+            value_num[fast] = num
+            value_den[fast] = den
+            correct[fast] = (den == 1) & (num == self.targets[r])  # den 1: a value (0 where err)
         has_value = well_formed.copy()
         slow = ~fast & ~truncated
         if slow.any():

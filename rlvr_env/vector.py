@@ -174,7 +174,7 @@ class TokenVectorEnv(VectorEnv):
         self.machine: StackMachine | ProgramScorer
         if table is not None:
             self.machine = ProgramScorer(table, self.table, task.grammar, b, task.max_length,
-                                         self.reward_weights)
+                                         self.reward_weights, getattr(task, "number_range", None))
         else:
             self.machine = StackMachine(
                 self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
@@ -183,6 +183,8 @@ class TokenVectorEnv(VectorEnv):
         #: (B,) flat index in ``_obs`` of each row's first one-hot slot, minus one slot (pos counts from 1)
         self._obs_base = self._rows * obs_dim + self._prefix_offset - self._vocab_size
         self._done = np.zeros(b, dtype=bool)  # rows whose episode ended and that were not reset yet
+        self._every_row = np.ones(b, dtype=bool)  # (B,) the active rows of a step without waiting rows
+        self._every_row.flags.writeable = False
         self._started = False
         self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._buffer_pos = 0
@@ -212,7 +214,7 @@ class TokenVectorEnv(VectorEnv):
         if self._pool is not None:
             numbers, targets, encoded, _ = self._pool
             idx = self._split_rows[rng.integers(len(self._split_rows), size=k)]
-            return numbers[idx], targets[idx], encoded[idx]
+            return numbers.take(idx, axis=0), targets[idx], encoded.take(idx, axis=0)
         task: Any = self.task
         numbers, targets, _ = task.sample_arrays(rng, self.split, k)
         return numbers, targets, self._encode_arrays(numbers, targets)
@@ -361,8 +363,8 @@ class TokenVectorEnv(VectorEnv):
                 )
             active = ~self._done  # finished rows wait, frozen, for a masked reset
         else:
-            active = np.ones(self.num_envs, dtype=bool)
-        rows_all = bool(active.all())
+            active = self._every_row  # read only
+        rows_all = active is self._every_row or bool(active.all())
         machine = self.machine
         before = self._mask_state
         if isinstance(machine, ProgramScorer):
@@ -387,7 +389,7 @@ class TokenVectorEnv(VectorEnv):
             terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)
         else:
             terminated = acts == self._eos if rows_all else active & (acts == self._eos)
-            truncated = full & ~terminated
+            truncated = full > terminated  # full & ~terminated, in one operation
         done = terminated | truncated
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         if done.any():
@@ -400,7 +402,7 @@ class TokenVectorEnv(VectorEnv):
             final = self._final_info(ended, done, verdict)
             if mode == AutoresetMode.SAME_STEP:
                 final_obs = np.zeros(self._obs.shape, dtype=self._obs.dtype)  # not zeros_like: no memset
-                final_obs[ended] = self._obs[ended]
+                final_obs[ended] = self._obs.take(ended, axis=0)
                 _mask_info(info, "final_obs", final_obs, done)
                 _mask_info(info, "final_info", final, done)
                 self._start_sampled(ended, info, done)
@@ -416,6 +418,11 @@ class TokenVectorEnv(VectorEnv):
         return self._out(), rewards, terminated, truncated, info
 
     def _check_actions(self, actions: object) -> np.ndarray:
+        # int64 ids of the right shape (the usual case): one reduction over the ids as uint64, where
+        # negatives are huge, and no dtype hierarchy lookup
+        if type(actions) is np.ndarray and actions.dtype == np.int64 and actions.shape == (self.num_envs,) \
+                and int(actions.view(np.uint64).max()) < self._vocab_size:
+            return actions
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs,) or not np.issubdtype(acts.dtype, np.integer):
             raise ValueError(
@@ -471,7 +478,8 @@ class TokenVectorEnv(VectorEnv):
         if not self._started:
             raise ResetNeeded("action_masks() was called before reset()")
         if self._automaton is not None:
-            return self._automaton.masks[self._mask_state]
+            # take(axis=0): a row gather ~10x faster than fancy indexing (NumPy 2.x, 2-D tables)
+            return self._automaton.masks.take(self._mask_state, axis=0)
         task: Any = self.task
         if hasattr(task, "action_masks_arrays"):
             return task.action_masks_arrays(self.machine.tokens, self.machine.pos)

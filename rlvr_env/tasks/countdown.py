@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -20,18 +19,23 @@ from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
-from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash
+from rlvr_env.tasks.countdown_draw import (
+    ADDITIVE, ATOM, MAX_DRAW_TABLE, MULTIPLICATIVE, DrawRules, cached_draw_table, draw_picks, merge,
+    raw_history, resolve_history,
+)
+from rlvr_env.tasks.countdown_split import (
+    HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash, tuple_index,
+)
 from rlvr_env.verifier import Grammar, NumberUse, verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
 
 _OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
-_ATOM, _ADDITIVE, _MULTIPLICATIVE = 0, 1, 2
-_LIMIT = 1 << 31  # generation rejects intermediate values this large (int64 products stay exact)
-#: By op kind: the sign of ``b_n * a_d`` in a merged numerator (0 for ``*`` and ``/``).
-_ADDEND = np.array([0 if k in (MUL, DIV) else -1 if k == SUB else 1 for k in range(DIV + 1)], dtype=np.int64)
+_ATOM, _ADDITIVE, _MULTIPLICATIVE = ATOM, ADDITIVE, MULTIPLICATIVE
 _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
+_TABLE_ROUND = 1024  # rounds of at least this many candidates use the setting's draw table, if any
+_MAX_DRAW_INDEX = MAX_DRAW_TABLE // 2  # number tuples a draw table can index (it has >= 2 picks each)
 #: Candidates drawn in a row without one valid prompt before a setting is declared (nearly) infeasible.
 #: The same for every request size, so drawing one prompt (the single env's reset) and drawing a
 #: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
@@ -170,6 +174,9 @@ class CountdownTask(Task):
         rules = MaskRules.of_vocab(self.table.kinds, self.table.slots, self.grammar, self.max_length)
         assert rules is not None  # a Countdown vocabulary is a slot vocabulary
         self.mask_rules = rules
+        self.draw_rules = DrawRules(n, self.number_range, self.target_range,
+                                    tuple(int(k) for k in self._op_kinds), parentheses, integer_division,
+                                    self.max_length)
 
         lo, hi = self.number_range
         tlo, thi = self.target_range
@@ -217,83 +224,6 @@ class CountdownTask(Task):
     def split_of(self, prompt: Prompt) -> str:
         return "test" if held_out_one(prompt.numbers, self.number_range) else "train"
 
-    def _draw(self, rng: np.random.Generator, numbers: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Random expression trees over candidate ``numbers`` (k, N): value (k,), merge history
-        (k, N-1, 3), and whether the candidate is usable (an integer value in ``target_range`` whose
-        minimal-parenthesis text fits, no division by zero).
-
-        The checks that cannot fail in a setting are skipped (same draws, same result): the 31-bit
-        operand bound when ``2**(N-2) * hi**(N-1)`` stays below it (an operand over m <= N-1 numbers
-        has unreduced numerator and denominator at most ``2**(m-1) * hi**m``), and the text length and
-        parenthesis rules when parentheses are allowed and ``max_length >= 4N-4`` (the longest
-        minimal-parenthesis text over N numbers, plus EOS)."""
-        k, n = numbers.shape
-        hi = self.number_range[1]
-        check_limit = (1 << max(n - 2, 0)) * hi ** (n - 1) >= _LIMIT
-        shape = not self.grammar.parentheses or self.max_length < 4 * n - 4
-        base = np.arange(k) * n  # (k,) flat offset of each row's items
-        num = numbers.astype(np.int64).ravel()  # (k * N,) items: values num / den, row-major
-        den = np.ones(k * n, dtype=np.int64)
-        length = np.ones(k * n, dtype=np.int64)  # tokens of each item's minimal-parenthesis text
-        cls = np.zeros(k * n, dtype=np.int64)  # top operator class of each item
-        picks: list[Any] = []  # i, j, op kind (k,) of each merge: the history, stacked at the end
-        ok = np.ones(k, dtype=bool)
-        for stage, m in enumerate(range(n, 1, -1)):
-            i = rng.integers(m, size=k)
-            j = rng.integers(m - 1, size=k)
-            j = j + (j >= i)
-            op = self._op_kinds[rng.integers(len(self._op_kinds), size=k)]
-            picks += [i, j, op]
-            fi, fj = base + i, base + j
-            a_n, b_n = num[fi], num[fj]
-            is_div = op == DIV
-            # a +- b = (a_n b_d +- b_n a_d) / (a_d b_d), a * b = a_n b_n / (a_d b_d),
-            # a / b = a_n b_d / (a_d b_n). Fractions stay unreduced here (gcd is the slow part); the
-            # bound keeps products exact.
-            if stage == 0:  # both items are prompt numbers: den 1, value >= 1 (no zero divisor) < _LIMIT
-                r_n = a_n * np.where(op == MUL, b_n, 1) + _ADDEND[op] * b_n
-                r_d = np.where(is_div, b_n, 1)
-            else:
-                a_d, b_d = den[fi], den[fj]
-                if check_limit:
-                    ok &= (np.abs(a_n) | np.abs(a_d) | np.abs(b_n) | np.abs(b_d)) < _LIMIT
-                r_n = a_n * np.where(op == MUL, b_n, b_d) + _ADDEND[op] * b_n * a_d
-                r_d = a_d * np.where(is_div, b_n, b_d)
-                zero = r_d == 0  # division by zero
-                ok &= ~zero
-                r_d[zero] = 1
-            if self.grammar.integer_division:
-                ok &= ~is_div | (r_n % r_d == 0)
-            moved = [(num, r_n), (den, r_d)]
-            if shape:
-                additive = (op == ADD) | (op == SUB)
-                c_a, c_b = cls[fi], cls[fj]
-                paren_a = ~additive & (c_a == _ADDITIVE)
-                paren_b = (
-                    ((op == MUL) & (c_b == _ADDITIVE))
-                    | (is_div & (c_b != _ATOM))
-                    | ((op == SUB) & (c_b == _ADDITIVE))
-                )
-                if not self.grammar.parentheses:
-                    ok &= ~paren_a & ~paren_b
-                new_len = length[fi] + length[fj] + 1 + 2 * (paren_a.astype(np.int64) + paren_b)
-                moved += [(length, new_len), (cls, np.where(additive, _ADDITIVE, _MULTIPLICATIVE))]
-            if m > 2:  # the merged item replaces the first, the last item moves into the second's place
-                first, second, last = np.minimum(fi, fj), np.maximum(fi, fj), base + (m - 1)
-                for arr, new in moved:
-                    arr[second] = arr[last]  # drops the item at `second`; a no-op when second is last
-                    arr[first] = new
-        # after the last merge (items 0 and 1) the merged item is the whole expression
-        value_num, value_den = r_n, r_d
-        history = np.stack(picks, axis=1).reshape(k, n - 1, 3)  # (k, N-1, 3): (i, j, op kind) per merge
-        ok &= value_num % value_den == 0
-        value = value_num // value_den  # exact where ok
-        tlo, thi = self.target_range
-        ok &= (value >= tlo) & (value <= thi)
-        if shape:
-            ok &= new_len + 1 <= self.max_length
-        return value, history, ok
-
     def sample_arrays(
         self, rng: np.random.Generator, split: str, k: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -308,9 +238,8 @@ class CountdownTask(Task):
         check_split(split)
         want_test = split == "test"
         n = self.n_numbers
-        numbers = np.zeros((k, n), dtype=np.int64)
-        targets = np.zeros(k, dtype=np.int64)
-        history = np.zeros((k, n - 1, 3), dtype=np.int64)
+        lo, hi = self.number_range
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         filled = dry = 0
         while filled < k:
             if dry >= _MAX_DRY_CANDIDATES:
@@ -321,19 +250,36 @@ class CountdownTask(Task):
                     "expressions are valid; widen the ranges"
                 )
             need = k - filled
-            lo, hi = self.number_range
             cand_n = rng.integers(lo, hi + 1, size=(max(4 * need, _MIN_ROUND), n))  # (c, N)
             dry += len(cand_n)
-            cand_n = cand_n[self.split_arrays(cand_n) == want_test]
-            cand_t, cand_h, ok = self._draw(rng, cand_n)
-            take = np.flatnonzero(ok)[:need]
-            numbers[filled : filled + len(take)] = cand_n[take]
-            targets[filled : filled + len(take)] = cand_t[take]
-            history[filled : filled + len(take)] = cand_h[take]
+            # Large refills (the vector env's) read the draw table; small ones (one reset) never build it.
+            table = cached_draw_table(self.draw_rules) if len(cand_n) >= _TABLE_ROUND else None
+            index = None if table is None else tuple_index(cand_n, self.number_range, _MAX_DRAW_INDEX,
+                                                           in_range=True)
+            if table is None or index is None:  # the arithmetic on the candidates of this split
+                cand_n = cand_n.take(np.flatnonzero(self.split_arrays(cand_n) == want_test), axis=0)
+                picks = draw_picks(rng, len(cand_n), self.draw_rules)
+                cand_t, ok = merge(cand_n, picks, self.draw_rules)
+                take = np.flatnonzero(ok)[:need]
+                chosen = cand_n.take(take, axis=0)
+            else:  # the same verdicts by lookup; rows of this split by position (no 2-D filter)
+                rows = np.flatnonzero(held_out(cand_n, self.number_range, index) == want_test)
+                picks = draw_picks(rng, len(rows), self.draw_rules)
+                cand_t, ok = table.lookup(index[rows], picks)
+                take = np.flatnonzero(ok)[:need]
+                chosen = cand_n.take(rows[take], axis=0)
+            parts.append((chosen, cand_t[take], raw_history(picks).take(take, axis=0)))
             filled += len(take)
             if len(take):
                 dry = 0
-        return numbers, targets, history
+        if len(parts) == 1:
+            numbers, targets, raw = parts[0]
+        elif not parts:  # k == 0
+            numbers, targets, raw = (np.zeros((0, n), np.int64), np.zeros(0, np.int64),
+                                     np.zeros((0, n - 1, 3), np.int64))
+        else:
+            numbers, targets, raw = (np.concatenate(arrays) for arrays in zip(*parts))
+        return numbers, targets, resolve_history(raw, self.draw_rules)
 
     def solution_tokens(self, history: np.ndarray) -> tuple[int, ...]:
         """Token ids (ending with EOS) of the generating expression recorded in ``history`` (N-1, 3)."""
@@ -449,7 +395,8 @@ class CountdownTask(Task):
             scaled, bits, target = tables
             out[:, self._layout["numbers"]] = scaled[rel]
             out[:, self._layout["number_bits"]] = bits[rel].reshape(k, -1)
-            out[:, self._layout["target"].start : self._layout["target_bits"].stop] = target[trel]
+            target_segment = slice(self._layout["target"].start, self._layout["target_bits"].stop)
+            out[:, target_segment] = target.take(trel, axis=0)
         else:
             self._codes(rel, trel, out)
         if self.observation in ("relations", "lookahead"):

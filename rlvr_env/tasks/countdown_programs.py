@@ -28,7 +28,8 @@ import numpy as np
 from rlvr_env.tasks.countdown_masks import MaskRules, PrefixStates, advance, masks_of
 from rlvr_env.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, RPAREN, SUB
 
-__all__ = ["ProgramTable", "cached_table", "evaluate", "count_shapes", "MAX_SHAPES"]
+__all__ = ["ProgramTable", "ValueTable", "cached_table", "cached_values", "evaluate", "count_shapes",
+           "MAX_SHAPES", "MAX_VALUES"]
 
 #: Settings whose shape trie would have more states than this score with the incremental evaluator.
 MAX_SHAPES = 100_000
@@ -240,9 +241,9 @@ def evaluate(
     k, n = operands.shape
     regs = n + 1  # register n is scratch: steps a program does not use write there
     base = np.arange(k)[:, None] * regs  # (k, 1)
-    ops = table.ops[states]  # (k, N-1)
-    a_idx = table.left[states] + base  # (k, N-1) flat register indices
-    b_idx = table.right[states] + base
+    ops = table.ops.take(states, axis=0)  # (k, N-1)
+    a_idx = table.left.take(states, axis=0) + base  # (k, N-1) flat register indices
+    b_idx = table.right.take(states, axis=0) + base
     num = np.zeros((k, regs), dtype=np.int64)
     num[:, :n] = operands
     num = num.ravel()  # (k * regs,)
@@ -271,3 +272,64 @@ def evaluate(
         g = np.gcd(value_num, value_den)
         value_num, value_den = value_num // g, value_den // g
     return value_num, value_den, err
+
+
+#: Value tables with more entries than this are not built (Countdown-4 over 1..10 would have 3.6M).
+MAX_VALUES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ValueTable:
+    """:func:`evaluate` of every distinct program of a :class:`ProgramTable` on every operand tuple of a
+    number range ``[lo, hi]`` (W = hi - lo + 1 values), so a vector env scores finished answers by one
+    gather (issue 18). Entry ``offset[state] + sum((operand_i - lo) * W**(N-1-i))``; the values are
+    :func:`evaluate`'s own, so both agree exactly (a test checks it)."""
+
+    offset: np.ndarray  # (S,) int64: program id * W**N of each accepting state (0 elsewhere)
+    num: np.ndarray  # (P * W**N,) int64 reduced numerators, 0 where err
+    den: np.ndarray  # (P * W**N,) int64 denominators, > 0, and 0 where err
+    err: np.ndarray  # (P * W**N,) bool: no value (division by zero, inexact integer division)
+    lo: int
+    powers: np.ndarray  # (N,) int64 W**(N-1-i)
+
+    def lookup(self, states: np.ndarray, operands: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As :func:`evaluate` for accepting ``states`` (k,) on ``operands`` (k, N) within ``[lo, hi]``,
+        except that rows without a value (``err``) read 0 / 0 (the vector env's info convention)."""
+        flat = self.offset[states] + (operands - self.lo) @ self.powers
+        return self.num[flat], self.den[flat], self.err[flat]
+
+    @classmethod
+    def build(cls, table: ProgramTable, number_range: tuple[int, int], integer_division: bool,
+              max_entries: int = MAX_VALUES) -> ValueTable | None:
+        """None when the table would exceed ``max_entries`` or ``hi`` exceeds :meth:`ProgramTable.bound`
+        (where :func:`evaluate` itself is not exact)."""
+        lo, hi = number_range
+        n, w = table.n, hi - lo + 1
+        if hi > table.bound() or lo < 1:
+            return None
+        accepting = np.flatnonzero(table.accept)
+        program = np.concatenate([table.left, table.right, table.ops], axis=1)[accepting]
+        _, first, inverse = np.unique(program, axis=0, return_index=True, return_inverse=True)
+        if len(first) * w**n > max_entries:
+            return None
+        operands = np.indices((w,) * n).reshape(n, -1).T + lo  # (W**N, N), row i = the digits of i
+        states = np.repeat(accepting[first], w**n)
+        num, den, err = evaluate(table, states, np.tile(operands, (len(first), 1)), integer_division)
+        offset = np.zeros(table.num_states, dtype=np.int64)
+        offset[accepting] = inverse.ravel() * w**n
+        powers = w ** np.arange(n - 1, -1, -1, dtype=np.int64)
+        return cls(offset, np.where(err, 0, num), np.where(err, 0, den), err, lo, powers)
+
+
+_VALUES: dict[tuple[int, tuple[int, int], bool], tuple[ProgramTable, ValueTable | None]] = {}
+
+
+def cached_values(
+    table: ProgramTable, number_range: tuple[int, int], integer_division: bool
+) -> ValueTable | None:
+    """:meth:`ValueTable.build` once per program table (held by identity), number range and division rule."""
+    key = (id(table), (number_range[0], number_range[1]), integer_division)
+    hit = _VALUES.get(key)
+    if hit is None or hit[0] is not table:
+        hit = _VALUES[key] = (table, ValueTable.build(table, number_range, integer_division))
+    return hit[1]

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["HELD_OUT_BUCKETS", "held_out", "held_out_one", "multiset_hash"]
+__all__ = ["HELD_OUT_BUCKETS", "held_out", "held_out_one", "multiset_hash", "tuple_index"]
 
 #: One number multiset in this many is held out (``split="test"``): 20%.
 HELD_OUT_BUCKETS = 5
@@ -52,19 +52,39 @@ def _table(lo: int, hi: int, n: int) -> np.ndarray:
     return _rule(digits)
 
 
-def held_out(numbers: np.ndarray, number_range: tuple[int, int]) -> np.ndarray:
-    """(k,) bool: True where the multiset of a row of ``numbers`` (k, N) is held out. Rows inside
-    ``number_range`` are looked up in the setting's table when it is small; others are hashed."""
+def tuple_index(
+    numbers: np.ndarray, number_range: tuple[int, int], limit: int = _MAX_TABLE, in_range: bool = False
+) -> np.ndarray | None:
+    """(k,) each row of ``numbers`` (k, N) as a number in base W = hi - lo + 1 (its digits the numbers
+    minus lo, first number most significant), or None when ``W**N > limit`` or a number lies outside
+    ``number_range`` (or k is 0). ``in_range``: the caller drew the numbers from the range (not checked
+    again)."""
     nums = np.asarray(numbers, dtype=np.int64)
     k, n = nums.shape
     lo, hi = number_range
     w = hi - lo + 1
-    if k == 0 or w**n > _MAX_TABLE or int(nums.min()) < lo or int(nums.max()) > hi:
-        return _rule(nums)
+    if k == 0 or w**n > limit or not in_range and (int(nums.min()) < lo or int(nums.max()) > hi):
+        return None
     index = nums[:, 0] - lo
     for col in range(1, n):
         index = index * w + (nums[:, col] - lo)
-    return _table(lo, hi, n)[index]
+    return index
+
+
+def held_out(
+    numbers: np.ndarray, number_range: tuple[int, int], index: np.ndarray | None = None
+) -> np.ndarray:
+    """(k,) bool: True where the multiset of a row of ``numbers`` (k, N) is held out. Rows inside
+    ``number_range`` are looked up in the setting's table when it is small (``index``: their
+    :func:`tuple_index`, when the caller has it already); others are hashed."""
+    nums = np.asarray(numbers, dtype=np.int64)
+    if (number_range[1] - number_range[0] + 1) ** nums.shape[1] > _MAX_TABLE:
+        return _rule(nums)
+    if index is None:
+        index = tuple_index(nums, number_range)
+        if index is None:
+            return _rule(nums)
+    return _table(number_range[0], number_range[1], nums.shape[1])[index]
 
 
 def held_out_one(numbers: tuple[int, ...], number_range: tuple[int, int]) -> bool:
