@@ -302,6 +302,14 @@ def _slug(env_kwargs: dict[str, Any]) -> str:
     return "_".join(parts)
 
 
+def results_folder(env_kwargs: dict[str, Any], recipe: dict[str, Any]) -> str:
+    """The subfolder of a non-default study ("" for the default): the setting's :func:`_slug`, then each
+    cold-start setting that differs from :data:`RECIPE_SFT` (``sft_epochs16``, ``sft_n50000``)."""
+    parts = [_slug(env_kwargs)] if env_kwargs != DEFAULT_ENV_KWARGS else []
+    parts += [f"sft_{k}{v}" for k, v in sorted(recipe.items()) if RECIPE_SFT.get(k) != v]
+    return "_".join(parts)
+
+
 def _budgets(text: str) -> tuple[int, ...]:
     return tuple(positive_int(part) for part in text.split(",") if part.strip())
 
@@ -316,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         out = output_folder(args)
     except ValueError as err:
         parser.error(str(err))
-    if args.env_kwargs != DEFAULT_ENV_KWARGS:  # another setting: its own subfolder, never the default's
-        out = out / _slug(args.env_kwargs)
+    folder = results_folder(args.env_kwargs, args.recipe)
+    if folder:  # another setting or cold start: its own subfolder, never the default's
+        out = out / folder
     rerun = [r for r in args.rerun.split(",") if r]
     common = {"address": args.ray_address, "workers": args.workers, "progress": not args.quiet,
               "rerun": rerun,

@@ -190,3 +190,13 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     no_ppo = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "", "--no-ppo"])
     no_ppo.recipe, no_ppo.eval = args.recipe, args.eval
     assert [t.group for t in base_tasks(no_ppo)] == ["base_100000"]
+
+
+def test_a_study_with_another_setting_or_cold_start_writes_its_own_folder() -> None:
+    from benchmarks.r1 import RECIPE_SFT, results_folder
+
+    assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT)) == ""
+    assert results_folder({"n_numbers": 4}, dict(RECIPE_SFT)) == "n_numbers4"
+    assert results_folder({"n_numbers": 3}, {**RECIPE_SFT, "epochs": 16}) == "sft_epochs16"
+    assert results_folder({"n_numbers": 4}, {**RECIPE_SFT, "epochs": 16, "n": 50_000}) == (
+        "n_numbers4_sft_epochs16_sft_n50000")
