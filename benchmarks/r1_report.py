@@ -179,8 +179,10 @@ def markdown(result: dict[str, Any]) -> str:
     n = result["eval"]["k"]
     ks = [k for k in KS if k <= n]
     mid = min(8, n)
-    lines = [f"### The R1 recipe on Countdown {json.dumps(result['env_kwargs'])}: a cold-started "
-             "transformer, then RL", "",
+    sft = result["recipe_sft"]
+    start = (f"a transformer cold-started on {sft['n']:,} solutions x {sft['epochs']} epochs"
+             if "epochs" in sft else "a cold-started transformer")
+    lines = [f"### The R1 recipe on Countdown {json.dumps(result['env_kwargs'])}: {start}, then RL", "",
              f"Seeds {result['seeds']}; IQM [95% bootstrap CI] over seeds; {result['eval']['prompts']} fixed "
              f"prompts per split, {n} samples each (sampled = mean@{n}, pass@k unbiased).", "",
              f"| arm | held-out greedy | held-out sampled | held-out pass@{mid} | pass@{n} | train greedy "
