@@ -85,14 +85,20 @@ def _pack(net: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _unpack(blob: str, net: Any) -> None:
+def unpack_weights(blob: str) -> dict[str, np.ndarray]:
+    """The named arrays of a base's packed weights (the base64 npz a base record carries)."""
+    with np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def load_weights(blob: str, net: Any) -> None:
+    """Load a base's packed weights into ``net``; ``ValueError`` when the names differ."""
     import torch
 
-    with np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False) as npz:
-        expected = net.state_dict()
-        if set(npz.files) != set(expected):
-            raise ValueError(f"base weights hold {sorted(npz.files)}, the network {sorted(expected)}")
-        net.load_state_dict({k: torch.as_tensor(npz[k]).to(expected[k].dtype) for k in expected})
+    arrays, expected = unpack_weights(blob), net.state_dict()
+    if set(arrays) != set(expected):
+        raise ValueError(f"base weights hold {sorted(arrays)}, the network {sorted(expected)}")
+    net.load_state_dict({k: torch.as_tensor(arrays[k]).to(expected[k].dtype) for k in expected})
 
 
 def _model(spec: dict[str, Any], masks: bool = True) -> Any:
@@ -142,7 +148,7 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     masked = algo != "ppo"
     scorer = _model(spec, masks=masked)  # GRPO trains this one; SB3 actors are copied into it to score
     if spec["base_weights"] is not None:
-        _unpack(spec["base_weights"], scorer.policy.net)
+        load_weights(spec["base_weights"], scorer.policy.net)
     scorer.policy.restart_from_current()  # GRPO's KL reference = its start
     sb3 = None if algo == "grpo" else _sb3_model(spec, scorer)
     checkpoints = sorted(set(spec["points"]) | {budget})

@@ -20,9 +20,7 @@ being the claim's ``eval_k``. An arm with ``rl=False`` is its base alone (0 RL s
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
-import io
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -66,8 +64,9 @@ def state_digest(arrays: Mapping[str, np.ndarray]) -> str:
 
 def weights_digest(blob: str) -> str:
     """:func:`state_digest` of a base's packed weights (``benchmarks.r1``'s base64 npz)."""
-    with np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False) as npz:
-        return state_digest({k: npz[k] for k in npz.files})
+    from benchmarks.r1 import unpack_weights
+
+    return state_digest(unpack_weights(blob))
 
 
 def _net_digest(net: Any) -> str:
@@ -115,7 +114,7 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
     limit_threads(1, import_torch=True)
     import rlvr_env  # noqa: F401  (registers the env ids)
     from agents import GRPO, GRPOConfig
-    from benchmarks.r1 import _unpack
+    from benchmarks.r1 import load_weights
 
     key = spec["key"]
     cfg = GRPOConfig.from_dict(key["config"])
@@ -124,7 +123,7 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
                  env_kwargs=key["env_kwargs"],
                  policy_kwargs=key["policy_kwargs"])
     policy: Any = model.policy  # the transformer policy (its network, its KL reference)
-    _unpack(spec["base_weights"], policy.net)
+    load_weights(spec["base_weights"], policy.net)
     policy.restart_from_current()  # the base is the KL reference and RL's start
     loaded = _net_digest(policy.net)
     first: dict[str, str] = {}
