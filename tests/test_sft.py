@@ -115,3 +115,19 @@ def test_the_fitted_loss_is_the_mean_nll_over_every_copy(minibatch: str) -> None
                             minibatch=minibatch)
     assert len(losses) == 1
     assert losses[0] == pytest.approx(every, abs=1e-5)
+
+
+def test_the_recipe_cold_start_is_one_setting_everywhere() -> None:
+    # the CLI's --sft-* defaults, cold_start's defaults and the R1 study's recipe are the same settings
+    import inspect
+
+    from agents.grpo.__main__ import build_parser
+    from agents.grpo.config import COLD_START
+    from benchmarks.r1 import RECIPE_SFT
+
+    args = build_parser().parse_args([])
+    cli = {"epochs": args.sft_epochs, "batch_size": args.sft_batch_size, "learning_rate": args.sft_lr,
+           "minibatch": args.sft_minibatch, "warmup": args.sft_warmup}
+    signature = inspect.signature(cold_start).parameters
+    assert cli == COLD_START == {k: signature[k].default for k in COLD_START}
+    assert {k: v for k, v in RECIPE_SFT.items() if k != "n"} == COLD_START

@@ -49,8 +49,8 @@ from agents.grpo.policies import LossFn, UpdateStats
 from agents.grpo.torch_policy import TorchPolicy
 from rlvr_env.token_obs import PAD, TokenContextSpace
 
-__all__ = ["INITS", "TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_from_sb3", "copy_to_sb3",
-           "sb3_extractor_class", "sb3_policy_kwargs"]
+__all__ = ["INITS", "TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_from_sb3",
+           "copy_to_sb3", "sb3_extractor_class", "sb3_policy_kwargs"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: :class:`TinyLM`'s initialisations (``policy_kwargs`` ``init``).
