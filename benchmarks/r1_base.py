@@ -102,8 +102,8 @@ def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
 
 def tasks(args: argparse.Namespace) -> list[Task]:
     out = []
-    for name in args.grid:
-        for seed in args.seeds:
+    for name, seeds in args.grid:
+        for seed in seeds:
             spec = {"seed": seed, **_merge(GRID[name]),
                     "eval": {"k": args.eval_k, "prompts": args.eval_prompts}}
             digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
@@ -115,7 +115,7 @@ def tasks(args: argparse.Namespace) -> list[Task]:
 def _describe(spec: dict[str, Any]) -> str:
     p, s = spec["policy"], spec["sft"]
     kind = "per-prompt" if s["minibatch"] == "prompts" else "shuffled"
-    return (f"{p['n_layers']} x {p['d_model']}, init {p['init']}; {s['n'] // 1000}k x {s['epochs']}, "
+    return (f"{p['n_layers']} x {p['d_model']}, init {p['init']}; {s['n']:,} x {s['epochs']} epochs, "
             f"{kind} minibatches of {s['batch_size']}, lr {s['learning_rate']:g}")
 
 
@@ -185,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=seeds_argument(), default="0-2",
                         help="choosing seeds (< 10: the study reports 10-14)")
     parser.add_argument("--grid", default=",".join(GRID),
-                        help=f"comma-separated cells of {', '.join(GRID)}")
+                        help=f"comma-separated cells of {', '.join(GRID)}; a cell may name its own seeds "
+                             "(gpt2:0 or 3layers:0-1), else it runs on --seeds")
     parser.add_argument("--eval-k", type=positive_int, default=64, help="samples per prompt")
     parser.add_argument("--eval-prompts", type=positive_int, default=256, help="prompts per split")
     parser.add_argument("--update-results", action="store_true",
@@ -194,15 +195,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _grid(text: str, seeds: list[int]) -> list[tuple[str, list[int]]]:
+    """``--grid``'s cells with their seeds: ``recipe,gpt2:0`` -> [("recipe", seeds), ("gpt2", [0])]."""
+    cells = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, own = part.partition(":")
+        if name not in GRID:
+            raise ValueError(f"unknown cell {name!r}; choose from {list(GRID)}")
+        cells.append((name, list(seeds_argument()(own)) if own else list(seeds)))
+    return cells
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.grid = [g for g in args.grid.split(",") if g]
-    unknown = [g for g in args.grid if g not in GRID]
-    if unknown:
-        parser.error(f"--grid: unknown cells {unknown}; choose from {list(GRID)}")
-    if any(s >= 10 for s in args.seeds):
-        parser.error(f"--seeds {args.seeds}: seeds >= 10 are the study's reported seeds; choose on 0-9")
+    try:
+        args.grid = _grid(args.grid, args.seeds)
+    except (ValueError, argparse.ArgumentTypeError) as err:
+        parser.error(f"--grid {args.grid!r}: {err}")
+    reported = sorted({s for _, seeds in args.grid for s in seeds if s >= 10})
+    if reported:
+        parser.error(f"seeds {reported}: seeds >= 10 are the study's reported seeds; choose on 0-9")
     task_list = tasks(args)
     got = run_tasks(task_list, CACHE, address=args.ray_address, workers=args.workers or 1,
                     progress=not args.quiet, desc="bases", rerun=[r for r in args.rerun.split(",") if r],
@@ -210,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"command": command_line("benchmarks.r1_base", argv), "machine": machine_info(),
               "seeds": ",".join(map(str, args.seeds)),
               "eval": {"k": args.eval_k, "prompts": args.eval_prompts},
-              "recipe": RECIPE, "grid": {g: GRID[g] for g in args.grid}, "failures": got.failures,
+              "recipe": RECIPE, "grid": {g: {"seeds": seeds, **GRID[g]} for g, seeds in args.grid},
+              "failures": got.failures,
               "rows": summarize(task_list, got.records)}
     out = RESULTS_DIR / "r1" if args.update_results else CACHE
     write_results(out, "base_search", result, markdown(result))
