@@ -66,10 +66,12 @@ from benchmarks.core.executor import Task, run_tasks
 from benchmarks.core.study import seeds_argument
 from benchmarks.r1_report import ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, base_name, markdown, summarize
 
-#: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (chosen on seed 0: shuffled
-#: answer minibatches fit the train prompts better and held-out ones worse, 0.58 / 0.32 train / held-out
-#: greedy vs 0.45 / 0.37, at 3.8x the time; lr 2e-3 with warm-up 0.40, 3 layers 0.41: within noise).
-RECIPE_SFT = {"n": 100_000, "epochs": 8, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
+#: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (agents.grpo.config.COLD_START),
+#: for the transformer's default architecture (3 layers, width 128, PyTorch's default init). Chosen on
+#: seeds 0-2 by ``python -m benchmarks.r1_base`` (benchmarks/results/r1/base_search.md): PyTorch's init
+#: instead of GPT-2's N(0, 0.02) moved held-out greedy most, then a third layer, then 12 epochs
+#: instead of 8.
+RECIPE_SFT = {"n": 100_000, "epochs": 12, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
               "warmup": 0.0}
 EVAL = {"k": 64, "prompts": 256, "curve_k": 8, "curve_prompts": 200}
 #: SB3's defaults per update, collected at GRPO's width from the native vector env (issue 18).

@@ -60,6 +60,9 @@ GRID: dict[str, dict[str, Any]] = {
     "3layers": {"policy": {"n_layers": 3}},
     "200k_x4": {"sft": {"n": 200_000, "epochs": 4}},
     "shuffled": {"sft": {"minibatch": "answers"}},
+    "3layers_epochs12": {"policy": {"n_layers": 3}, "sft": {"epochs": 12}},
+    "4layers": {"policy": {"n_layers": 4}},
+    "3layers_epochs12_2threads": {"policy": {"n_layers": 3}, "sft": {"epochs": 12}, "threads": 2},
 }
 KS = (1, 2, 4, 8, 16, 32, 64)
 

@@ -506,9 +506,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 #: The R1 recipe's supervised cold start before GRPO (:func:`agents.sft.cold_start`'s defaults and the
 #: CLI's ``--sft-*`` defaults; the data budget is the caller's, 100,000 solutions in the recipe), for the
-#: ``transformer`` policy at its default architecture. Chosen on the choosing seeds 0-2 by
-#: ``python -m benchmarks.r1_base`` (docs/r1.md, "the base").
-COLD_START: dict[str, Any] = {"epochs": 8, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
+#: ``transformer`` policy at its default architecture (3 layers, width 128, PyTorch's default init).
+#: Chosen on the choosing seeds 0-2 by ``python -m benchmarks.r1_base`` (docs/r1.md, "the base"):
+#: 12 epochs of per-prompt minibatches.
+COLD_START: dict[str, Any] = {"epochs": 12, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
                               "warmup": 0.0}
 
 #: The fields a preset fills when a config leaves them unset (None).

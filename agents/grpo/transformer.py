@@ -11,7 +11,7 @@ token per env step for a whole vector-env batch under grammar masks, with a KV c
 the log-probs of every answer token of a batch in one teacher-forced pass, in the same precision, so
 that the rollout's and the update's log-probs agree to ~1e-6. Both are a few lines over an explicit
 attention (``torch.nn.functional.scaled_dot_product_attention``); a Hugging Face model adds its cache
-classes, generation plumbing and per-call overhead to a 2-layer, width-128 net whose whole step is a
+classes, generation plumbing and per-call overhead to a 3-layer, width-128 net whose whole step is a
 few hundred microseconds, and brings ``transformers`` into the GRPO agent's dependencies.
 
 :class:`TransformerPolicy` is the GRPO policy (``policy="transformer"``): rollouts go through
@@ -49,12 +49,14 @@ from agents.grpo.policies import LossFn, UpdateStats
 from agents.grpo.torch_policy import TorchPolicy
 from rlvr_env.token_obs import PAD, TokenContextSpace
 
-__all__ = ["INITS", "TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_from_sb3",
-           "copy_to_sb3", "sb3_extractor_class", "sb3_policy_kwargs"]
+__all__ = ["DEFAULT_ARCH", "INITS", "TinyLM", "TransformerPolicy", "answer_lengths", "build_network",
+           "copy_from_sb3", "copy_to_sb3", "sb3_extractor_class", "sb3_policy_kwargs"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: :class:`TinyLM`'s initialisations (``policy_kwargs`` ``init``).
 INITS = ("torch", "gpt2")
+#: The default architecture (the R1 recipe's base, chosen with ``python -m benchmarks.r1_base``).
+DEFAULT_ARCH = {"d_model": 128, "n_layers": 3, "n_heads": 4}
 _HASH = np.random.default_rng(20250616).integers(1, 2**62, size=4096, dtype=np.int64)  # row hash weights
 
 
@@ -112,12 +114,13 @@ class TinyLM(nn.Module):
       U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (``kaiming_uniform_(a=sqrt(5))`` and its bias rule),
       embeddings N(0, 1), LayerNorms ones and zeros;
     - ``"gpt2"``: as GPT-2 (normal(0, 0.02) weights, zero biases, unit LayerNorms, residual output
-      projections scaled by 1/sqrt(2 * layers)). On this 2-layer, width-128 network it trains a much
-      weaker cold start (docs/r1.md, "the base").
+      projections scaled by 1/sqrt(2 * layers)). On this small network it trains a much weaker cold
+      start (docs/r1.md, "the base").
     """
 
     def __init__(self, vocab_size: int, context_length: int, n_actions: int, *, seed: int,
-                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, d_ff: int | None = None,
+                 d_model: int = DEFAULT_ARCH["d_model"], n_layers: int = DEFAULT_ARCH["n_layers"],
+                 n_heads: int = DEFAULT_ARCH["n_heads"], d_ff: int | None = None,
                  init: str = "torch") -> None:
         super().__init__()
         if init not in INITS:
@@ -271,7 +274,7 @@ def _row_hash(ids: np.ndarray) -> np.ndarray:
 class TransformerPolicy(TorchPolicy):
     """GRPO's causal-transformer policy over the token context (see the module docstring).
 
-    ``policy_kwargs``: ``d_model`` (128), ``n_layers`` (2), ``n_heads`` (4), ``d_ff`` (2 d_model),
+    ``policy_kwargs``: ``d_model`` (128), ``n_layers`` (3), ``n_heads`` (4), ``d_ff`` (2 d_model),
     ``init`` ("torch"; "gpt2", see :class:`TinyLM`), ``dtype`` ("float32"; "float64" for exact
     agreement tests). Adam (eps 1e-5) as the MLP policy.
     """
