@@ -1,13 +1,15 @@
 """How the R1 recipe's base was chosen: a small grid of supervised cold starts on the choosing seeds.
 
-    python -m benchmarks.r1_base [--seeds 0-2] [--grid recipe,gpt2,...] [--workers 1] [--update-results]
+    python -m benchmarks.r1_base [--seeds 0-2] [--grid 2layers,gpt2:0,...] [--workers 1] [--update-results]
 
 Each cell is one cold start (:func:`agents.sft.cold_start`) of the ``transformer`` policy on
 ``rlvr/Countdown-v0`` (three numbers, ``observation="tokens"``, grammar masks), evaluated alone by the
 R1 study's scores (:meth:`agents.grpo.agent.GRPO.success`: greedy, sampled = mean@k and unbiased pass@k
 from ``--eval-k`` samples on ``--eval-prompts`` fixed prompts per split), with its SFT seconds and torch
-threads. A cell varies one lever of the recipe at a time (:data:`GRID`): the initialisation, the
-network's size, the data budget and epochs, the minibatch scheme. Seeds 0-2 only choose; the study
+threads. A cell varies one lever of a starting point (:data:`START`, :data:`GRID`): the
+initialisation, the network's size, the data budget and epochs, the minibatch scheme; the last cells
+combine the levers that helped (:data:`CHOSEN` became the recipe). ``--grid`` defaults to the cells
+and seeds of the committed table (:data:`DEFAULT_GRID`). Seeds 0-2 only choose; the study
 reports 10-14 (``benchmarks.r1``), so this script refuses seeds >= 10.
 
 Every run is one executor task (:mod:`benchmarks.core.executor`, one run at a time by default: the
@@ -44,17 +46,18 @@ ENV_ID = "rlvr/Countdown-v0"
 ENV_KWARGS = {"n_numbers": 3}
 #: The run files: a git-ignored cache (the committed output is the table).
 CACHE = LOCAL_OUT / "r1_base"
-#: The recipe every cell starts from; a cell overrides some of it (``policy`` = policy_kwargs,
-#: ``sft`` = :func:`agents.sft.cold_start`'s arguments, ``threads`` = torch threads).
-RECIPE: dict[str, Any] = {
+#: The starting point every cell changes (the previous recipe's cold start with PyTorch's init); a cell
+#: overrides some of it (``policy`` = policy_kwargs, ``sft`` = :func:`agents.sft.cold_start`'s
+#: arguments, ``threads`` = torch threads).
+START: dict[str, Any] = {
     "policy": {"n_layers": 2, "d_model": 128, "init": "torch"},
     "sft": {"n": 100_000, "epochs": 8, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
             "warmup": 0.0},
     "threads": 1,
 }
-#: The cells (name -> overrides of :data:`RECIPE`), one lever each against the recipe.
+#: The cells (name -> overrides of :data:`START`): one lever each, then the chosen combination.
 GRID: dict[str, dict[str, Any]] = {
-    "recipe": {},
+    "2layers": {},
     "gpt2": {"policy": {"init": "gpt2"}},
     "epochs16": {"sft": {"epochs": 16}},
     "3layers": {"policy": {"n_layers": 3}},
@@ -64,12 +67,20 @@ GRID: dict[str, dict[str, Any]] = {
     "4layers": {"policy": {"n_layers": 4}},
     "3layers_epochs12_2threads": {"policy": {"n_layers": 3}, "sft": {"epochs": 12}, "threads": 2},
 }
+#: The committed table's cells and seeds: the levers on seed 0, the promising ones on seeds 0-2, the
+#: chosen one timed with 2 threads. Not run: "shuffled" (its fit costs ~3.8x the per-prompt one, over
+#: the 5-minute budget) and "200k_x4" (out of time).
+DEFAULT_GRID = "2layers,gpt2:0,epochs16:0,4layers:0,3layers,3layers_epochs12,3layers_epochs12_2threads:0"
 KS = (1, 2, 4, 8, 16, 32, 64)
 
 
+#: The cell that became the recipe (agents.grpo.config.COLD_START, the transformer's DEFAULT_ARCH).
+CHOSEN = "3layers_epochs12"
+
+
 def _merge(overrides: dict[str, Any]) -> dict[str, Any]:
-    return {k: ({**RECIPE[k], **overrides.get(k, {})} if isinstance(RECIPE[k], dict)
-                else overrides.get(k, RECIPE[k])) for k in RECIPE}
+    return {k: ({**START[k], **overrides.get(k, {})} if isinstance(START[k], dict)
+                else overrides.get(k, START[k])) for k in START}
 
 
 def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +184,8 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r['name']} | {r['settings']} | {r['parameters']:,} | {_cell(r['test_greedy'])} | "
+            f"| {r['name'] + (' (chosen)' if r['name'] == CHOSEN else '')} | {r['settings']} | "
+            f"{r['parameters']:,} | {_cell(r['test_greedy'])} | "
             f"{_cell(r['test_sampled'])} | {_cell(r['test_pass_at_k'])} | {_cell(r['train_greedy'])} | "
             f"{_cell(r['train_sampled'])} | {_cell(r['train_pass_at_k'])} | {_cell(r['sft_seconds'], 0)} | "
             f"{_cell(r['sft_cpu_seconds'], 0)} | "
@@ -187,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=seeds_argument(), default="0-2",
                         help="choosing seeds (< 10: the study reports 10-14)")
-    parser.add_argument("--grid", default=",".join(GRID),
+    parser.add_argument("--grid", default=DEFAULT_GRID,
                         help=f"comma-separated cells of {', '.join(GRID)}; a cell may name its own seeds "
                              "(gpt2:0 or 3layers:0-1), else it runs on --seeds")
     parser.add_argument("--eval-k", type=positive_int, default=64, help="samples per prompt")
@@ -199,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _grid(text: str, seeds: list[int]) -> list[tuple[str, list[int]]]:
-    """``--grid``'s cells with their seeds: ``recipe,gpt2:0`` -> [("recipe", seeds), ("gpt2", [0])]."""
+    """``--grid``'s cells with their seeds: ``2layers,gpt2:0`` -> [("2layers", seeds), ("gpt2", [0])].
+    """
     cells = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -226,9 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                     progress=not args.quiet, desc="bases", rerun=[r for r in args.rerun.split(",") if r],
                     log=print)
     result = {"command": command_line("benchmarks.r1_base", argv), "machine": machine_info(),
-              "seeds": ",".join(map(str, args.seeds)),
-              "eval": {"k": args.eval_k, "prompts": args.eval_prompts},
-              "recipe": RECIPE, "grid": {g: {"seeds": seeds, **GRID[g]} for g, seeds in args.grid},
+              "seeds": ",".join(map(str, sorted({s for _, seeds in args.grid for s in seeds}))),
+              "eval": {"k": args.eval_k, "prompts": args.eval_prompts}, "start": START, "chosen": CHOSEN,
+              "grid": {g: {"seeds": seeds, **GRID[g]} for g, seeds in args.grid},
               "failures": got.failures,
               "rows": summarize(task_list, got.records)}
     out = RESULTS_DIR / "r1" if args.update_results else CACHE

@@ -14,24 +14,25 @@ SMALL = {"d_model": 32, "n_layers": 1, "n_heads": 2}
 
 
 def test_cells_name_their_seeds_and_reported_seeds_are_refused(capsys) -> None:
-    assert r1_base._grid("recipe,gpt2:0,3layers:1-2", [0, 1, 2]) == [
-        ("recipe", [0, 1, 2]), ("gpt2", [0]), ("3layers", [1, 2])]
+    assert r1_base._grid("2layers,gpt2:0,3layers:1-2", [0, 1, 2]) == [
+        ("2layers", [0, 1, 2]), ("gpt2", [0]), ("3layers", [1, 2])]
     with pytest.raises(ValueError, match="unknown cell 'wide'"):
-        r1_base._grid("recipe,wide", [0])
-    for argv in (["--seeds", "10-12"], ["--grid", "recipe:11"], ["--grid", "nope"]):
+        r1_base._grid("2layers,wide", [0])
+    for argv in (["--seeds", "10-12"], ["--grid", "2layers:11"], ["--grid", "nope"]):
         with pytest.raises(SystemExit):
             r1_base.main(argv)
     err = capsys.readouterr().err
     assert "seeds [10, 11, 12]" in err and "seeds [11]" in err and "unknown cell 'nope'" in err
+    assert all(name in r1_base.GRID for name, _ in r1_base._grid(r1_base.DEFAULT_GRID, [0]))
     # a cell changes only what it names
     merged = r1_base._merge(r1_base.GRID["gpt2"])
-    assert merged["policy"] == {**r1_base.RECIPE["policy"], "init": "gpt2"}
-    assert merged["sft"] == r1_base.RECIPE["sft"] and merged["threads"] == 1
+    assert merged["policy"] == {**r1_base.START["policy"], "init": "gpt2"}
+    assert merged["sft"] == r1_base.START["sft"] and merged["threads"] == 1
 
 
 def test_a_tiny_cell_is_trained_evaluated_and_tabulated() -> None:
     spec = {"seed": 1, "policy": {**SMALL, "init": "torch"},
-            "sft": {**r1_base.RECIPE["sft"], "n": 300, "epochs": 1}, "threads": 1,
+            "sft": {**r1_base.START["sft"], "n": 300, "epochs": 1}, "threads": 1,
             "eval": {"k": 4, "prompts": 8}}
     record = r1_base.base_cell(spec)
     assert record["torch_threads"] == 1 and len(record["sft_losses"]) == 1
