@@ -49,7 +49,7 @@ def base_tasks(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
 
     args = argparse.Namespace(seeds=list(seeds), recipe={**r1.RECIPE_SFT, **(sft or {})}, sft_budgets=(),
                               env_kwargs=dict(BASE_ENV_KWARGS), eval={**r1.EVAL, **(evaluation or {})},
-                              no_ppo=True)  # the masked base only (no unmasked PPO arm here)
+                              arms=["grpo"])  # the masked base only (no unmasked PPO arm here)
     return r1.base_tasks(args)
 
 
