@@ -241,7 +241,7 @@ def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, An
                 if start == "base" and (seed, origin) not in bases:
                     continue  # its base failed: reported as missing
                 name = f"{algo}_{origin}"
-                sb3 = dict(SB3_SETTINGS) if algo in SB3_ALGOS else None
+                sb3 = dict(args.sb3) if algo in SB3_ALGOS else None
                 if sb3 is not None and start == "base":
                     sb3["share_features_extractor"] = False
                 spec = {"seed": seed, "algo": algo, "start": origin, "env_kwargs": args.env_kwargs,
@@ -286,6 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env-kwargs", type=_env_kwargs, default='{"n_numbers": 3}',
                         help="Countdown's keywords as JSON, e.g. '{\"n_numbers\": 4}' or "
                              "'{\"n_numbers\": 3, \"operators\": \"+-*\", \"number_range\": [1, 12]}'")
+    parser.add_argument("--sb3", type=_sb3_settings, default="{}",
+                        help="JSON overrides of the SB3 arms' settings (n_envs, n_steps, batch_size, "
+                             "n_epochs, learning_rate, or any PPO keyword), e.g. '{\"n_epochs\": 2}'; "
+                             "a study with overrides writes its own results subfolder")
     parser.add_argument("--no-ppo", action="store_true",
                         help="skip the SB3 arms (MaskablePPO and PPO) and the unmasked base")
     add_executor_arguments(parser)
@@ -313,12 +317,26 @@ def _slug(env_kwargs: dict[str, Any]) -> str:
     return "_".join(parts)
 
 
-def results_folder(env_kwargs: dict[str, Any], recipe: dict[str, Any]) -> str:
+def results_folder(env_kwargs: dict[str, Any], recipe: dict[str, Any],
+                   sb3: dict[str, Any] | None = None) -> str:
     """The subfolder of a non-default study ("" for the default): the setting's :func:`_slug`, then each
-    cold-start setting that differs from :data:`RECIPE_SFT` (``sft_epochs16``, ``sft_n50000``)."""
+    cold-start setting that differs from :data:`RECIPE_SFT` (``sft_epochs16``, ``sft_n50000``), then each
+    SB3 setting that differs from :data:`SB3_SETTINGS` (``sb3_n_epochs2``)."""
     parts = [_slug(env_kwargs)] if env_kwargs != DEFAULT_ENV_KWARGS else []
     parts += [f"sft_{k}{v}" for k, v in sorted(recipe.items()) if RECIPE_SFT.get(k) != v]
+    parts += [f"sb3_{k}{v}" for k, v in sorted((sb3 or {}).items()) if SB3_SETTINGS.get(k) != v]
     return "_".join(parts)
+
+
+def _sb3_settings(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--sb3 {text!r} is not JSON ({err.msg})") from None
+    if not isinstance(value, dict) or "share_features_extractor" in value:
+        raise argparse.ArgumentTypeError(f"--sb3 {text!r} must be a JSON object without "
+                                         "'share_features_extractor' (the study sets it per start)")
+    return {**SB3_SETTINGS, **value}
 
 
 def _arms(text: str) -> list[str]:
@@ -345,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         out = output_folder(args)
     except ValueError as err:
         parser.error(str(err))
-    folder = results_folder(args.env_kwargs, args.recipe)
+    folder = results_folder(args.env_kwargs, args.recipe, args.sb3)
     if folder:  # another setting or cold start: its own subfolder, never the default's
         out = out / folder
     rerun = [r for r in args.rerun.split(",") if r]
@@ -363,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
               "seeds": ",".join(map(str, args.seeds)), "curve_every": args.curve_every,
               "budget": args.budget, "arms": args.arms,
               "env_kwargs": args.env_kwargs,
-              "recipe_sft": args.recipe, "sb3": SB3_SETTINGS, "eval": args.eval,
+              "recipe_sft": args.recipe, "sb3": args.sb3, "eval": args.eval,
               "failures": got.failures + runs.failures,
               "bases": [{k: v for k, v in b.items() if k != "weights"} for b in bases.values()]}
     result["summary"] = summarize(result["bases"], runs.ordered(stage2))

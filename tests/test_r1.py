@@ -213,3 +213,9 @@ def test_a_study_with_another_setting_or_cold_start_writes_its_own_folder() -> N
     assert results_folder({"n_numbers": 3}, {**RECIPE_SFT, "epochs": 16}) == "sft_epochs16"
     assert results_folder({"n_numbers": 4}, {**RECIPE_SFT, "epochs": 16, "n": 50_000}) == (
         "n_numbers4_sft_epochs16_sft_n50000")
+    from benchmarks.r1 import SB3_SETTINGS, build_parser
+
+    tuned = build_parser().parse_args(["--sb3", '{"n_epochs": 7}']).sb3
+    assert tuned == {**SB3_SETTINGS, "n_epochs": 7}
+    assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), tuned) == "sb3_n_epochs7"
+    assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), dict(SB3_SETTINGS)) == ""
