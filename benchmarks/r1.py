@@ -56,12 +56,13 @@ from benchmarks.core.common import (
     machine_info,
     output_folder,
     positive_int,
+    write_atomically,
     write_results,
 )
 from benchmarks.core.executor import Task, run_tasks
 from benchmarks.core.study import seeds_argument
 from benchmarks.r1_report import (AGENT_ALGOS, ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, SB3_ALGOS, base_name,
-                                  markdown, summarize)
+                                  headline, markdown, summarize)
 
 #: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (chosen on seed 0: shuffled
 #: answer minibatches fit the train prompts better and held-out ones worse, 0.58 / 0.32 train / held-out
@@ -386,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
               "bases": [{k: v for k, v in b.items() if k != "weights"} for b in bases.values()]}
     result["summary"] = summarize(result["bases"], runs.ordered(stage2))
     write_results(out, "r1", result, markdown(result))
+    write_atomically(out / "headline.md", headline(result))
     for failure in result["failures"]:
         print(f"FAILED: {failure}")
     return 1 if result["failures"] else 0

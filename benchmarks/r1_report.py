@@ -213,6 +213,36 @@ def _steps(x: float | None) -> str:
     return "censored" if x is None or x == float("inf") else f"{x:,.0f}"
 
 
+def headline(result: dict[str, Any]) -> str:
+    """The study's headline table (README): every arm from the recipe's base at one budget, next to the
+    base alone: held-out greedy / sampled / pass@k at the largest k, env steps to base + 0.1 held-out
+    sampled (median over seeds, censored runs counted as never) and env steps/s."""
+    s, recipe = result["summary"], result["recipe_sft"]["n"]
+    n = result["eval"]["k"]
+    arms = [f"base_{recipe}"] + [f"{a}_base_{recipe}" if a != "ppo" else f"ppo_base_{recipe}_nomask"
+                                 for a in ALGOS]
+    seeds = result["seeds"]
+    lines = [f"Countdown {json.dumps(result['env_kwargs'])}, seeds {seeds}, every RL arm "
+             f"{result.get('budget', 0):,} env steps from the same cold-started transformer; IQM [95% "
+             f"bootstrap CI] over seeds, {result['eval']['prompts']} held-out prompts x {n} samples "
+             f"(`python -m benchmarks.r1`).", "",
+             f"| arm | held-out greedy | held-out sampled | pass@{n} "
+             "| steps to base + 0.1 (median; censored) | env steps/s |", "|---|---:|---:|---:|---:|---:|"]
+    for arm in arms:
+        e = s.get(arm)
+        if e is None:
+            continue
+        if "steps_to_plus_0.1" in e:
+            hits = e["steps_to_plus_0.1"]
+            steps = f"{_steps(_median_steps(hits))}; {sum(h is None for h in hits)}/{len(hits)}"
+            speed = f"{e['steps_per_second']:,.0f}"
+        else:
+            steps, speed = "", ""
+        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'])} | {_ci(e['test_sampled'])} "
+                     f"| {e['test_pass_at'][str(n)]:.3f} | {steps} | {speed} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
     n = result["eval"]["k"]

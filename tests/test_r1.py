@@ -163,6 +163,12 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     assert "| SB3 MaskablePPO | 1.00 (one seed: no interval) |" in table  # GRPO's steps over MaskablePPO's
     assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
     assert "| base alone >= 0.65 held-out greedy |" in table
+    from benchmarks.r1_report import headline
+
+    top = headline({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "budget": 1024,
+                    "eval": ev, "recipe_sft": {"n": 200}})
+    assert top.splitlines()[4].startswith("| base alone (SFT 200) |")
+    assert "| base (SFT 200) + GRPO |" in top and "| 1,024; 0/1 |" in top
 
 
 def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
