@@ -67,6 +67,20 @@ def test_config_rejects_impossible_settings(field: str, value: object, match: st
         GRPOConfig(**{field: value})
 
 
+def test_dual_clip_must_exceed_the_upper_clip_bound() -> None:
+    # at or below 1 + clip_eps_high the dual clip cuts into the clipped objective, where verl and TRL differ
+    for kwargs, bound in (({"dual_clip_c": 1.1}, "1.2"), ({"dual_clip_c": 1.2}, "1.2"),
+                          ({"dual_clip_c": 1.25, "clip_eps_high": 0.28}, "1.28")):
+        with pytest.raises(ValueError, match=rf"dual_clip_c={kwargs['dual_clip_c']} must exceed 1 \+ "
+                                             rf"clip_eps_high = {bound} "):
+            GRPOConfig(**kwargs)
+    # a preset's clip-higher counts too: the countdown preset's 0.28 makes 1.25 too small
+    GRPOConfig(dual_clip_c=1.25)
+    with pytest.raises(ValueError, match=r"dual_clip_c=1.25 must exceed 1 \+ clip_eps_high = 1.28"):
+        GRPOConfig.preset("countdown", dual_clip_c=1.25)
+    assert GRPOConfig(dual_clip_c=1.3, clip_eps_high=0.28).dual_clip_c == 1.3
+
+
 def test_config_rejects_variant_combinations_that_would_do_nothing() -> None:
     with pytest.raises(ValueError, match="dual_clip_c=3.0 applies to policy_loss='vanilla' only"):
         GRPOConfig(dual_clip_c=3.0, policy_loss="gspo")

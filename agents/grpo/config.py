@@ -134,9 +134,10 @@ class GRPOConfig:
     dual_clip_c: float | None = None
     """c: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for a
     negative advantage the per-token objective is at least c * A, so a token whose ratio has grown
-    far past 1 + epsilon cannot push an unbounded penalty. Must be > 1; None = off. verl clip_ratio_c
-    (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound). policy_loss
-    "vanilla" only."""
+    far past 1 + epsilon cannot push an unbounded penalty. Must exceed 1 + clip_eps_high (below it verl
+    and TRL disagree, and the dual clip would cut into the clipped objective); None = off. verl
+    clip_ratio_c (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound above
+    1 + epsilon_high). policy_loss "vanilla" only."""
 
     policy_loss: str = "vanilla"
     """The surrogate (verl actor.policy_loss.loss_mode): "vanilla" = PPO-clip per token (DeepSeekMath
@@ -246,6 +247,15 @@ class GRPOConfig:
             _real_in("clip_eps_high", self.clip_eps_high, lo=0.0, lo_open=True)
         if self.dual_clip_c is not None:
             _real_in("dual_clip_c", self.dual_clip_c, lo=1.0, lo_open=True)
+            high = self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
+            if self.dual_clip_c <= 1.0 + high:
+                raise ValueError(
+                    f"dual_clip_c={self.dual_clip_c!r} must exceed 1 + clip_eps_high = {1.0 + high:g} "
+                    "(clip_eps when clip_eps_high is unset): at or below the clip's upper bound the dual "
+                    "clip cuts into the clipped objective itself, where verl's clip_ratio_c and TRL's delta "
+                    "(it clamps the ratio before the clip, for either sign of the advantage) disagree; TRL "
+                    "recommends delta > 1 + epsilon"
+                )
             if self.policy_loss != "vanilla":
                 raise ValueError(
                     f"dual_clip_c={self.dual_clip_c!r} applies to policy_loss='vanilla' only, not "
