@@ -94,7 +94,9 @@ class GRPOConfig:
     seq_mean_rows: str = "all"
     """How "seq_mean_token_mean" and "seq_mean_token_sum" count answers: "all" = divide by every answer
     of the minibatch (ours and TRL's), "non_empty" = only by answers with a token in the loss (verl's
-    agg_loss). They differ only when mask_truncated removes whole answers."""
+    agg_loss). They differ only when mask_truncated removes whole answers. With policy_loss="geo_mean",
+    "non_empty" divides only the KL term by the non-empty answers and the policy term by all of them,
+    as verl's geo_mean does (its torch.mean over answers)."""
 
     length_weight: float = 0.1
     """Weight of the Kimi k1.5 length reward (Kimi k1.5 section 2.3.3) added to each group's rewards,
