@@ -206,8 +206,9 @@ class GRPOConfig:
 
     dynamic_sampling_max_rounds: int = 10
     """Most rollout rounds (of B groups each) per iteration under dynamic sampling (verl
-    max_num_gen_batches). When the budget is spent with fewer than B informative groups, the
-    iteration trains on those it has (none: no update). At least 1."""
+    max_num_gen_batches, which verl 0.9.1 ignores with a warning: it refills without a bound). When the
+    budget is spent with fewer than B informative groups, the iteration trains on those it has (none:
+    no update). At least 1."""
 
     token_sum_norm: int | None = None
     """The constant length in "seq_mean_token_sum" (Dr. GRPO's generation budget; verl
