@@ -74,7 +74,7 @@ BINDING_LENGTH = [
 
 
 @pytest.mark.parametrize("kwargs", BINDING_LENGTH, ids=[str(k) for k in BINDING_LENGTH])
-def test_a_binding_max_length_keeps_exactly_the_candidates_whose_solution_fits(kwargs: dict[str, Any]) -> None:
+def test_a_binding_max_length_keeps_exactly_the_candidates_whose_solution_fits(kwargs: dict) -> None:
     task = CountdownTask(**kwargs)
     rules = task.draw_rules
     free = dataclasses.replace(rules, max_length=64)  # the same draws with the length rule off
