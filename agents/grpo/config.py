@@ -160,7 +160,7 @@ class GRPOConfig:
 
     kl_cov_coef: float = 0.1
     """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025; verl
-    ppo_kl_coef, whose config default is 0.1; it was 1.0 here before issue 17, verl's fallback when the
+    ppo_kl_coef, whose config default is 0.1; it was 1.0 here once, verl's fallback when the
     config gives None). >= 0. Used by policy_loss="kl_cov"."""
 
     sapo_tau_pos: float = 1.0
@@ -436,7 +436,7 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   Dr. GRPO's mean-only advantage keeps the 10:1 ratio between accuracy and format, plain SGD keeps
 #:   it per table row (Adam would rescale every row's step), and G = 32 answers per prompt make it
 #:   likely that a group contains a correct answer once the table has started to commit.
-#:   mu = 1 and beta = 0.02 (issue 17 item 10; were the paper's mu = 4, beta = 0.04): with plain SGD at
+#:   mu = 1 and beta = 0.02 (they were the paper's mu = 4, beta = 0.04): with plain SGD at
 #:   lr 300, a row that one step has just concentrated on a rewarded token gives every other token the
 #:   group sampled a k3 gradient r - 1 of up to ~12 (r = pi_ref / pi), and the stale epochs 2-4 took
 #:   that step on all of the row's answers at once, overshooting: in 9 of 9 such updates on seeds 0-9 a
@@ -496,7 +496,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dynamic_sampling": True,
         "clip_eps_high": 0.28,
     },
-    # issue 16: the causal transformer after a supervised cold start (agents.sft), on Countdown N=3
+    # the R1 recipe: the causal transformer after a supervised cold start (agents.sft), on Countdown N=3
     # with grammar masks; the countdown preset's choices (no k1.5 length term under masks, dynamic
     # sampling, clip-higher) with a small step size for a pretrained policy and B x G = 256 episodes;
     # mu = 1 (one step per batch, as DeepSeekMath ran it): the update is most of the cost.
