@@ -2,7 +2,7 @@
 
 The no-torch checks run in a subprocess whose imports of torch, stable-baselines3, sb3-contrib and SB3's
 progress-bar packages are blocked by a meta-path finder, which is what a bare install looks like from
-inside Python (the report of issue 15 also ran them in a real fresh venv with `pip install .`).
+inside Python (`.ci/run` installs the wheel in a real fresh venv and imports the packages from it).
 """
 
 from __future__ import annotations
