@@ -1,4 +1,4 @@
-"""The supervised cold start (DeepSeek-R1's SFT stage before RL; Guo et al. 2025, section 2.3.1), issue 16.
+"""The supervised cold start (DeepSeek-R1's SFT stage before RL; Guo et al. 2025, section 2.3.1).
 
 Solutions of **train-split** prompts come from the task's own generator: Countdown builds each prompt from
 a random expression tree over its numbers and keeps that expression

@@ -67,6 +67,20 @@ def test_config_rejects_impossible_settings(field: str, value: object, match: st
         GRPOConfig(**{field: value})
 
 
+def test_dual_clip_must_exceed_the_upper_clip_bound() -> None:
+    # at or below 1 + clip_eps_high the dual clip cuts into the clipped objective, where verl and TRL differ
+    for kwargs, bound in (({"dual_clip_c": 1.1}, "1.2"), ({"dual_clip_c": 1.2}, "1.2"),
+                          ({"dual_clip_c": 1.25, "clip_eps_high": 0.28}, "1.28")):
+        with pytest.raises(ValueError, match=rf"dual_clip_c={kwargs['dual_clip_c']} must exceed 1 \+ "
+                                             rf"clip_eps_high = {bound} "):
+            GRPOConfig(**kwargs)
+    # a preset's clip-higher counts too: the countdown preset's 0.28 makes 1.25 too small
+    GRPOConfig(dual_clip_c=1.25)
+    with pytest.raises(ValueError, match=r"dual_clip_c=1.25 must exceed 1 \+ clip_eps_high = 1.28"):
+        GRPOConfig.preset("countdown", dual_clip_c=1.25)
+    assert GRPOConfig(dual_clip_c=1.3, clip_eps_high=0.28).dual_clip_c == 1.3
+
+
 def test_config_rejects_variant_combinations_that_would_do_nothing() -> None:
     with pytest.raises(ValueError, match="dual_clip_c=3.0 applies to policy_loss='vanilla' only"):
         GRPOConfig(dual_clip_c=3.0, policy_loss="gspo")
@@ -258,7 +272,7 @@ def test_seeded_training_raises_greedy_success_from_cold_start() -> None:
 
 
 def test_default_has_one_meaning_a_partial_config_keeps_the_preset() -> None:
-    # issue 8 section 6: GRPO(env, GRPOConfig(beta=0.01)) used to drop the preset (G=8 instead of 32).
+    # GRPO(env, GRPOConfig(beta=0.01)) once dropped the preset (G=8 instead of 32).
     for policy in ("tabular", "mlp"):
         model = GRPO(ENV, GRPOConfig(beta=0.01), policy=policy)
         assert model.config == GRPOConfig.preset(policy, beta=0.01)
@@ -434,7 +448,7 @@ def test_preset_reaches_full_greedy_success_on_a_fresh_seed(policy: str, budget:
 
 
 # ------------------------------------------------------------------------------------------------
-# Issue 8: refusals, the command line, the progress bar
+# Refusals, the command line, the progress bar
 # ------------------------------------------------------------------------------------------------
 def test_tabular_refuses_continuous_observations_and_unbounded_prompt_sets() -> None:
     with pytest.raises(ValueError, match="policy='tabular' needs discrete observations, and CartPole-v1"):
@@ -504,7 +518,7 @@ def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Issue 8 section 8: direct tests of what only a seeded training run used to catch
+# Direct tests of what only a seeded training run used to catch
 # ------------------------------------------------------------------------------------------------
 def test_vector_rollout_groups_replay_their_own_prompt() -> None:
     from agents.grpo.rollout import VectorGroupRunner, draw_prompts
@@ -597,7 +611,7 @@ def test_the_config_becomes_the_loss_settings_once_at_construction(monkeypatch) 
 
 
 # ------------------------------------------------------------------------------------------------
-# Issue 11: every variant can be turned on from GRPOConfig and trains
+# Every variant can be turned on from GRPOConfig and trains
 # ------------------------------------------------------------------------------------------------
 VARIANTS = {
     "clip_higher": {"clip_eps_high": 0.28},

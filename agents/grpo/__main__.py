@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sampled answers per prompt for sampled success (mean@k) and pass@k")
     parser.add_argument("--eval-prompts", type=_positive_int, default=None,
                         help="prompts per split for evaluations (default: all of a finite task, else 256)")
-    # issue 16: the R1 recipe (cold start, then GRPO) and a machine-readable result
+    # the R1 recipe (cold start, then GRPO) and a machine-readable result
     parser.add_argument("--sft", type=_non_negative_int, default=0,
                         help="supervised cold start on this many train-split solutions before GRPO "
                              "(agents.sft; 0: train from scratch); the SFT model is the KL reference")

@@ -166,7 +166,7 @@ class GRPO:
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
-        if isinstance(env, str) and policy == "transformer":  # it reads the token context (issue 16)
+        if isinstance(env, str) and policy == "transformer":  # it reads the token context
             self.env_kwargs.setdefault("observation", "tokens")
         if isinstance(env, str):
             self.env_id = env
@@ -600,7 +600,7 @@ def make_policy(
             max_grad_norm=max_grad_norm,
             **kwargs,
         )
-    if kind == "transformer":  # issue 16: a causal transformer over observation="tokens"
+    if kind == "transformer":  # a causal transformer over observation="tokens"
         from agents.grpo.transformer import TransformerPolicy  # lazy: torch
 
         return TransformerPolicy(

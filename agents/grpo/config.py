@@ -94,7 +94,9 @@ class GRPOConfig:
     seq_mean_rows: str = "all"
     """How "seq_mean_token_mean" and "seq_mean_token_sum" count answers: "all" = divide by every answer
     of the minibatch (ours and TRL's), "non_empty" = only by answers with a token in the loss (verl's
-    agg_loss). They differ only when mask_truncated removes whole answers."""
+    agg_loss). They differ only when mask_truncated removes whole answers. With policy_loss="geo_mean",
+    "non_empty" divides only the KL term by the non-empty answers and the policy term by all of them,
+    as verl's geo_mean does (its torch.mean over answers)."""
 
     length_weight: float = 0.1
     """Weight of the Kimi k1.5 length reward (Kimi k1.5 section 2.3.3) added to each group's rewards,
@@ -134,9 +136,10 @@ class GRPOConfig:
     dual_clip_c: float | None = None
     """c: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for a
     negative advantage the per-token objective is at least c * A, so a token whose ratio has grown
-    far past 1 + epsilon cannot push an unbounded penalty. Must be > 1; None = off. verl clip_ratio_c
-    (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound). policy_loss
-    "vanilla" only."""
+    far past 1 + epsilon cannot push an unbounded penalty. Must exceed 1 + clip_eps_high (below it verl
+    and TRL disagree, and the dual clip would cut into the clipped objective); None = off. verl
+    clip_ratio_c (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound above
+    1 + epsilon_high). policy_loss "vanilla" only."""
 
     policy_loss: str = "vanilla"
     """The surrogate (verl actor.policy_loss.loss_mode): "vanilla" = PPO-clip per token (DeepSeekMath
@@ -157,7 +160,7 @@ class GRPOConfig:
 
     kl_cov_coef: float = 0.1
     """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025; verl
-    ppo_kl_coef, whose config default is 0.1; it was 1.0 here before issue 17, verl's fallback when the
+    ppo_kl_coef, whose config default is 0.1; it was 1.0 here once, verl's fallback when the
     config gives None). >= 0. Used by policy_loss="kl_cov"."""
 
     sapo_tau_pos: float = 1.0
@@ -203,8 +206,9 @@ class GRPOConfig:
 
     dynamic_sampling_max_rounds: int = 10
     """Most rollout rounds (of B groups each) per iteration under dynamic sampling (verl
-    max_num_gen_batches). When the budget is spent with fewer than B informative groups, the
-    iteration trains on those it has (none: no update). At least 1."""
+    max_num_gen_batches, which verl 0.9.1 ignores with a warning: it refills without a bound). When the
+    budget is spent with fewer than B informative groups, the iteration trains on those it has (none:
+    no update). At least 1."""
 
     token_sum_norm: int | None = None
     """The constant length in "seq_mean_token_sum" (Dr. GRPO's generation budget; verl
@@ -246,6 +250,15 @@ class GRPOConfig:
             _real_in("clip_eps_high", self.clip_eps_high, lo=0.0, lo_open=True)
         if self.dual_clip_c is not None:
             _real_in("dual_clip_c", self.dual_clip_c, lo=1.0, lo_open=True)
+            high = self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
+            if self.dual_clip_c <= 1.0 + high:
+                raise ValueError(
+                    f"dual_clip_c={self.dual_clip_c!r} must exceed 1 + clip_eps_high = {1.0 + high:g} "
+                    "(clip_eps when clip_eps_high is unset): at or below the clip's upper bound the dual "
+                    "clip cuts into the clipped objective itself, where verl's clip_ratio_c and TRL's delta "
+                    "(it clamps the ratio before the clip, for either sign of the advantage) disagree; TRL "
+                    "recommends delta > 1 + epsilon"
+                )
             if self.policy_loss != "vanilla":
                 raise ValueError(
                     f"dual_clip_c={self.dual_clip_c!r} applies to policy_loss='vanilla' only, not "
@@ -423,7 +436,7 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   Dr. GRPO's mean-only advantage keeps the 10:1 ratio between accuracy and format, plain SGD keeps
 #:   it per table row (Adam would rescale every row's step), and G = 32 answers per prompt make it
 #:   likely that a group contains a correct answer once the table has started to commit.
-#:   mu = 1 and beta = 0.02 (issue 17 item 10; were the paper's mu = 4, beta = 0.04): with plain SGD at
+#:   mu = 1 and beta = 0.02 (they were the paper's mu = 4, beta = 0.04): with plain SGD at
 #:   lr 300, a row that one step has just concentrated on a rewarded token gives every other token the
 #:   group sampled a k3 gradient r - 1 of up to ~12 (r = pi_ref / pi), and the stale epochs 2-4 took
 #:   that step on all of the row's answers at once, overshooting: in 9 of 9 such updates on seeds 0-9 a
@@ -483,7 +496,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dynamic_sampling": True,
         "clip_eps_high": 0.28,
     },
-    # issue 16: the causal transformer after a supervised cold start (agents.sft), on Countdown N=3
+    # the R1 recipe: the causal transformer after a supervised cold start (agents.sft), on Countdown N=3
     # with grammar masks; the countdown preset's choices (no k1.5 length term under masks, dynamic
     # sampling, clip-higher) with a small step size for a pretrained policy and B x G = 256 episodes;
     # mu = 1 (one step per batch, as DeepSeekMath ran it): the update is most of the cost.

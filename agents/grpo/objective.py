@@ -31,6 +31,7 @@ from agents.grpo.advantages import (  # noqa: F401  (re-exported: the objective'
     rloo_advantages,
 )
 from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
+    ALL_ROWS_POLICY_LOSSES,
     LOG_RATIO_CLAMP,
     PER_ANSWER_LOSSES,
     POLICY_LOSSES,
@@ -47,6 +48,7 @@ from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "ALL_ROWS_POLICY_LOSSES",
     "KL_ESTIMATORS",
     "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
@@ -264,6 +266,11 @@ def grpo_token_loss(
 ) -> LossTerms:
     """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
 
+    The weights ``w_t`` are the aggregation's, with ``seq_mean_rows`` deciding which answers a seq-mean
+    counts. One exception, verl's: under ``seq_mean_rows="non_empty"`` a policy loss in
+    :data:`ALL_ROWS_POLICY_LOSSES` (GMPO's ``geo_mean``) still averages its policy term over every answer
+    (verl's ``torch.mean``) while the KL term counts the non-empty answers (verl's ``agg_loss``).
+
     Args:
         logp, logp_old, logp_ref: (N, L) log-probabilities of the sampled tokens under the current,
             sampling and reference policies.
@@ -275,8 +282,11 @@ def grpo_token_loss(
             applies ``top_entropy_quantile``.
     """
     weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)  # (N, L), zero on padding
+    policy_weights = weights  # the policy term's weights (all answers for ALL_ROWS_POLICY_LOSSES)
     if settings.aggregation.startswith("seq_mean"):
         weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
+        if settings.policy_loss not in ALL_ROWS_POLICY_LOSSES:
+            policy_weights = weights
     surrogate, d_surrogate, clipped = POLICY_LOSSES[settings.policy_loss](
         logp, logp_old, adv, mask, settings.surrogate
     )
@@ -284,13 +294,17 @@ def grpo_token_loss(
         surrogate, d_surrogate = surrogate * policy_tokens, d_surrogate * policy_tokens
     kl, d_kl = KL_ESTIMATORS[settings.kl_estimator](logp, logp_ref)
     beta = settings.beta
-    per_token = -(surrogate - beta * kl)  # (N, L)
-    grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)
+    if policy_weights is weights:
+        loss = float((-(surrogate - beta * kl) * weights).sum())
+        grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)
+    else:  # the two terms count different answers (verl's geo_mean under seq_mean_rows="non_empty")
+        loss = float((-surrogate * policy_weights + beta * kl * weights).sum())
+        grad = -d_surrogate * policy_weights + beta * d_kl * weights
     n_valid = max(float(mask.sum()), 1.0)
     return LossTerms(
-        loss=float((per_token * weights).sum()),
+        loss=loss,
         grad_logp=grad,
-        policy_loss=float(-(surrogate * weights).sum()),
+        policy_loss=float(-(surrogate * policy_weights).sum()),
         kl=float((kl * weights).sum()),
         clip_frac=float((clipped * mask).sum() / n_valid),
     )
