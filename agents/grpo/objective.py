@@ -7,7 +7,7 @@ upstream gradient (``logp.backward(grad)``). So the clip, the KL estimator and t
 written exactly once. Shapes: ``N`` episodes (B prompts x G answers), ``L`` token positions.
 
 Variants are looked up by name in the ``ADVANTAGE_ESTIMATORS`` (:mod:`agents.grpo.advantages`),
-``POLICY_LOSSES`` (:mod:`agents.grpo.surrogates`), ``KL_ESTIMATORS`` and ``LOSS_AGGREGATIONS`` tables
+``CRITIC_ESTIMATORS`` (token-level GAE with a learned critic, :mod:`agents.grpo.value`), ``POLICY_LOSSES`` (:mod:`agents.grpo.surrogates`), ``KL_ESTIMATORS`` and ``LOSS_AGGREGATIONS`` tables
 rather than chained in if-ladders; this module re-exports them all. docs/variants.md maps every variant
 to verl's and TRL's option names.
 """
@@ -30,6 +30,14 @@ from agents.grpo.advantages import (  # noqa: F401  (re-exported: the objective'
     reinforce_pp_baseline_verl_advantages,
     rloo_advantages,
 )
+from agents.grpo.value import (  # noqa: F401  (re-exported)
+    CRITIC_ESTIMATORS,
+    ValueLossTerms,
+    clipped_value_loss,
+    gae_advantages,
+    masked_whiten,
+    terminal_token_rewards,
+)
 from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
     LOG_RATIO_CLAMP,
     PER_ANSWER_LOSSES,
@@ -47,6 +55,13 @@ from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "CRITIC_ESTIMATORS",
+    "ValueLossTerms",
+    "clipped_value_loss",
+    "gae_advantages",
+    "loss_weights",
+    "masked_whiten",
+    "terminal_token_rewards",
     "KL_ESTIMATORS",
     "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
@@ -253,6 +268,16 @@ class LossSettings:
     seq_mean_rows: str = "all"
 
 
+def loss_weights(mask: np.ndarray, settings: LossSettings) -> np.ndarray:
+    """(N, L) each token's weight in the aggregated loss (``settings.aggregation``, and for the
+    ``seq_mean_*`` ones ``settings.seq_mean_rows``): the policy loss's, and the critic's value loss's
+    (verl's critic takes the actor's ``loss_agg_mode``). Zero where ``mask`` is 0."""
+    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)
+    if settings.aggregation.startswith("seq_mean"):
+        weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
+    return weights
+
+
 def grpo_token_loss(
     logp: np.ndarray,
     logp_old: np.ndarray,
@@ -274,9 +299,7 @@ def grpo_token_loss(
             e.g. :func:`high_entropy_tokens`; the KL term and the aggregation still use ``mask``, as TRL
             applies ``top_entropy_quantile``.
     """
-    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)  # (N, L), zero on padding
-    if settings.aggregation.startswith("seq_mean"):
-        weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
+    weights = loss_weights(mask, settings)  # (N, L), zero on padding
     surrogate, d_surrogate, clipped = POLICY_LOSSES[settings.policy_loss](
         logp, logp_old, adv, mask, settings.surrogate
     )
