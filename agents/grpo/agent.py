@@ -314,7 +314,7 @@ class GRPO:
                     callbacks.rollout_end()
                 train_stats: dict[str, float] = {}
                 adv = None  # (B, G) one advantage per answer (for the critic: its tokens' mean)
-                adv_tok = None  # (N, L) the advantage of every token
+                adv_tok = None  # (N, L) the critic's advantage of every token
                 targets = None
                 if got.train is not None:
                     with timer.phase("advantage"):
@@ -328,12 +328,14 @@ class GRPO:
                                 got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
                                 lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),
                             )  # (B, G)
-                            adv_tok = np.broadcast_to(adv.reshape(-1)[:, None], got.train.mask.shape)
                 self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv,
                                        self.iterations + 1, self.num_timesteps)
-                if got.train is not None and adv_tok is not None:
-                    with timer.phase("update"):
-                        train_stats = self._update(got.train, adv_tok, targets)  # mu clipped epochs
+                if got.train is not None and adv is not None:
+                    with timer.phase("update"):  # mu clipped epochs
+                        if targets is None:
+                            train_stats = self._update(got.train, adv.reshape(-1))
+                        else:
+                            train_stats = self._update(got.train, adv_tok, targets)
                 self.num_timesteps += got.sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
                 elapsed = time.perf_counter() - start_time
@@ -392,10 +394,11 @@ class GRPO:
             token_rewards, values, batch.mask, self.config.gamma, self.config.lam)
         return adv_tok, _CriticTargets(values=values, returns=returns)
 
-    def _update(self, batch: GroupBatch, adv_tok: np.ndarray,
+    def _update(self, batch: GroupBatch, adv: np.ndarray,
                 critic: _CriticTargets | None = None) -> dict[str, float]:
-        """mu epochs of clipped steps over the batch with the (N, L) token advantages ``adv_tok``;
-        minibatches hold whole groups. With a critic (``critic`` given), each minibatch step also
+        """mu epochs of clipped steps over the batch with the advantages ``adv``: (N,) one per answer,
+        broadcast to its tokens (the group estimators), or (N, L) one per token (the critic's); the
+        same loss reads both. Minibatches hold whole groups. With a critic (``critic`` given), each minibatch step also
         takes a critic step on the clipped value loss, and in the first ``critic_warmup`` iterations
         only the critic steps."""
         cfg = self.config
@@ -404,6 +407,7 @@ class GRPO:
             loss_mask = mask_truncated(batch.mask, batch.truncated)  # (N, L)
         valid = loss_mask > 0  # (N, L): the tokens in the loss
         train_policy = critic is None or self.iterations >= cfg.critic_warmup
+        adv_tok = adv if adv.ndim == 2 else np.broadcast_to(adv[:, None], batch.mask.shape)  # (N, L)
         # The reference is frozen, so its log-probs are computed once per iteration.
         masks = batch.action_masks  # (N, L, V) or None
         logp_ref = np.zeros_like(batch.logp_old)
