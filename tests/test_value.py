@@ -279,3 +279,20 @@ def test_gae_with_the_tabular_policy_is_refused() -> None:
         GRPO("rlvr/Arithmetic-v0", GRPOConfig(advantage="gae"), policy="tabular")
     with pytest.raises(ValueError, match="need a learned critic"):
         GRPO("rlvr/Arithmetic-v0", GRPOConfig(critic_warmup=2), policy="mlp")  # the preset's "grpo"
+
+
+def test_reusing_the_value_pass_for_the_first_critic_step_changes_nothing(monkeypatch) -> None:
+    runs, passes = [], []
+    for reuse in (True, False):
+        model = gae_agent(seed=2, epochs=2)
+        if not reuse:
+            original = model.policy.values
+            monkeypatch.setattr(model.policy, "values", lambda o, a, keep=False: original(o, a, keep=False))
+        forward, count = model.policy._critic_forward, [0]
+        monkeypatch.setattr(model.policy, "_critic_forward", lambda o, a: count.__setitem__(0, count[0] + 1)
+                            or forward(o, a))
+        model.learn(100)
+        runs.append(model.policy.state())
+        passes.append(count[0] / model.iterations)
+    assert passes == [2, 3]  # values + epoch 2 (epoch 1 reuses the values' pass); values + 2 epochs
+    assert all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])

@@ -93,10 +93,13 @@ class _Minibatch:
 @dataclasses.dataclass(frozen=True)
 class _CriticTargets:
     """The critic's side of one iteration's batch (``advantage="gae"``): its values V(s_t) when the
-    batch was collected and the GAE returns, both (N, L)."""
+    batch was collected and the GAE returns, both (N, L); ``first_pass``, when kept, is the critic's
+    forward pass (with its graph) over every real token, which the first critic step reuses when its
+    minibatch is the whole batch (the critic has not changed yet, so the numbers are the same)."""
 
     values: np.ndarray
     returns: np.ndarray
+    first_pass: Any = None
 
 
 class GRPO:
@@ -388,11 +391,13 @@ class GRPO:
         every token's state, gamma and lambda from the config (:func:`agents.grpo.value.gae_advantages`)."""
         real = batch.mask > 0  # (N, L): GAE runs over every real token (verl's response_mask)
         values = np.zeros(batch.mask.shape)
-        values[real] = self.policy.values(batch.obs[real], batch.actions[real])  # type: ignore[attr-defined]
+        keep = self.config.minibatches == 1 and not self.config.mask_truncated  # the first step's rows
+        values[real], first_pass = self.policy.values(  # type: ignore[attr-defined]
+            batch.obs[real], batch.actions[real], keep=keep)
         token_rewards = terminal_token_rewards(rewards.reshape(-1), batch.mask)
         adv_tok, returns = CRITIC_ESTIMATORS[self.config.advantage](  # type: ignore[index]
             token_rewards, values, batch.mask, self.config.gamma, self.config.lam)
-        return adv_tok, _CriticTargets(values=values, returns=returns)
+        return adv_tok, _CriticTargets(values=values, returns=returns, first_pass=first_pass)
 
     def _update(self, batch: GroupBatch, adv: np.ndarray,
                 critic: _CriticTargets | None = None) -> dict[str, float]:
@@ -420,12 +425,16 @@ class GRPO:
         stats: list[tuple[LossTerms, float]] = []
         value_stats: list[ValueLossTerms] = []
         assert cfg.epochs is not None  # resolved from the preset at construction
+        first_pass = None if critic is None else critic.first_pass
+        if first_pass is not None and not (len(chunks) == 1 and np.array_equal(chunks[0].valid, batch.mask > 0)):
+            first_pass = None  # the first step's tokens are not the pass's
         for _ in range(cfg.epochs):
             for c in chunks:
                 if critic is not None:  # the critic's step on this minibatch (policy-independent)
                     value_fn = functools.partial(self._value_loss, c)
                     value_stats.append(self.policy.update_critic(  # type: ignore[attr-defined]
-                        c.obs, c.actions, value_fn))
+                        c.obs, c.actions, value_fn, vpreds=first_pass))
+                    first_pass = None  # the critic has moved: later steps run their own pass
                 if not train_policy:
                     continue
                 chosen = None

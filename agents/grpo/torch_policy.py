@@ -59,22 +59,31 @@ class TorchPolicy(Policy):
         self.critic = self._value_network().requires_grad_(True)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=learning_rate, eps=1e-5)
 
-    def values(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """(T,) float64 V(s) of each token row (no gradient): the critic's values when a batch is
-        collected, which GAE and the value clip read."""
+    def values(self, obs: np.ndarray, actions: np.ndarray, keep: bool = False
+               ) -> tuple[np.ndarray, torch.Tensor | None]:
+        """(T,) float64 V(s) of each token row: the critic's values when a batch is collected, which
+        GAE and the value clip read. With ``keep``, also the (T,) predictions with their autograd graph,
+        which :meth:`update_critic` can take as its forward pass while the critic is unchanged (one
+        pass instead of two when the first critic step covers exactly these rows); else None."""
         if self.critic is None:
             raise ValueError(f"the {self.kind} policy has no critic: it is made by advantage='gae'")
+        if keep:
+            vpreds = self._critic_forward(obs, actions)
+            return vpreds.detach().double().numpy(), vpreds
         with torch.inference_mode():
-            return self._critic_forward(obs, actions).double().numpy()
+            return self._critic_forward(obs, actions).double().numpy(), None
 
     def update_critic(self, obs: np.ndarray, actions: np.ndarray,
-                      loss_fn: Callable[[np.ndarray], ValueLossTerms]) -> ValueLossTerms:
+                      loss_fn: Callable[[np.ndarray], ValueLossTerms],
+                      vpreds: torch.Tensor | None = None) -> ValueLossTerms:
         """One critic step on ``loss_fn(vpreds)`` (:func:`agents.grpo.value.clipped_value_loss` of the
         (T,) predictions), chained through the critic by autograd as the policy's loss is; the
-        gradient norm is clipped at ``max_grad_norm`` as the policy's (verl clips both)."""
+        gradient norm is clipped at ``max_grad_norm`` as the policy's (verl clips both). ``vpreds``:
+        the kept forward pass of these rows from :meth:`values` (only valid before any critic step)."""
         if self.critic is None or self.critic_optimizer is None:
             raise ValueError(f"the {self.kind} policy has no critic: it is made by advantage='gae'")
-        vpreds = self._critic_forward(obs, actions)  # (T,)
+        if vpreds is None:
+            vpreds = self._critic_forward(obs, actions)  # (T,)
         terms = loss_fn(vpreds.detach().double().numpy())
         self.critic_optimizer.zero_grad()
         vpreds.backward(torch.as_tensor(terms.grad_vpred.reshape(-1), dtype=vpreds.dtype))
