@@ -118,7 +118,8 @@ class GRPO:
     are computed and before the update with an :class:`agents.grpo.hooks.GroupEvent`: every group
     the iteration sampled (all rounds under dynamic sampling, in order), with ``rewards`` (B', G)
     (verifier reward + length term), ``lengths`` and ``correct`` (B', G), ``trained`` (B',) (False for
-    groups dynamic sampling dropped), ``advantages`` (B', G) (NaN rows where not trained; with a critic each answer's mean token advantage),
+    groups dynamic sampling dropped), ``advantages`` (B', G) (NaN rows where not trained; with a critic,
+    each answer's mean token advantage),
     ``iteration`` (1-based) and ``num_timesteps`` (before this iteration's steps). The arrays are
     read-only copies, so hooks cannot change training: a run with hooks is bit-for-bit the run
     without (as long as a hook draws nothing from ``model.rng``).
@@ -245,8 +246,9 @@ class GRPO:
         self.uses_critic = config.advantage in CRITIC_ESTIMATORS
         if self.uses_critic:
             lr = config.critic_learning_rate
-            self.policy.init_critic(  # type: ignore[attr-defined]
-                self.policy.optimizer.param_groups[0]["lr"] if lr is None else lr)  # type: ignore[attr-defined]
+            if lr is None:  # one step size for both networks
+                lr = self.policy.optimizer.param_groups[0]["lr"]  # type: ignore[attr-defined]
+            self.policy.init_critic(lr)  # type: ignore[attr-defined]
         #: whether rollouts, updates, ``predict`` (when given masks) and evaluation are grammar-masked
         self.use_masks = bool(config.action_masks and env_has_masks(self.env))
         #: whether those masks can forbid a token (``rlvr/Arithmetic-v0``'s allow every one by default)
@@ -403,9 +405,9 @@ class GRPO:
                 critic: _CriticTargets | None = None) -> dict[str, float]:
         """mu epochs of clipped steps over the batch with the advantages ``adv``: (N,) one per answer,
         broadcast to its tokens (the group estimators), or (N, L) one per token (the critic's); the
-        same loss reads both. Minibatches hold whole groups. With a critic (``critic`` given), each minibatch step also
-        takes a critic step on the clipped value loss, and in the first ``critic_warmup`` iterations
-        only the critic steps."""
+        same loss reads both. Minibatches hold whole groups. With a critic (``critic`` given), each
+        minibatch step also takes a critic step on the clipped value loss, and in the first
+        ``critic_warmup`` iterations only the critic steps."""
         cfg = self.config
         loss_mask = batch.mask
         if cfg.mask_truncated and batch.truncated is not None:
@@ -426,7 +428,8 @@ class GRPO:
         value_stats: list[ValueLossTerms] = []
         assert cfg.epochs is not None  # resolved from the preset at construction
         first_pass = None if critic is None else critic.first_pass
-        if first_pass is not None and not (len(chunks) == 1 and np.array_equal(chunks[0].valid, batch.mask > 0)):
+        whole = len(chunks) == 1 and np.array_equal(chunks[0].valid, batch.mask > 0)
+        if not whole:
             first_pass = None  # the first step's tokens are not the pass's
         for _ in range(cfg.epochs):
             for c in chunks:

@@ -7,7 +7,8 @@ upstream gradient (``logp.backward(grad)``). So the clip, the KL estimator and t
 written exactly once. Shapes: ``N`` episodes (B prompts x G answers), ``L`` token positions.
 
 Variants are looked up by name in the ``ADVANTAGE_ESTIMATORS`` (:mod:`agents.grpo.advantages`),
-``CRITIC_ESTIMATORS`` (token-level GAE with a learned critic, :mod:`agents.grpo.value`), ``POLICY_LOSSES`` (:mod:`agents.grpo.surrogates`), ``KL_ESTIMATORS`` and ``LOSS_AGGREGATIONS`` tables
+``CRITIC_ESTIMATORS`` (token-level GAE with a learned critic, :mod:`agents.grpo.value`),
+``POLICY_LOSSES`` (:mod:`agents.grpo.surrogates`), ``KL_ESTIMATORS`` and ``LOSS_AGGREGATIONS`` tables
 rather than chained in if-ladders; this module re-exports them all. docs/variants.md maps every variant
 to verl's and TRL's option names.
 """

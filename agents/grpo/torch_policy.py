@@ -111,7 +111,8 @@ class TorchPolicy(Policy):
         out = {f"net.{k}": v.detach().numpy().copy() for k, v in self.net.state_dict().items()}
         out.update({f"ref.{k}": v.numpy().copy() for k, v in self.reference.state_dict().items()})
         if self.critic is not None:
-            out.update({f"critic.{k}": v.detach().numpy().copy() for k, v in self.critic.state_dict().items()})
+            out.update({f"critic.{k}": v.detach().numpy().copy()
+                        for k, v in self.critic.state_dict().items()})
         return out
 
     def optimizer_state(self) -> dict:

@@ -2,10 +2,11 @@
 token-level Generalized Advantage Estimation and the clipped value loss, as small pure NumPy functions.
 
 The critic's advantages are per token, ``(N, L)``, and go into the same surrogate, KL and aggregation
-code as GRPO's per-answer advantages broadcast to their tokens (:func:`agents.grpo.objective.grpo_token_loss`);
-only how they are computed differs. The numbers equal verl 0.9.1's ``compute_gae_advantage_return`` and
-``compute_value_loss`` (``verl/trainer/ppo/core_algos.py``) to float64 round-off
-(``tests/test_value.py`` pins them to hand-computed values and to a plain loop). Shapes: ``N`` episodes,
+code as GRPO's per-answer advantages broadcast to their tokens
+(:func:`agents.grpo.objective.grpo_token_loss`); only how they are computed differs. The numbers
+equal verl 0.9.1's ``compute_gae_advantage_return`` and ``compute_value_loss``
+(``verl/trainer/ppo/core_algos.py``) to float64 round-off (``tests/test_value.py`` pins them to
+hand-computed values and to a plain loop). Shapes: ``N`` episodes,
 ``L`` token positions; ``mask`` is 1.0 on an episode's real tokens and 0.0 after it ends. Part of
 :mod:`agents.grpo.objective`, which re-exports every name.
 """
