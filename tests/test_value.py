@@ -219,6 +219,19 @@ def test_cold_start_restarts_the_critic_from_the_fitted_policy() -> None:
     assert not model.policy.critic_optimizer.state_dict()["state"]  # a fresh optimiser
 
 
+def test_mlp_warm_start_restarts_the_critic_from_the_clone() -> None:
+    from agents.bc import demonstrations, warm_start
+
+    cfg = GRPOConfig.preset("mlp", advantage="gae", prompts_per_iter=4, group_size=4)
+    model = GRPO(COUNTDOWN, cfg, policy="mlp", seed=0, env_kwargs={"n_numbers": 3})
+    model.learn(200)
+    warm_start(model, demonstrations(model.env, 50, seed=0), epochs=2)
+    state = model.policy.state()
+    hidden = [k[4:] for k in state if k.startswith("net.") and not k.startswith(("net.4.", "net.ref"))]
+    assert hidden and all(np.array_equal(state["net." + k], state["critic." + k]) for k in hidden)
+    assert state["critic.4.weight"].shape == (1, 64) and not state["critic.4.weight"].any()
+
+
 def test_critic_warmup_updates_only_the_critic() -> None:
     model = gae_agent(critic_warmup=2)
     before = model.policy.state()
