@@ -17,7 +17,6 @@ Everything is seeded: the prompts (``seed``), the minibatch order (``seed``) and
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from dataclasses import dataclass, field
@@ -280,7 +279,8 @@ def supervised_fit(
 def cold_start(model: Any, n: int, *, epochs: int = 8, batch_size: int = 256, learning_rate: float = 1e-3,
                seed: int | None = None, minibatch: str = "prompts", warmup: float = 0.0) -> dict[str, Any]:
     """Supervised cold start of a GRPO agent on ``n`` train-split solutions, then RL's start: the fitted
-    network becomes the frozen KL reference and the RL optimiser restarts. Returns what it did
+    network becomes the frozen KL reference, the RL optimiser restarts, and a critic (``advantage="gae"``)
+    starts again from the fitted network. Returns what it did
     (``sft_solutions``, ``sft_tokens``, ``sft_epochs``, ``sft_losses``, ``sft_seconds``). ``seed``
     defaults to the agent's."""
     seed = model.seed if seed is None else seed
@@ -289,12 +289,6 @@ def cold_start(model: Any, n: int, *, epochs: int = 8, batch_size: int = 256, le
     losses = supervised_fit(model.policy, demos, epochs=epochs, batch_size=batch_size,
                             learning_rate=learning_rate, seed=seed, masked=model.use_masks,
                             minibatch=minibatch, warmup=warmup)
-    pol = model.policy
-    if hasattr(pol, "restart_from_current"):
-        pol.restart_from_current()
-    else:  # the MLP policy: the same two steps
-        pol.reference = copy.deepcopy(pol.net).requires_grad_(False)
-        lr = pol.optimizer.param_groups[0]["lr"]
-        pol.optimizer = torch.optim.Adam(pol.net.parameters(), lr=lr, eps=1e-5)
+    model.policy.restart_from_current()  # reference, RL optimiser and a critic start from the fit
     return {"sft_solutions": int(n), "sft_tokens": int(len(demos.actions)), "sft_epochs": int(epochs),
             "sft_losses": losses, "sft_seconds": time.perf_counter() - start}

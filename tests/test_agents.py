@@ -41,7 +41,7 @@ PPO_CLIP = LossSettings(beta=0.04, surrogate=SurrogateSettings(clip_eps=0.2))  #
         ("learning_rate", float("inf"), "finite"),
         ("adv_eps", 0.0, "> 0"),
         ("kl_estimator", "k4", "is not one of"),
-        ("advantage", "gae", "is not one of"),
+        ("advantage", "vtrace", "is not one of"),
         ("loss_aggregation", "max", "is not one of"),
         ("length_weight", -1.0, ">= 0"),
         ("max_grad_norm", 0.0, "> 0"),
@@ -98,8 +98,8 @@ def test_config_minibatches_must_fit_groups() -> None:
 def test_config_round_trips_and_rejects_unknown_fields() -> None:
     cfg = GRPOConfig(group_size=4, beta=0.01)
     assert GRPOConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(ValueError, match="unknown GRPOConfig fields \\['gamma'\\]"):
-        GRPOConfig.from_dict({"gamma": 0.99})
+    with pytest.raises(ValueError, match="unknown GRPOConfig fields \\['discount'\\]"):
+        GRPOConfig.from_dict({"discount": 0.99})
     docs = GRPOConfig.field_docs()
     assert set(docs) == {f.name for f in dataclasses.fields(GRPOConfig)}
     assert "G:" in docs["group_size"] and "epsilon" in docs["clip_eps"]
@@ -294,7 +294,7 @@ def test_presets_are_the_defaults_and_reject_unknown_policies() -> None:
     with pytest.raises(ValueError, match="no preset for policy='cnn'"):
         GRPOConfig.preset("cnn")
     with pytest.raises(ValueError, match="unknown GRPOConfig fields"):
-        GRPOConfig.preset("mlp", gamma=0.9)
+        GRPOConfig.preset("mlp", discount=0.9)
 
 
 def test_callback_can_stop_training_and_metrics_are_named() -> None:

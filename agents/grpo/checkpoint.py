@@ -1,5 +1,6 @@
 """GRPO checkpoints: a zip of ``grpo.json`` (metadata, the resolved config, the generator state) and
-``policy.npz`` (the policy's arrays), plus ``optimizer.pt`` (torch's Adam state) for the mlp policy.
+``policy.npz`` (the policy's arrays; with ``advantage="gae"`` also the critic's, ``critic.*``), plus
+``optimizer.pt`` (torch's Adam state) for the neural policies and ``critic_optimizer.pt`` (the critic's).
 
 Nothing in a checkpoint is ever unpickled: arrays are read with ``allow_pickle=False`` and the optimiser
 state with ``weights_only=True``. The format tag :data:`CHECKPOINT_FORMAT` names the layout; a file
@@ -62,6 +63,11 @@ def save(model: Any, path: str | Path) -> None:
             opt = io.BytesIO()
             torch.save(model.policy.optimizer_state(), opt)
             zf.writestr("optimizer.pt", opt.getvalue())
+            critic_state = model.policy.critic_optimizer_state()
+            if critic_state is not None:  # advantage="gae": the critic's Adam state
+                opt = io.BytesIO()
+                torch.save(critic_state, opt)
+                zf.writestr("critic_optimizer.pt", opt.getvalue())
     tmp.replace(path)  # atomic: an interrupted save never leaves a half-written checkpoint
 
 
@@ -83,6 +89,7 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
         meta = _read_json(zf, path)
         arrays = _read_npz(zf, path)
         opt_bytes = zf.read("optimizer.pt") if "optimizer.pt" in names else None
+        critic_opt_bytes = zf.read("critic_optimizer.pt") if "critic_optimizer.pt" in names else None
     policy = meta["policy"]
     if env is None:
         if not meta.get("env_id"):
@@ -109,6 +116,17 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
             model.policy.optimizer.load_state_dict(state)
         except Exception as err:  # torch raises many types for a bad file
             raise ValueError(f"{path}: optimiser state is unreadable: {err}") from err
+    critic_opt = getattr(model.policy, "critic_optimizer", None)
+    if critic_opt is not None:
+        if critic_opt_bytes is None:
+            raise ValueError(f"{path} has a critic (advantage={model.config.advantage!r}) but no "
+                             "'critic_optimizer.pt'")
+        import torch
+
+        try:
+            critic_opt.load_state_dict(torch.load(io.BytesIO(critic_opt_bytes), weights_only=True))
+        except Exception as err:  # torch raises many types for a bad file
+            raise ValueError(f"{path}: the critic's optimiser state is unreadable: {err}") from err
     model.num_timesteps = int(meta["num_timesteps"])
     model.iterations = int(meta["iterations"])
     try:

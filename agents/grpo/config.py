@@ -22,6 +22,7 @@ import numpy as np
 
 from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
+    CRITIC_ESTIMATORS,
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
     PER_ANSWER_LOSSES,
@@ -43,7 +44,9 @@ class GRPOConfig:
 
     group_size: int | None = None
     """G: answers sampled per prompt; the group's reward statistics are the baseline (DeepSeekMath
-    section 4.1, G=64 there; the lesson: "G=8 is common"). At least 2. None: the policy's preset."""
+    section 4.1, G=64 there; the lesson: "G=8 is common"). At least 2, or 1 with advantage="gae" (a
+    learned critic is the baseline: PPO needs no group; verl rollout.n = 1). None: the policy's
+    preset."""
 
     prompts_per_iter: int | None = None
     """B: prompts per iteration, so one iteration runs B x G episodes in lockstep. None: the preset."""
@@ -77,7 +80,11 @@ class GRPOConfig:
     subtracted, then the batch normalised over answers (REINFORCE++-baseline, Hu et al. 2025),
     "reinforce_pp_baseline_verl" = the same normalised over token copies as verl does (its exact numbers),
     "grpo_passk" = only each group's best answer credited, (r_max - r_second) / (std + eps) (pass@k
-    training, Tang et al. 2025, arXiv 2503.19595; verl adv_estimator="grpo_passk"). None: the preset."""
+    training, Tang et al. 2025, arXiv 2503.19595; verl adv_estimator="grpo_passk"); "gae" = PPO with a
+    learned critic: token-level GAE from a value network started from the policy's current weights
+    (Ouyang et al. 2022; verl adv_estimator="gae", TRL PPOTrainer; see gamma, lam, cliprange_value,
+    critic_learning_rate, critic_warmup and docs/agent.md; the mlp and transformer policies only).
+    None: the preset."""
 
     unbiased_std: bool = True
     """Use the sample std (ddof=1) in the "grpo" advantage, as TRL and verl do."""
@@ -210,14 +217,47 @@ class GRPOConfig:
     budget is spent with fewer than B informative groups, the iteration trains on those it has (none:
     no update). At least 1."""
 
+    gamma: float = 1.0
+    """gamma: discount of the critic's token-level GAE, per token (Schulman et al. 2016, arXiv
+    1506.02438; verl algorithm.gamma, 1.0 there; TRL PPOConfig gamma, 1.0). In [0, 1]. Used by
+    advantage="gae"."""
+
+    lam: float = 1.0
+    """lambda: GAE's bias-variance trade-off (Schulman et al. 2016; verl algorithm.lam, 1.0 there; TRL
+    PPOConfig lam, 0.95). With gamma = lam = 1 a token's advantage is the answer's reward minus the
+    critic's value of the token's state. In [0, 1]. Used by advantage="gae"."""
+
+    cliprange_value: float = 0.5
+    """c_v: the critic's new value predictions are clipped to [V_old - c_v, V_old + c_v] inside the value
+    loss 0.5 max((v - R)^2, (clip(v) - R)^2) (PPO2's value clipping; verl critic.cliprange_value, 0.5
+    there; TRL PPOConfig cliprange_value, 0.2). > 0. Used by advantage="gae"."""
+
+    critic_learning_rate: float | None = None
+    """The critic's Adam step size (verl critic.optim.lr, 1e-5 there against the actor's 1e-6). None:
+    the policy's learning_rate (one step size for both, as SB3 PPO and TRL's PPOTrainer). The critic is
+    a separate network with its own optimiser, so this is also its value loss's weight: verl's critic
+    loss has no coefficient beyond the 0.5, and TRL's vf_coef (0.1) weighs the value loss against the
+    policy loss in one optimiser (docs/agent.md). > 0. Used by advantage="gae"."""
+
+    critic_warmup: int = 0
+    """Iterations at the start of training in which only the critic learns (the policy is not
+    updated), so the first policy steps see a fitted baseline (verl trainer.critic_warmup, 0 there).
+    Counted with the agent's iterations (from the first learn(), continued by
+    reset_num_timesteps=False). >= 0; > 0 needs advantage="gae"."""
+
     token_sum_norm: int | None = None
     """The constant length in "seq_mean_token_sum" (Dr. GRPO's generation budget; verl
     loss_scale_factor; TRL max_completion_length). None = the env's maximum episode length (the
     task's max_length, or the env spec's max_episode_steps). At least 1."""
 
     def __post_init__(self) -> None:
+        critic = self.advantage in CRITIC_ESTIMATORS
         if self.group_size is not None:
-            _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a baseline")
+            if critic:
+                _int_at_least("group_size", self.group_size, 1, "")
+            else:
+                _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a "
+                              "baseline (with advantage='gae' the critic is the baseline and G may be 1)")
         if self.prompts_per_iter is not None:
             _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
         if self.epochs is not None:
@@ -239,7 +279,24 @@ class GRPOConfig:
             _real_in("max_grad_norm", self.max_grad_norm, lo=0.0, lo_open=True)
         _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         if self.advantage is not None:
-            _choice("advantage", self.advantage, ADVANTAGE_ESTIMATORS)
+            _choice("advantage", self.advantage, {**ADVANTAGE_ESTIMATORS, **CRITIC_ESTIMATORS})
+        _real_in("gamma", self.gamma, lo=0.0, hi=1.0)
+        _real_in("lam", self.lam, lo=0.0, hi=1.0)
+        _real_in("cliprange_value", self.cliprange_value, lo=0.0, lo_open=True)
+        if self.critic_learning_rate is not None:
+            _real_in("critic_learning_rate", self.critic_learning_rate, lo=0.0, lo_open=True)
+        _int_at_least("critic_warmup", self.critic_warmup, 0, "")
+        if not critic and self.advantage is not None and (
+                self.critic_warmup or self.critic_learning_rate is not None):
+            raise ValueError(
+                f"critic_warmup={self.critic_warmup!r} / critic_learning_rate={self.critic_learning_rate!r} "
+                f"need a learned critic (advantage='gae'), not advantage={self.advantage!r}"
+            )
+        if critic and self.dynamic_sampling and self.group_size == 1:
+            raise ValueError(
+                "dynamic_sampling=True with group_size=1 would drop every group: a group of one answer "
+                "always ties (DAPO's filter keeps groups whose rewards differ)"
+            )
         _choice("loss_aggregation", self.loss_aggregation, LOSS_AGGREGATIONS)
         _choice("tabular_optimizer", self.tabular_optimizer, {"sgd": None, "adam": None})
         for flag in ("unbiased_std", "mask_truncated", "dynamic_sampling"):
@@ -357,6 +414,11 @@ class GRPOConfig:
         own = PRESETS[policy].get("tabular_optimizer")
         if own is not None and self.tabular_optimizer != own:
             filled.pop("learning_rate", None)
+        if policy == "tabular" and self.advantage in CRITIC_ESTIMATORS:
+            raise ValueError(
+                f"advantage={self.advantage!r} needs a value network, and the tabular policy has none; "
+                "use policy='mlp' or 'transformer'"
+            )
         return dataclasses.replace(self, **filled) if filled else self
 
     @classmethod

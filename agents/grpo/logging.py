@@ -36,6 +36,8 @@ _SHORT = {
     "train/kl": "kl",
     "train/clip_frac": "clip",
     "train/entropy": "entropy",
+    "train/value_loss": "vloss",  # advantage="gae" (the critic's)
+    "train/explained_variance": "ev",
     "time/fps": "fps",
 }
 

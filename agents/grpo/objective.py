@@ -7,6 +7,7 @@ upstream gradient (``logp.backward(grad)``). So the clip, the KL estimator and t
 written exactly once. Shapes: ``N`` episodes (B prompts x G answers), ``L`` token positions.
 
 Variants are looked up by name in the ``ADVANTAGE_ESTIMATORS`` (:mod:`agents.grpo.advantages`),
+``CRITIC_ESTIMATORS`` (token-level GAE with a learned critic, :mod:`agents.grpo.value`),
 ``POLICY_LOSSES`` (:mod:`agents.grpo.surrogates`), ``KL_ESTIMATORS`` and ``LOSS_AGGREGATIONS`` tables
 rather than chained in if-ladders; this module re-exports them all. docs/variants.md maps every variant
 to verl's and TRL's option names.
@@ -30,6 +31,14 @@ from agents.grpo.advantages import (  # noqa: F401  (re-exported: the objective'
     reinforce_pp_baseline_verl_advantages,
     rloo_advantages,
 )
+from agents.grpo.value import (  # noqa: F401  (re-exported)
+    CRITIC_ESTIMATORS,
+    ValueLossTerms,
+    clipped_value_loss,
+    gae_advantages,
+    masked_whiten,
+    terminal_token_rewards,
+)
 from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
     ALL_ROWS_POLICY_LOSSES,
     LOG_RATIO_CLAMP,
@@ -49,6 +58,13 @@ from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "ALL_ROWS_POLICY_LOSSES",
+    "CRITIC_ESTIMATORS",
+    "ValueLossTerms",
+    "clipped_value_loss",
+    "gae_advantages",
+    "loss_weights",
+    "masked_whiten",
+    "terminal_token_rewards",
     "KL_ESTIMATORS",
     "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
@@ -255,6 +271,16 @@ class LossSettings:
     seq_mean_rows: str = "all"
 
 
+def loss_weights(mask: np.ndarray, settings: LossSettings) -> np.ndarray:
+    """(N, L) each token's weight in the aggregated loss (``settings.aggregation``, and for the
+    ``seq_mean_*`` ones ``settings.seq_mean_rows``): the policy loss's, and the critic's value loss's
+    (verl's critic takes the actor's ``loss_agg_mode``). Zero where ``mask`` is 0."""
+    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)
+    if settings.aggregation.startswith("seq_mean"):
+        weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
+    return weights
+
+
 def grpo_token_loss(
     logp: np.ndarray,
     logp_old: np.ndarray,
@@ -281,12 +307,11 @@ def grpo_token_loss(
             e.g. :func:`high_entropy_tokens`; the KL term and the aggregation still use ``mask``, as TRL
             applies ``top_entropy_quantile``.
     """
-    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)  # (N, L), zero on padding
-    policy_weights = weights  # the policy term's weights (all answers for ALL_ROWS_POLICY_LOSSES)
-    if settings.aggregation.startswith("seq_mean"):
-        weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
-        if settings.policy_loss not in ALL_ROWS_POLICY_LOSSES:
-            policy_weights = weights
+    weights = loss_weights(mask, settings)  # (N, L), zero on padding
+    policy_weights = weights  # the policy term's weights (every answer for ALL_ROWS_POLICY_LOSSES)
+    if (settings.aggregation.startswith("seq_mean") and settings.seq_mean_rows != "all"
+            and settings.policy_loss in ALL_ROWS_POLICY_LOSSES):
+        policy_weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)
     surrogate, d_surrogate, clipped = POLICY_LOSSES[settings.policy_loss](
         logp, logp_old, adv, mask, settings.surrogate
     )
