@@ -50,6 +50,7 @@ import numpy as np
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     machine_info,
     output_folder,
@@ -536,4 +537,4 @@ def render(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

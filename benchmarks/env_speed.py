@@ -31,6 +31,7 @@ import rlvr_env
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     output_folder,
     write_results,
 )
@@ -236,4 +237,4 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

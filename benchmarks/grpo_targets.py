@@ -23,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -245,4 +247,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

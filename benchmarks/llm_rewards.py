@@ -38,6 +38,7 @@ import numpy as np
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -412,4 +413,4 @@ def _load(info: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

@@ -27,11 +27,13 @@ import argparse
 import cProfile
 import pstats
 import statistics
+import sys
 from typing import Any
 
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -175,4 +177,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

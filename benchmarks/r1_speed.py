@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from agents.grpo.config import GRPOConfig
 from agents.grpo.agent import GRPO
 from agents.sft import demonstrations, supervised_fit
 
-from benchmarks.core.common import add_output_arguments, output_folder, write_json
+from benchmarks.core.common import add_output_arguments, cli, output_folder, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "r1"
 
@@ -145,4 +146,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
 import numpy as np
 
-from benchmarks.core.common import RESULTS_DIR, add_output_arguments, output_folder
+from benchmarks.core.common import RESULTS_DIR, add_output_arguments, cli, output_folder
 from benchmarks.core.study import seeds_argument
 
 #: Sampled answers per held-out prompt at each checkpoint.
@@ -163,4 +164,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(cli(main))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -125,4 +127,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

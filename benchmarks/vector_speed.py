@@ -46,6 +46,7 @@ import rlvr_env
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     output_folder,
     write_results,
 )
@@ -343,4 +344,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

@@ -94,7 +94,7 @@ from benchmarks.core.common import (
     write_atomically,
     write_json,
 )
-from benchmarks.core.executor import run_tasks
+from benchmarks.core.executor import Outcome, run_tasks
 from benchmarks.core.store import RunFileError, check_run
 from benchmarks.core.study import seeds_argument
 from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, _seeds, apply_floor
@@ -111,15 +111,15 @@ BASES_CACHE = Path("benchmark-runs") / "r1" / "bases"
 def run_claims(names: Sequence[str], seeds: Sequence[int], scale: float, out: Path, *,
                address: str | None = None, workers: int | None = None, progress: bool = True,
                rerun: Sequence[str] = (), log: Callable[[str], None] = print, regime: Regime = MLP,
-               bases: Bases | None = None) -> list[str]:
+               bases: Bases | None = None) -> Outcome:
     """Run (or reuse from disk) every arm x seed of the named claims on the executor; return the
-    failures. Arms of different claims with equal settings share their runs. ``bases``: the r1
+    executor's outcome (its ``failures`` and ``missing`` name the runs that failed). Arms of different claims with equal settings share their runs. ``bases``: the r1
     regime's, per seed (:meth:`Regime.bases`)."""
     tasks = [regime.task(regime.claims[name], arm, seed, budget_of(regime, name, scale), bases or {})
              for name in names for seed in seeds for arm in regime.claims[name].arms]
     outcome = run_tasks(tasks, out, address=address, workers=workers, progress=progress, desc="lab",
                         rerun=rerun, log=log)
-    return outcome.failures
+    return outcome
 
 
 def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, regime: Regime = MLP,
@@ -291,8 +291,12 @@ def main(argv: list[str] | None = None) -> int:
                                 "progress": not args.quiet}
     # The r1 regime's bases first: found in the cache (or trained there once per seed), shared by every arm.
     bases = regime.bases(seeds, args.bases, train=True, log=print, **executor)
-    failures = run_claims(names, seeds, args.budget_scale, out, rerun=rerun, regime=regime, bases=bases,
-                          **executor)
+    outcome = run_claims(names, seeds, args.budget_scale, out, rerun=rerun, regime=regime, bases=bases,
+                         **executor)
+    failures = outcome.failures
+    # With runs missing, the summary goes to the scratch folder, first line saying which (never a committed
+    # folder); it is analysed from the runs in ``out`` as below.
+    dest = outcome.destination(out)
     # The summary covers every claim whose runs (these seeds, this budget) are all on disk, analysed
     # afresh from the run files (this code's, else an earlier code's that record the same runs), so
     # running one claim never leaves another's figures stale; a claim not run now whose runs are gone
@@ -304,12 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         if records is not None:
             res = analyse(name, records, regime)
             res["runs"] = source
-            write_atomically(out / f"{name}.png", claim.plot(claim, records, res))
+            write_atomically(dest / f"{name}.png", claim.plot(claim, records, res))
             results[name] = res
         elif name not in names and name in previous and previous[name].get("seeds") == sorted(seeds) \
                 and previous[name].get("budget") == budget_of(regime, name, args.budget_scale):
             results[name] = {**previous[name], "runs": "kept from the previous lab.json"}
-    shown = out.resolve().relative_to(ROOT) if out.resolve().is_relative_to(ROOT) else out
+    shown = dest.resolve().relative_to(ROOT) if dest.resolve().is_relative_to(ROOT) else dest
     # The command that reproduces the whole table (any --claim subset makes the same runs).
     seeds_text = ",".join(map(str, seeds))
     if seeds == list(range(seeds[0], seeds[-1] + 1)):
@@ -319,11 +323,15 @@ def main(argv: list[str] | None = None) -> int:
                                     if args.budget_scale != 1.0 else "")
     meta = {"command": command, "invoked": command_line("benchmarks.lab", argv), "machine": machine_info(),
             "out": str(shown), "regime": regime.name}
-    write_json(out / "lab.json", {"meta": meta, "claims": results})
-    text = table(results, meta, regime)
-    write_atomically(out / "lab.md", text)
+    incomplete = outcome.incomplete()
+    write_json(dest / "lab.json", {**({"incomplete": incomplete} if incomplete else {}), "meta": meta,
+                                   "claims": results})
+    text = (f"{incomplete}\n\n" if incomplete else "") + table(results, meta, regime)
+    write_atomically(dest / "lab.md", text)
     print(text)
+    print(f"results in {dest}/")
     if failures:
         print(f"{len(failures)} run(s) failed:\n" + "\n".join(failures), file=sys.stderr)
+        print(incomplete + (f"; {out}/ is left as it was" if dest != out else ""), file=sys.stderr)
         return 1
     return 0
