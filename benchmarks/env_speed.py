@@ -3,7 +3,7 @@
 
     python -m benchmarks.env_speed [--steps 100000] [--repeats 7] [--out DIR | --update-results]
 
-Method (issue 2, "Speed, measured"): both environments are built with ``gym.make`` and keep Gymnasium's
+Method: both environments are built with ``gym.make`` and keep Gymnasium's
 default wrappers (PassiveEnvChecker, OrderEnforcing, and CartPole's TimeLimit), because that is what a
 user gets. Actions are drawn in advance from a seeded generator as Python ints, so action sampling is not
 timed; an episode that ends is reset inside the timed loop, as in any rollout. The two environments are
@@ -39,7 +39,7 @@ from rlvr_env import verify
 from rlvr_env.tasks.arithmetic import TARGETS
 
 ENV_IDS: tuple[str, ...] = ("rlvr/Arithmetic-v0", "CartPole-v1")
-#: The issue's goal: Arithmetic steps per second at least this multiple of CartPole-v1's.
+#: The target: Arithmetic steps per second at least this multiple of CartPole-v1's.
 GOAL_RATIO = 2.0
 
 # Hand-written malformed or hostile answers mixed into the verifier workload (the lexer rejects most

@@ -1,4 +1,4 @@
-"""Does the GRPO agent reach its targets? (issue 3) Per seed: environment steps and training seconds
+"""Does the GRPO agent reach its targets? Per seed: environment steps and training seconds
 until greedy success is 100% on both the train and the held-out prompts of ``rlvr/Arithmetic-v0``,
 for the tabular and the MLP policy with their default configuration (``GRPOConfig.preset(policy)``,
 what ``GRPO(env, config=None)`` uses); plus GRPO learning on two generic Gymnasium envs (CartPole-v1,

@@ -50,7 +50,7 @@ from rlvr_env.completions import score_completion
 from rlvr_env.tasks.base import Prompt
 from rlvr_env.tasks.countdown import CountdownTask
 
-#: The issue's goal: TRL reward throughput at least this multiple of reasoning-gym's score_answer.
+#: The target: TRL reward throughput at least this multiple of reasoning-gym's score_answer.
 GOAL_RATIO = 50.0
 _CHARS = "0123456789+-*/() "
 

@@ -1,4 +1,4 @@
-"""Where one GRPO iteration spends its time (issue 18, part 3), on one thread.
+"""Where one GRPO iteration spends its time, on one thread.
 
     python -m benchmarks.profile_grpo [--steps 40000] [--cases tab_arith,mlp_arith,mlp_countdown3]
                                       [--repeats 3] [--update-results]

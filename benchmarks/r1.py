@@ -1,4 +1,4 @@
-"""The R1 recipe on a CPU (issue 16): a cold-started causal transformer, then RL, and what RL adds.
+"""The R1 recipe on a CPU: a cold-started causal transformer, then RL, and what RL adds.
 
     python -m benchmarks.r1 [--seeds 10-14] [--budget 300000] [--ppo-budget 300000] [--workers 2]
                             [--sft-budgets 1000,10000,50000] [--no-ppo] [--ray-address ADDR]
@@ -17,7 +17,7 @@ Per seed, on ``rlvr/Countdown-v0`` (three numbers by default, ``observation="tok
   each smaller base.
 
 PPO and MaskablePPO keep SB3's defaults per update (2,048-step rollouts, minibatch 64, 10 epochs,
-clip 0.2, GAE 0.95) collected from the native vector env (128 rows x 16 steps, issue 18's fair
+clip 0.2, GAE 0.95) collected from the native vector env (128 rows x 16 steps, the fair
 setting) except the step size, which is the GRPO preset's (1e-4): SB3's 3e-4 is chosen for networks
 trained from scratch, and no contender here is tuned (the same rule for all: say so, not hide it).
 Their budget is cut (``--ppo-budget``, 8,192 by default): with this network SB3's update (10 epochs
@@ -75,7 +75,7 @@ from benchmarks.r1_report import ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, base_nam
 RECIPE_SFT = {"n": 100_000, "epochs": 8, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
               "warmup": 0.0}
 EVAL = {"k": 64, "prompts": 256, "curve_k": 8, "curve_prompts": 200}
-#: SB3's defaults per update, collected at GRPO's width from the native vector env (issue 18).
+#: SB3's defaults per update, collected at GRPO's width from the native vector env (the fair wall-clock).
 SB3_SETTINGS = {"n_envs": 128, "n_steps": 16, "learning_rate": 1e-4}
 #: Stage 1's run files (bases with their weights, about 1 MB each): a git-ignored cache, never committed.
 LOCAL_BASES = LOCAL_OUT / "r1" / "bases"

@@ -1,5 +1,5 @@
-"""The R1 study's vocabulary and its report (issue 16): arm names, the summary over seeds, the issue's
-goals as computed verdicts, the Yue et al. (2025) rows and the markdown table.
+"""The R1 study's vocabulary and its report: arm names, the summary over seeds, the study's targets
+as computed verdicts, the Yue et al. (2025) rows and the markdown table.
 
 :mod:`benchmarks.r1` runs the study and calls :func:`summarize` and :func:`markdown` on its run records;
 nothing here trains or reads files.
@@ -101,7 +101,7 @@ def _label(arm: str) -> str:
 
 def goals(summary: dict[str, Any], recipe: int, env_kwargs: dict[str, Any] | None = None
           ) -> list[tuple[str, str, bool | None]]:
-    """The issue's goals for this setting (Countdown-3's, Countdown-4's; none for another), each with the
+    """The targets for this setting (Countdown-3's, Countdown-4's; none for another), each with the
     measured value and whether it is met."""
     base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
     out: list[tuple[str, str, bool | None]] = []
@@ -221,7 +221,7 @@ def markdown(result: dict[str, Any]) -> str:
                   "| claim | GRPO - base | verdict |", "|---|---|---|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in yue]
     rows = goals(s, result["recipe_sft"]["n"], result["env_kwargs"])
-    lines += ["", "| goal (issue 16) | measured | verdict |", "|---|---|---|"] if rows else []
+    lines += ["", "| target | measured | verdict |", "|---|---|---|"] if rows else []
     for text, value, ok in rows:
         verdict = ("no signal (censored within the cut budget)" if ok is None
                    else "met" if ok else "**missed**")

@@ -1,5 +1,5 @@
 """GRPO env steps per second with the transformer policy at batch 256 (16 prompts x 16 answers), side by
-side with the MLP policy in one process (issue 16's speed goal: >= 10k steps/s on 2 cores), and the
+side with the MLP policy in one process (target: >= 10k GRPO env steps/s on 2 cores), and the
 supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
 
 Ratios measured in one run are what to quote on a shared machine; absolute figures depend on its load.

@@ -1,4 +1,4 @@
-"""Issue 18's speed goals, measured side by side in one run.
+"""The speed goals (each named below with its line), measured side by side in one run.
 
     python -m benchmarks.speed_goals [--repeats 5] [--seconds 0.3] [--ppo-updates 2] [--update-results]
 

@@ -9,7 +9,7 @@ hits all of them alike. Each learns ``--steps`` environment steps from scratch: 
 configuration (``GRPOConfig.preset(policy)``; its rollouts go through the env's native vector env),
 PPO with SB3's defaults on one ``gym.make`` env (the usual DummyVecEnv). torch uses ``--threads``
 intra-op threads.
-Issue 3's goals: tabular >= 10x PPO, MLP >= 2x PPO. Results go atomically to
+Targets: tabular >= 10x PPO, MLP >= 2x PPO. Results go atomically to
 ``<out>/throughput.json`` and ``.md``.
 """
 

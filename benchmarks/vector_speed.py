@@ -2,7 +2,7 @@
 
     python -m benchmarks.vector_speed [--repeats 5] [--seconds 0.3] [--out DIR | --update-results]
 
-Three measurements, all in one process (issue 5, "Speed, measured in benchmarks/"):
+Three measurements, all in one process:
 
 1. **Vector env steps/s** (env-steps, i.e. vector steps x num_envs) of ``rlvr/Countdown-v0`` and
    ``rlvr/Arithmetic-v0`` built with ``gym.make_vec(..., vectorization_mode="vector_entry_point")`` and

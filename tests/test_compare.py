@@ -153,12 +153,16 @@ def test_default_output_is_untracked_and_committed_results_need_a_flag(tmp_path:
     assert probe.returncode == 1, "committed run files must not be git-ignored"
 
 
-def test_rerun_reuses_finished_runs(smoke_out: Path) -> None:
+def test_rerun_reuses_finished_runs(smoke_out: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_files = sorted((smoke_out / "runs").glob("*.json"))
     before = {p.name: p.stat().st_mtime_ns for p in run_files}
     argv = ["--seeds", "0-1", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(smoke_out),
             "--quiet", "--no-plots"]
+    capsys.readouterr()
     assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()  # it says that it reused every run, and where it wrote
+    assert printed[0] == "arithmetic: 4 run(s): 4 found on disk, 0 to run (all found on disk, nothing trains)"
+    assert f"results in {smoke_out}/" in printed[-1]
     after = {p.name: p.stat().st_mtime_ns for p in (smoke_out / "runs").glob("*.json")}
     assert after == before  # nothing retrained, nothing rewritten
     meta = json.loads((smoke_out / "summary.json").read_text())["meta"]

@@ -678,3 +678,21 @@ def test_migrate_runs_names_a_file_it_cannot_read_and_goes_on(tmp_path: Path,
     assert err[0] == f"warning: {runs / 'a.json'}: is not UTF-8 text (binary garbage?); left alone"
     assert err[1].startswith(f"warning: {runs / 'b.json'}: holds a JSON list")
     assert "2 file(s) left alone" in err[2] and len(err) == 3
+
+
+def test_the_embedded_ray_prints_no_token_warning(tmp_path: Path) -> None:
+    """Ray's "Token authentication is enabled" warning (its default for a new local Ray) stays out of
+    the progress bar: the executor sets that mode itself before Ray starts."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path))  # Ray's token file lands under tmp_path
+    code = ("from benchmarks.core.executor import run_tasks\n"
+            "from benchmarks.core.run import spec_task\n"
+            "from benchmarks.core.study import RunSpec\n"
+            "t = spec_task(RunSpec('grpo_tabular', 'rlvr/Arithmetic-v0', 0, 400, 200))\n"
+            f"o = run_tasks([t], {str(tmp_path / 'out')!r}, workers=1)\n"
+            "assert not o.failures, o.failures\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Token authentication" not in done.stderr, done.stderr
+    assert "1/1" in done.stderr  # the progress bar was there

@@ -200,3 +200,22 @@ def test_a_study_with_another_setting_or_cold_start_writes_its_own_folder() -> N
     assert results_folder({"n_numbers": 3}, {**RECIPE_SFT, "epochs": 16}) == "sft_epochs16"
     assert results_folder({"n_numbers": 4}, {**RECIPE_SFT, "epochs": 16, "n": 50_000}) == (
         "n_numbers4_sft_epochs16_sft_n50000")
+
+
+def test_the_study_says_where_its_results_went_and_what_it_reused(tmp_path, monkeypatch, capsys) -> None:
+    """The folder it wrote (a non-default setting's own subfolder) and, per stage, how many runs were found
+    on disk (the executor's log line, here from a stand-in executor that has every run stored)."""
+    from benchmarks import r1
+    from benchmarks.core.executor import Outcome
+
+    def all_stored(tasks, out, *, desc, log, **kwargs):
+        log(f"{desc}: {len(tasks)} run(s): {len(tasks)} found on disk, 0 to run")
+        return Outcome(total=len(tasks), found=len(tasks))
+
+    monkeypatch.setattr(r1, "run_tasks", all_stored)
+    assert r1.main(["--seeds", "10", "--sft", "500", "--out", str(tmp_path), "--no-ppo"]) == 0
+    out = capsys.readouterr().out
+    assert "bases: " in out and "found on disk, 0 to run" in out
+    folder = tmp_path / r1.results_folder(r1.DEFAULT_ENV_KWARGS, {**r1.RECIPE_SFT, "n": 500})
+    assert out.rstrip().splitlines()[-1].startswith(f"results in {folder}/")
+    assert (folder / "r1.md").is_file()

@@ -137,7 +137,7 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     if summary["ratios"]:
         lines += [
             "",
-            "Ratios GRPO ÷ PPO, IQM ratio [95% bootstrap CI], same study. The issue's goal, against tuned "
+            "Ratios GRPO ÷ PPO, IQM ratio [95% bootstrap CI], same study. Targets, against tuned "
             "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to the other "
             "references. "
             "A goal is \"undetermined\" when censored runs leave its side of the line open:",

@@ -161,7 +161,7 @@ def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
     return "inconclusive"
 
 
-#: What every claim's verdict becomes when no arm learned (issue 17 item 9).
+#: What every claim's verdict becomes when no arm learned (no arm above the single-answer floor).
 NO_SIGNAL = "no signal"
 
 

@@ -1,4 +1,4 @@
-"""The GRPO lab (issue 11 item 3): published claims about GRPO's variants, each as a small seeded
+"""The GRPO lab: published claims about GRPO's variants, each as a small seeded
 experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result stated whatever it is.
 
     python -m benchmarks.lab [--regime mlp|r1] [--claim NAME[,NAME] ...] [--seeds 100-107]
@@ -6,7 +6,7 @@ experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result s
                              [--out DIR | --update-results]
 
 Regimes (``--regime``, :mod:`benchmarks.lab.regime`): ``mlp`` (the default; everything below) and ``r1``,
-the base-model regime (issue 16): every arm starts from the R1 recipe's base of its seed (the causal
+the base-model regime: every arm starts from the R1 recipe's base of its seed (the causal
 transformer cold-started on 100k train-split solutions, :func:`benchmarks.r1.base_run`, found in the R1
 study's cache ``benchmark-runs/r1/bases/`` or trained there once per seed) with the ``transformer``
 preset; claims ``dr_grpo``, ``dapo``, ``kimi`` at 300k env steps per arm and ``yue`` (Yue et al. 2025:
@@ -56,9 +56,9 @@ percentile-bootstrap interval (:mod:`benchmarks.core.stats`); differences betwee
 A verdict is "agree" when the interval of the claimed difference excludes zero (or the claim's stated
 margin) on the claimed side, "disagree" when it lies beyond it on the other side, "inconclusive"
 otherwise, and "no signal" for every row of a claim when no arm's held-out sampled success interval lies
-above the single-answer floor (answering the number equal to the target; issue 17 item 9). Settings
+above the single-answer floor (answering the number equal to the target). Settings
 (budgets, thresholds) were chosen on seeds 0-1 (0-9 are kept for choosing); the reported seeds start at
-100; the four issue-17 claims use their papers' settings, untuned.
+100; the four later claims (sapo, gmpo, passk, high_entropy) use their papers' settings, untuned.
 
 The summary (``lab.json``, ``lab.md``) covers every claim whose runs on these seeds at this budget are
 in the output folder, so ``--claim X --update-results`` adds or replaces X and keeps the others; run
@@ -226,7 +226,7 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any], regime: Regi
         f"sampled success interval lies above the single-answer floor, {floor:.2f} (answer the number equal "
         f"to the target; `benchmarks.countdown.single_number_floor` on the same prompts). "
         + (f"Claims {', '.join(earlier)}: analysed from the committed run files of an earlier code version "
-           "(before issue 17's config fields; not retrained, see `benchmarks/lab/legacy.py`). "
+           "(before the config fields `seq_mean_rows`, `top_entropy_quantile` and `sapo_tau_pos` / `sapo_tau_neg` existed; not retrained, see `benchmarks/lab/legacy.py`). "
            if earlier else "")
         + "Figures: " + ", ".join(f"[{n}]({meta['out']}/{n}.png)" for n in shown)
         + ". Time per claim (its distinct runs, training + evaluation, summed / 2 workers; the machine was "
