@@ -268,7 +268,8 @@ def http_server() -> Iterator[str]:
         server.server_close()
 
 
-def test_an_address_that_answers_but_is_not_ray_fails_fast_saying_so(http_server: str, tmp_path: Path) -> None:
+def test_an_address_that_answers_but_is_not_ray_fails_fast_saying_so(http_server: str,
+                                                                     tmp_path: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(ConnectionError, match="not a Ray head") as err:
         executor._check_reachable(http_server)
@@ -564,7 +565,8 @@ def _ray_node(args: list[str], env: dict[str, str], temp: Path, lo_hi: tuple[int
     """``ray start ... --block`` on 127.0.0.1 with its own temp dir and ports, in its own session."""
     node, obj, agent, agent_grpc, runtime_env, metrics = _ports(6)
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--node-ip-address=127.0.0.1",
-           f"--temp-dir={temp}", "--num-cpus=1", f"--node-manager-port={node}", f"--object-manager-port={obj}",
+           f"--temp-dir={temp}", "--num-cpus=1", f"--node-manager-port={node}",
+           f"--object-manager-port={obj}",
            f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
            f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}",
            f"--min-worker-port={lo_hi[0]}", f"--max-worker-port={lo_hi[1]}", "--disable-usage-stats",

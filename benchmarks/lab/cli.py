@@ -113,8 +113,9 @@ def run_claims(names: Sequence[str], seeds: Sequence[int], scale: float, out: Pa
                rerun: Sequence[str] = (), log: Callable[[str], None] = print, regime: Regime = MLP,
                bases: Bases | None = None) -> Outcome:
     """Run (or reuse from disk) every arm x seed of the named claims on the executor; return the
-    executor's outcome (its ``failures`` and ``missing`` name the runs that failed). Arms of different claims with equal settings share their runs. ``bases``: the r1
-    regime's, per seed (:meth:`Regime.bases`)."""
+    executor's outcome (its ``failures`` and ``missing`` name the runs that failed). Arms of different
+    claims with equal settings share their runs. ``bases``: the r1 regime's, per seed
+    (:meth:`Regime.bases`)."""
     tasks = [regime.task(regime.claims[name], arm, seed, budget_of(regime, name, scale), bases or {})
              for name in names for seed in seeds for arm in regime.claims[name].arms]
     outcome = run_tasks(tasks, out, address=address, workers=workers, progress=progress, desc="lab",
@@ -226,7 +227,8 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any], regime: Regi
         f"sampled success interval lies above the single-answer floor, {floor:.2f} (answer the number equal "
         f"to the target; `benchmarks.countdown.single_number_floor` on the same prompts). "
         + (f"Claims {', '.join(earlier)}: analysed from the committed run files of an earlier code version "
-           "(before the config fields `seq_mean_rows`, `top_entropy_quantile` and `sapo_tau_pos` / `sapo_tau_neg` existed; not retrained, see `benchmarks/lab/legacy.py`). "
+           "(before the config fields `seq_mean_rows`, `top_entropy_quantile` and `sapo_tau_pos` / "
+           "`sapo_tau_neg` existed; not retrained, see `benchmarks/lab/legacy.py`). "
            if earlier else "")
         + "Figures: " + ", ".join(f"[{n}]({meta['out']}/{n}.png)" for n in shown)
         + ". Time per claim (its distinct runs, training + evaluation, summed / 2 workers; the machine was "
