@@ -41,6 +41,7 @@ import hashlib
 import io
 import json
 import re
+import sys
 import time
 from typing import Any
 
@@ -51,6 +52,8 @@ from benchmarks.core.common import (
     RESULTS_DIR,
     add_executor_arguments,
     add_output_arguments,
+    check_writable,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -374,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     # Bases carry their weights (about 1 MB each): kept in the git-ignored cache, never committed.
     cache = args.out / "bases" if args.out is not None else LOCAL_BASES
     stage1 = base_tasks(args)
+    check_writable(out)  # the results folder too, before the bases train
     got = run_tasks(stage1, cache, desc="bases", **common)
     bases = {(r["seed"], base_name(r["sft"])): r for r in got.ordered(stage1)}
     stage2 = rl_tasks(args, bases)
@@ -386,12 +390,16 @@ def main(argv: list[str] | None = None) -> int:
               "failures": got.failures + runs.failures,
               "bases": [{k: v for k, v in b.items() if k != "weights"} for b in bases.values()]}
     result["summary"] = summarize(result["bases"], runs.ordered(stage2))
-    write_results(out, "r1", result, markdown(result))
-    write_atomically(out / "headline.md", headline(result))
+    outcome = got + runs
+    dest = outcome.destination(out)  # with runs missing: the scratch folder, never a committed one
+    write_results(dest, "r1", result, markdown(result), incomplete=outcome.incomplete())
+    top, missing = headline(result), outcome.incomplete()
+    write_atomically(dest / "headline.md", f"{missing}\n\n{top}" if missing else top)
+    print(f"results in {dest}/ (r1.md, headline.md, r1.json, runs/)")
     for failure in result["failures"]:
         print(f"FAILED: {failure}")
     return 1 if result["failures"] else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(cli(main))

@@ -1,5 +1,5 @@
-"""The R1 study's vocabulary and its report (issue 16): arm names, the summary over seeds, the issue's
-goals as computed verdicts, the Yue et al. (2025) rows and the markdown table.
+"""The R1 study's vocabulary and its report: arm names, the summary over seeds, the study's targets
+as computed verdicts, the Yue et al. (2025) rows and the markdown table.
 
 :mod:`benchmarks.r1` runs the study and calls :func:`summarize` and :func:`markdown` on its run records;
 nothing here trains or reads files.
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import iqm_ci, ratio_ci
+from benchmarks.core.stats import NO_INTERVAL, iqm_ci, ratio_ci
 
 ENV_ID = "rlvr/Countdown-v0"
 DEFAULT_ENV_KWARGS = {"n_numbers": 3}
@@ -85,8 +85,9 @@ def summarize(bases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[s
     return out
 
 
-def _ci(v: list[float]) -> str:
-    return f"{v[0]:.3f} [{v[1]:.2f}, {v[2]:.2f}]"
+def _ci(v: list[float], n: int = 2) -> str:
+    """``point [lo, hi]`` of ``n`` seeds; from one seed the point alone, saying it is not an interval."""
+    return f"{v[0]:.3f} ({NO_INTERVAL})" if n < 2 else f"{v[0]:.3f} [{v[1]:.2f}, {v[2]:.2f}]"
 
 
 def _sft_label(base: str) -> str:
@@ -173,7 +174,7 @@ def steps_ratio(summary: dict[str, Any], arm: str, reference: str) -> tuple[str,
     r = ratio_ci(xa, xb)
     ca, cb = (sum(h is None for h in e["steps_to_plus_0.1"]) for e in (a, b))
     interval = (f"{r.point:.2f} [{r.low:.2f}, {r.high:.2f}]" if min(len(xa), len(xb)) >= 2
-                else f"{r.point:.2f} (one seed: no interval)")
+                else f"{r.point:.2f} ({NO_INTERVAL})")
     return interval, f"censored {ca}/{len(xa)} and {cb}/{len(xb)}"
 
 
@@ -194,8 +195,9 @@ def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple
         for k, sign, text in (("1", 1, "raises pass@1"), (str(max(ks)), -1, f"narrows pass@{max(ks)}")):
             diff = paired([e[split]["pass_at"][k] for _, e in pairs],
                           [b[split]["pass_at"][k] for b, _ in pairs])
-            rows.append((f"GRPO {text} ({name})", f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
-                         verdict(diff, sign)))
+            shown = (f"{diff.point:+.3f} ({NO_INTERVAL})" if diff.single
+                     else f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]")
+            rows.append((f"GRPO {text} ({name})", shown, verdict(diff, sign)))  # one seed: no verdict
         mine, theirs = rl[f"{split}_pass_at"], base[f"{split}_pass_at"]
         cross = next((k for k in ks if mine[str(k)] < theirs[str(k)]), None)
         rows.append((f"smallest k where GRPO's mean pass@k < the base's ({name})",
@@ -238,7 +240,8 @@ def headline(result: dict[str, Any]) -> str:
             speed = f"{e['steps_per_second']:,.0f}"
         else:
             steps, speed = "", ""
-        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'])} | {_ci(e['test_sampled'])} "
+        m = len(e["seeds"])
+        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'], m)} | {_ci(e['test_sampled'], m)} "
                      f"| {e['test_pass_at'][str(n)]:.3f} | {steps} | {speed} |")
     return "\n".join(lines) + "\n"
 
@@ -257,11 +260,12 @@ def markdown(result: dict[str, Any]) -> str:
              f"| arm | held-out greedy | held-out sampled | held-out pass@{mid} | pass@{n} | train greedy "
              "| train sampled | seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for arm, e in s.items():
-        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'])} "
-                     f"| {_ci(e['test_sampled'])} "
+        m = len(e["seeds"])
+        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'], m)} "
+                     f"| {_ci(e['test_sampled'], m)} "
                      f"| {e['test_pass_at'][str(mid)]:.3f} | {e['test_pass_at'][str(n)]:.3f} "
-                     f"| {_ci(e['train_greedy'])} "
-                     f"| {_ci(e['train_sampled'])} | {e['seconds']:.0f} |")
+                     f"| {_ci(e['train_greedy'], m)} "
+                     f"| {_ci(e['train_sampled'], m)} | {e['seconds']:.0f} |")
     lines += ["", "pass@k (mean over seeds), before and after RL from the recipe's base:", "",
               "| model | split | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
     recipe = result["recipe_sft"]["n"]
@@ -295,7 +299,7 @@ def markdown(result: dict[str, Any]) -> str:
                   "| claim | GRPO - base | verdict |", "|---|---|---|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in yue]
     rows = goals(s, result["recipe_sft"]["n"], result["env_kwargs"])
-    lines += ["", "| goal (issue 16) | measured | verdict |", "|---|---|---|"] if rows else []
+    lines += ["", "| target | measured | verdict |", "|---|---|---|"] if rows else []
     for text, value, ok in rows:
         verdict = ("no signal (censored within the cut budget)" if ok is None
                    else "met" if ok else "**missed**")

@@ -1,6 +1,6 @@
 """GRPO env steps per second with the transformer policy at batch 256 (16 prompts x 16 answers), side by
 side in one process with the agent's PPO with a learned critic (``advantage="gae"``, same network, batch
-and settings; goal: >= 0.5x GRPO's steps/s) and with the MLP policy (goal: >= 10k steps/s on 2 cores),
+and settings; target: >= 0.5x GRPO's steps/s) and with the MLP policy (target: >= 10k steps/s on 2 cores),
 and the supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
 The three arms take turns in ``--rounds`` slices of ``--steps``, so a change of the machine's load
 falls on all of them alike.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from agents.grpo.config import GRPOConfig
 from agents.grpo.agent import GRPO
 from agents.sft import demonstrations, supervised_fit
 
-from benchmarks.core.common import add_output_arguments, output_folder, write_json
+from benchmarks.core.common import add_output_arguments, cli, output_folder, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "r1"
 
@@ -176,4 +177,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

@@ -160,7 +160,7 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     table = markdown({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "curve_every": 512,
                       "eval": ev, "recipe_sft": {"n": 200}, "command": "x", "machine": {}})
     assert "| base alone (SFT 200) |" in table and "| base (SFT 200) + SB3 MaskablePPO |" in table
-    assert "| SB3 MaskablePPO | 1.00 (one seed: no interval) |" in table  # GRPO's steps over MaskablePPO's
+    assert "| SB3 MaskablePPO | 1.00 (one seed, not an interval) |" in table
     assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
     assert "| base alone >= 0.65 held-out greedy |" in table
     from benchmarks.r1_report import headline
@@ -225,3 +225,22 @@ def test_a_study_with_another_setting_or_cold_start_writes_its_own_folder() -> N
     assert tuned == {**SB3_SETTINGS, "n_epochs": 7}
     assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), tuned) == "sb3_n_epochs7"
     assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), dict(SB3_SETTINGS)) == ""
+
+
+def test_the_study_says_where_its_results_went_and_what_it_reused(tmp_path, monkeypatch, capsys) -> None:
+    """The folder it wrote (a non-default setting's own subfolder) and, per stage, how many runs were found
+    on disk (the executor's log line, here from a stand-in executor that has every run stored)."""
+    from benchmarks import r1
+    from benchmarks.core.executor import Outcome
+
+    def all_stored(tasks, out, *, desc, log, **kwargs):
+        log(f"{desc}: {len(tasks)} run(s): {len(tasks)} found on disk, 0 to run")
+        return Outcome(total=len(tasks), found=len(tasks))
+
+    monkeypatch.setattr(r1, "run_tasks", all_stored)
+    assert r1.main(["--seeds", "10", "--sft", "500", "--out", str(tmp_path), "--no-ppo"]) == 0
+    out = capsys.readouterr().out
+    assert "bases: " in out and "found on disk, 0 to run" in out
+    folder = tmp_path / r1.results_folder(r1.DEFAULT_ENV_KWARGS, {**r1.RECIPE_SFT, "n": 500})
+    assert out.rstrip().splitlines()[-1].startswith(f"results in {folder}/")
+    assert (folder / "r1.md").is_file()

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import Interval, iqm_ci
+from benchmarks.core.stats import ONE_SEED, Interval, iqm_ci
 
 ENV_ID = "rlvr/Countdown-v0"
 
@@ -143,9 +143,12 @@ def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
     """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes ``-margin`` on its
     side, "disagree" when it lies wholly beyond ``-margin`` on the other side, "inconclusive" otherwise.
     ``margin`` 0 asks for a strict difference; a positive margin reads "no worse than by ``margin``"
-    (e.g. "at no accuracy cost", "matches")."""
+    (e.g. "at no accuracy cost", "matches"). From one seed: ``"n/a: one seed"`` (no interval to read).
+    """
     if margin < 0 or not np.isfinite(margin):
         raise ValueError(f"margin={margin!r} must be a finite number >= 0")
+    if diff.single:  # one seed: a point, not an interval, so no verdict
+        return ONE_SEED
     if np.isnan(diff.point):
         return "inconclusive"
     lo, hi = diff.low * sign, diff.high * sign
@@ -158,7 +161,7 @@ def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
     return "inconclusive"
 
 
-#: What every claim's verdict becomes when no arm learned (issue 17 item 9).
+#: What every claim's verdict becomes when no arm learned (no arm above the single-answer floor).
 NO_SIGNAL = "no signal"
 
 

@@ -1,4 +1,4 @@
-"""The lab's base-model regime (``--regime r1``, issue 16 part 6): every arm starts from the R1 recipe's base.
+"""The lab's base-model regime (``--regime r1``): every arm starts from the R1 recipe's base.
 
 Per seed, the base is the R1 study's (:func:`benchmarks.r1.base_run`: the causal transformer cold-started
 by :func:`agents.sft.cold_start` on 100k train-split Countdown-3 solutions), built by the R1 study's own

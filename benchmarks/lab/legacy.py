@@ -1,7 +1,7 @@
 """Run files of an earlier code version, read for analysis only (never reused to skip a run).
 
-The committed lab runs of the first five claims were made before ``GRPOConfig`` gained the fields of
-issue 17 (``seq_mean_rows``, ``top_entropy_quantile``, ``sapo_tau_pos`` / ``sapo_tau_neg``) and before
+The committed lab runs of the first five claims were made before ``GRPOConfig`` gained the fields
+``seq_mean_rows``, ``top_entropy_quantile`` and ``sapo_tau_pos`` / ``sapo_tau_neg``, and before
 ``kl_cov_coef``'s default moved from 1.0 to 0.1; ``benchmarks.migrate_runs`` wrapped them with an
 "unrecorded" library version. So no current run key names them, and the executor would train them
 again. Their records are still exactly the runs the arms describe: every field they record equals the
@@ -25,8 +25,8 @@ from benchmarks.lab.base import Arm, run_key
 __all__ = ["earlier_records", "matches_earlier"]
 
 #: Config fields whose default changed since the earlier runs, with the policy losses that read them:
-#: a stored value that differs is harmless when the arm's loss is not one of these (issue 17 item 13
-#: moved ``kl_cov_coef`` from 1.0 to verl's 0.1; only KL-Cov reads it).
+#: a stored value that differs is harmless when the arm's loss is not one of these (``kl_cov_coef`` moved
+#: from 1.0 to verl's 0.1; only KL-Cov reads it).
 CHANGED_DEFAULTS: dict[str, tuple[str, ...]] = {"kl_cov_coef": ("kl_cov",)}
 
 
