@@ -25,7 +25,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
-from rlvr_env.envs import warn_no_render_mode
+from rlvr_env.envs import check_render_mode, warn_no_render_mode
 from rlvr_env.program_scorer import ProgramScorer
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
@@ -111,8 +111,7 @@ class TokenVectorEnv(VectorEnv):
             raise ValueError(
                 f"autoreset_mode={autoreset_mode!r} must be one of {[m.value for m in AutoresetMode]}"
             ) from None
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} is not supported; choose 'ansi' or None")
+        check_render_mode(render_mode, self.metadata["render_modes"])
         if not isinstance(copy, bool):
             raise ValueError(f"copy={copy!r} must be a bool")
         self.task = task
