@@ -33,8 +33,11 @@ CHANGED_DEFAULTS: dict[str, tuple[str, ...]] = {"kl_cov_coef": ("kl_cov",)}
 @functools.cache
 def _defaults() -> dict[str, Any]:
     from agents import GRPOConfig
+    from agents.grpo.config import UNSET
 
-    return {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    # A field left UNSET (clip_eps_high) resolves to None on the mlp policy, which is what a record
+    # made before the field existed ran with.
+    return {f.name: None if f.default is UNSET else f.default for f in dataclasses.fields(GRPOConfig)}
 
 
 def matches_earlier(stored: dict[str, Any], key: dict[str, Any]) -> bool:
