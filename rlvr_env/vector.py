@@ -29,7 +29,7 @@ from rlvr_env.envs import check_render_mode, warn_no_render_mode
 from rlvr_env.program_scorer import ProgramScorer
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
 from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
 from rlvr_env.verifier import NumberUse, RewardWeights
@@ -589,7 +589,7 @@ class CountdownVectorEnv(TokenVectorEnv):
     ) -> None:
         # solution_stats is accepted so that make() and make_vec() take the same kwargs; the vector env
         # draws prompts as arrays and never builds per-prompt metadata.
-        task_observation, env_observation = split_observation(observation)
+        task_observation, env_observation = split_observation(observation, OBSERVATIONS)
         super().__init__(
             CountdownTask(
                 n_numbers=n_numbers,
