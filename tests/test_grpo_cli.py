@@ -104,7 +104,8 @@ def _interrupt(argv: list[str], ready: str, tmp_path: Path, delay: float = 0.0) 
             if line.startswith(ready):
                 break
         else:
-            raise AssertionError(f"no line starting {ready!r}: {''.join(seen)} {proc.stderr.read()}")  # type: ignore[union-attr]
+            err = proc.stderr.read() if proc.stderr is not None else ""
+            raise AssertionError(f"no line starting {ready!r}: {''.join(seen)} {err}")
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -178,8 +179,8 @@ def test_tensorboard_flag_writes_to_its_folder(tmp_path: Path, monkeypatch, caps
 
     monkeypatch.setattr(sb3_logger, "SummaryWriter", _FakeWriter)
     _FakeWriter.made.clear()
-    assert main(["--total-timesteps", "256", "--quiet", "--eval-k", "1", "--tensorboard", str(tmp_path / "tb"),
-                 "--log-dir", str(tmp_path / "csv")]) == 0
+    assert main(["--total-timesteps", "256", "--quiet", "--eval-k", "1",
+                 "--tensorboard", str(tmp_path / "tb"), "--log-dir", str(tmp_path / "csv")]) == 0
     assert [w.log_dir for w in _FakeWriter.made] == [str(tmp_path / "tb")]
     assert ("rollout/reward_mean", 320) in _FakeWriter.made[0].scalars  # one tabular iteration: 32 x 2 x 5
     header, row = (tmp_path / "csv" / "progress.csv").read_text().splitlines()  # CSV in --log-dir
@@ -199,7 +200,8 @@ def test_clip_eps_high_none_is_the_symmetric_clip() -> None:
     assert config_from_args(parse(["--preset", "countdown"])).clip_eps_high == 0.28
     assert GRPOConfig.preset("transformer", clip_eps_high=None).clip_eps_high is None
     assert GRPOConfig.preset("transformer", clip_eps_high=0.3).clip_eps_high == 0.3
-    assert GRPOConfig(policy_loss="kl_cov").resolve("transformer").clip_eps_high is None  # KL-Cov clips nothing
+    # KL-Cov clips nothing, so it takes no preset's clip-higher
+    assert GRPOConfig(policy_loss="kl_cov").resolve("transformer").clip_eps_high is None
 
 
 def test_the_agent_keeps_an_explicit_symmetric_clip() -> None:

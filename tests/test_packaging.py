@@ -128,7 +128,8 @@ def test_the_progress_bar_works_without_torch_tqdm_or_rich(tmp_path: Path) -> No
             import sys
             from agents import GRPO, GRPOConfig
 
-            GRPO("rlvr/Arithmetic-v0", GRPOConfig(group_size=4, prompts_per_iter=2)).learn(410, progress_bar=True)
+            model = GRPO("rlvr/Arithmetic-v0", GRPOConfig(group_size=4, prompts_per_iter=2))
+            model.learn(410, progress_bar=True)
             print(sorted(m for m in sys.modules if m.split(".")[0] in {blocked}))
         """.replace("{blocked}", repr(set(EXTRA_MODULES))))],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,

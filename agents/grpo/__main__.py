@@ -290,8 +290,9 @@ def _check_outputs(args: argparse.Namespace) -> Path | None:
             raise SystemExit(f"error: {flag} {path} is a folder; name a file in it (e.g. {path / 'out'}"
                              f"{'.zip' if flag == '--save' else '.json'})")
         _check_folder(flag, path, path.parent)
-    if save_path is not None and files["--json"] is not None and save_path.resolve() == files["--json"].resolve():
-        raise SystemExit(f"error: --save and --json both name {save_path}; the JSON would overwrite the model")
+    json_path = files["--json"]
+    if save_path is not None and json_path is not None and save_path.resolve() == json_path.resolve():
+        raise SystemExit(f"error: --save and --json both name {save_path}; one would overwrite the other")
     for flag, folder in (("--log-dir", args.log_dir), ("--tensorboard", args.tensorboard)):
         if folder is not None:
             _check_folder(flag, Path(folder), Path(folder))

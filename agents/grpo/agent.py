@@ -560,7 +560,8 @@ class GRPO:
         """Load a checkpoint written by :meth:`save`; the model predicts exactly as the saved one.
 
         As in SB3, ``path`` is opened as given, else with ``.zip`` added (``load("model")`` reads
-        ``model.zip``). ``env`` defaults to the env id stored in the checkpoint. A truncated, foreign or tampered file
+        ``model.zip``). ``env`` defaults to the env id stored in the checkpoint.
+        A truncated, foreign or tampered file
         raises ``ValueError`` naming the file and what is wrong. Arrays are read with
         ``allow_pickle=False`` and torch optimiser state with ``weights_only=True``.
         """

@@ -68,7 +68,8 @@ def save(model: Any, path: str | Path) -> Path:
     np.savez(arrays, **model.policy.state())
     path = checkpoint_path(path)
     if path.is_dir():
-        raise IsADirectoryError(f"{path} is a folder; give the checkpoint a file name (e.g. {path / 'model.zip'})")
+        raise IsADirectoryError(f"{path} is a folder; give the checkpoint a file name, e.g. "
+                                f"{path / 'model.zip'}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:

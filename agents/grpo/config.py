@@ -359,8 +359,9 @@ class GRPOConfig:
     def resolve(self, policy: str) -> GRPOConfig:
         """This config with every unset field of :data:`PRESET_FIELDS` (None, or :data:`UNSET` where None
         is a setting) taken from ``policy``'s preset, or from the ``"paper"`` preset where that one does
-        not set it (None when neither does). Fields already set are kept. A preset's ``learning_rate`` is for its optimiser: a tabular config with another
-        ``tabular_optimizer`` keeps None, and the policy takes that optimiser's step size (Adam: 0.1)."""
+        not set it (None when neither does). Fields already set are kept. A preset's ``learning_rate``
+        is for its optimiser: a tabular config with another ``tabular_optimizer`` keeps None, and the
+        policy takes that optimiser's step size (Adam: 0.1)."""
         if policy not in PRESETS:
             raise ValueError(f"no preset for policy={policy!r}; presets exist for {sorted(PRESETS)}")
         filled = {

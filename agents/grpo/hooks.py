@@ -146,8 +146,9 @@ class TextProgressBar:
         filled = int(frac * self.WIDTH)
         elapsed = time.perf_counter() - self._start
         rate = self.n / elapsed if elapsed > 0 else 0.0
-        line = (f"{self.desc}: {frac:4.0%} |{'#' * filled}{'-' * (self.WIDTH - filled)}| {self.n}/{self.total} "
-                f"steps [{elapsed:.0f} s, {rate:.0f} steps/s]")
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        line = (f"{self.desc}: {frac:4.0%} |{bar}| {self.n}/{self.total} steps "
+                f"[{elapsed:.0f} s, {rate:.0f} steps/s]")
         if self._postfix:
             line += f", {self._postfix}"
         self.stream.write("\r" + line)

@@ -39,7 +39,8 @@ def _rows(name: str, values: Any, n: int) -> Sequence[Any]:
     if values is None:
         raise ValueError(f"reward function needs the dataset column {name!r} (one value per completion); "
                          "build the dataset with rlvr_env.llm.make_dataset")
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or not hasattr(values, "__getitem__"):
+    sequence = hasattr(values, "__len__") and hasattr(values, "__getitem__")
+    if isinstance(values, (str, bytes)) or not sequence:
         raise TypeError(f"column {name!r} must be a sequence with one value per completion, got "
                         f"{type(values).__name__} {values!r:.80}")
     if len(values) != n:
@@ -67,7 +68,8 @@ def score_batch(
             verdicts.append(score_completion(c, nums if type(nums) is tuple else tuple(nums), t,
                                              grammar=grammar, weights=weights, fmt=fmt))
         except TypeError as err:  # a wrongly typed dataset value: say which row
-            raise TypeError(f"row {row} of the batch (numbers={nums!r:.60}, target={t!r:.30}): {err}") from None
+            raise TypeError(f"row {row} of the batch (numbers={nums!r:.60}, target={t!r:.30}): "
+                            f"{err}") from None
     return verdicts
 
 
