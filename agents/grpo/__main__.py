@@ -195,9 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--policy-kwargs {args.policy_kwargs!r} is not JSON: {err}")
     if not isinstance(policy_kwargs, dict):
         parser.error(f"--policy-kwargs {args.policy_kwargs!r} must be a JSON object")
+    try:
+        config = config_from_args(args)
+    except ValueError as err:
+        parser.error(str(err))
     save_path = _check_outputs(args)  # before anything trains: a run must never end unable to write
     try:
-        model = GRPO(args.env, config_from_args(args), policy=args.policy, seed=args.seed,
+        model = GRPO(args.env, config, policy=args.policy, seed=args.seed,
                      env_kwargs=env_kwargs, policy_kwargs=policy_kwargs,
                      verbose=0 if args.quiet else 1, log_interval=args.log_interval, log_dir=args.log_dir,
                      eval_freq=args.eval_freq, eval_k=args.eval_k, eval_prompts=args.eval_prompts)
