@@ -374,6 +374,51 @@ def test_load_rejects_truncated_foreign_and_tampered_files(tmp_path: Path) -> No
         GRPO.load(wrong_shape)
 
 
+def test_flipped_bytes_inside_a_member_are_not_a_checkpoint(tmp_path: Path) -> None:
+    # Damage inside a compressed member fails the CRC check or zlib's inflate; both must read as the
+    # same clear error as any other corruption, never a raw zlib.error.
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=2), seed=0)
+    good = tmp_path / "good.zip"
+    model.save(good)
+    data = good.read_bytes()
+    with zipfile.ZipFile(good) as zf:
+        members = zf.infolist()
+    assert {m.filename for m in members} == {"grpo.json", "policy.npz"}
+    for member in members:
+        start = member.header_offset + 30 + len(member.filename) + len(member.extra)  # local header
+        middle = start + member.compress_size // 2
+        damaged = bytearray(data)
+        damaged[middle:middle + 8] = bytes(b ^ 0xFF for b in damaged[middle:middle + 8])
+        bad = tmp_path / f"flipped_{member.filename}.zip"
+        bad.write_bytes(bytes(damaged))
+        with pytest.raises(ValueError, match=rf"flipped_{member.filename}.zip is not a GRPO checkpoint .*"
+                                             rf"'{member.filename}' is corrupt"):
+            GRPO.load(bad)
+
+
+@pytest.mark.filterwarnings("ignore:Path .* does not exist. Will create it")
+def test_save_and_load_add_zip_as_sb3_does(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=2), seed=0)
+    model.learn(200)
+    ppo = PPO("MlpPolicy", ENV, n_steps=16, batch_size=16, device="cpu")
+    for name, written in (("x", "x.zip"), ("x.zip", "x.zip"), ("x.ckpt", "x.ckpt"),
+                          ("new/folder/x", "new/folder/x.zip")):
+        grpo_dir, ppo_dir = tmp_path / "grpo", tmp_path / "ppo"
+        model.save(grpo_dir / name)
+        ppo.save(ppo_dir / name)
+        assert (grpo_dir / written).is_file() and (ppo_dir / written).is_file()  # the same file as SB3's
+        for asked in {name, written}:  # load as SB3 does: the name as given, else with ".zip"
+            assert GRPO.load(grpo_dir / asked).num_timesteps == model.num_timesteps
+            PPO.load(ppo_dir / asked, device="cpu")
+        for folder in (grpo_dir, ppo_dir):
+            for f in sorted(folder.rglob("*"), reverse=True):
+                f.unlink() if f.is_file() else f.rmdir()
+    with pytest.raises(FileNotFoundError):
+        GRPO.load(tmp_path / "missing")
+
+
 # ------------------------------------------------------------------------------------------------
 # Generic envs
 # ------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import pickle
+import re
 import warnings
 from typing import Any
 
@@ -387,3 +388,13 @@ def test_maskable_ppo_trains_a_few_hundred_steps_with_masks() -> None:
         assert not truncated
         if terminated:
             obs, _ = env.reset()
+
+
+@pytest.mark.parametrize("observation", ["pixels", ["bits"], None])
+def test_an_unknown_observation_lists_every_valid_value(observation: object) -> None:
+    valid = "('bits', 'relations', 'lookahead', 'tokens')"
+    with pytest.raises(ValueError, match=re.escape(f"observation={observation!r} is not one of {valid}")):
+        gym.make("rlvr/Countdown-v0", observation=observation)
+    with pytest.raises(ValueError, match=re.escape(valid)):
+        gym.make_vec("rlvr/Countdown-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                     observation=observation)

@@ -115,14 +115,33 @@ def test_torch_pieces_without_the_extra_raise_importerror_naming_it(tmp_path: Pa
             "bc": lambda: importlib.import_module("agents.bc"),
             "csv log": lambda: GRPO("rlvr/Arithmetic-v0", log_dir="logs").learn(10),
             "tables": lambda: GRPO("rlvr/Arithmetic-v0", verbose=2).learn(10),
-            "progress bar": lambda: GRPO("rlvr/Arithmetic-v0").learn(10, progress_bar=True),
         }
         for name, fn in checks.items():
             text = message(fn)
             assert hint in text, (name, text)
             print(name, "->", text)
     """, tmp_path)
-    assert out.count('pip install "rlvr-env[torch]"') == 6, out
+    assert out.count('pip install "rlvr-env[torch]"') == 5, out
+
+
+def test_the_progress_bar_works_without_torch_tqdm_or_rich(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCKER + textwrap.dedent("""
+            import sys
+            from agents import GRPO, GRPOConfig
+
+            model = GRPO("rlvr/Arithmetic-v0", GRPOConfig(group_size=4, prompts_per_iter=2))
+            model.learn(410, progress_bar=True)
+            print(sorted(m for m in sys.modules if m.split(".")[0] in {blocked}))
+        """.replace("{blocked}", repr(set(EXTRA_MODULES))))],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"  # nothing of the torch extra was imported
+    last = [line for line in re.split(r"[\r\n]", result.stderr) if line][-1]  # the bar redraws in place
+    assert last.startswith("GRPO: 100% |" + "#" * 30 + "| 410/410 steps ["), result.stderr
+    assert last.endswith(", +30 steps to finish the last iteration"), last  # whole iterations of 40 steps
 
 
 def test_install_requires_is_light_and_the_extras_bring_the_rest() -> None:

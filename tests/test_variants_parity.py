@@ -183,7 +183,8 @@ def test_geo_mean_with_an_empty_answer_and_beta_counts_rows_as_verl_hand_compute
                       -math.exp(0.15) / 6 + beta * (1 - math.exp(-0.2)) / 4],
                      [0.0, 0.0],
                      [math.exp(0.3) / 3 + beta * (1 - math.exp(-0.3)) / 2, 0.0]])
-    config = GRPOConfig(policy_loss="geo_mean", clip_eps=0.4, beta=beta, seq_mean_rows="non_empty")
+    config = GRPOConfig(policy_loss="geo_mean", clip_eps=0.4, beta=beta, seq_mean_rows="non_empty",
+                        clip_eps_high=None)
     terms = grpo_token_loss(logp, old, ref, adv, mask, config.loss_settings())
     assert terms.policy_loss == pytest.approx(policy, abs=1e-15)
     assert terms.kl == pytest.approx(kl, abs=1e-15)

@@ -644,14 +644,18 @@ class GRPO:
         return [layout[name] for name in segments]
 
     def save(self, path: str | Path) -> None:
-        """Write a checkpoint (zip: ``grpo.json`` metadata + ``policy.npz`` arrays)."""
+        """Write a checkpoint (zip: ``grpo.json`` metadata + ``policy.npz`` arrays). As in SB3, a name
+        without a suffix gets ``.zip`` (``save("model")`` writes ``model.zip``) and missing parent
+        folders are created."""
         checkpoint.save(self, path)
 
     @classmethod
     def load(cls, path: str | Path, env: str | gym.Env | None = None) -> GRPO:
         """Load a checkpoint written by :meth:`save`; the model predicts exactly as the saved one.
 
-        ``env`` defaults to the env id stored in the checkpoint. A truncated, foreign or tampered file
+        As in SB3, ``path`` is opened as given, else with ``.zip`` added (``load("model")`` reads
+        ``model.zip``). ``env`` defaults to the env id stored in the checkpoint.
+        A truncated, foreign or tampered file
         raises ``ValueError`` naming the file and what is wrong. Arrays are read with
         ``allow_pickle=False`` and torch optimiser state with ``weights_only=True``.
         """

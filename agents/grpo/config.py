@@ -1,18 +1,25 @@
 """``GRPOConfig``: every GRPO constant, named once, with its symbol and source.
 
-**What "default" means** (one rule): a field left unset (``None``) takes the value of the preset of the
+**What "default" means** (one rule): a field left unset takes the value of the preset of the
 policy that trains with the config, so ``GRPOConfig()``, ``GRPO(env)`` and ``GRPO(env,
 GRPOConfig(beta=0.01))`` all start from ``GRPOConfig.preset(policy)`` and change only what was named.
 The papers' values are the preset ``"paper"`` (``GRPOConfig.preset("paper")``; it leaves
 ``learning_rate`` to the policy, the papers' LLM step sizes meaning nothing here).
 :meth:`GRPOConfig.resolve` fills the unset fields; the agent stores the resolved config (and
 checkpoints it).
+
+"Unset" is ``None`` for the fields where ``None`` means nothing else (``group_size``, ``beta``, ...), and
+:data:`UNSET` (the default) for ``clip_eps_high``, where ``None`` is a setting of its own: the symmetric
+clip. So ``GRPOConfig(clip_eps_high=None)``, ``GRPOConfig.preset("transformer", clip_eps_high=None)`` and
+``python -m agents.grpo --clip-eps-high none`` train with the symmetric clip under every preset, while a
+config that does not name ``clip_eps_high`` takes the preset's (0.28 for "transformer" and "countdown").
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
 import inspect
 import math
 from dataclasses import asdict, dataclass, fields
@@ -32,7 +39,23 @@ from agents.grpo.objective import (
     SurrogateSettings,
 )
 
-__all__ = ["GRPOConfig", "PRESETS", "PRESET_FIELDS"]
+__all__ = ["GRPOConfig", "PRESETS", "PRESET_FIELDS", "UNSET"]
+
+
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`."""
+
+    UNSET = "unset"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Not set by the caller: take the policy's preset" for a field whose ``None`` is a value of its own
+#: (``clip_eps_high=None`` is the symmetric clip). :meth:`GRPOConfig.resolve` replaces it.
+UNSET = Unset.UNSET
+#: Fields where ``None`` is a setting (not "unset"); their unset value is :data:`UNSET`.
+_NONE_IS_A_VALUE = frozenset({"clip_eps_high"})
 
 
 @dataclass(frozen=True)
@@ -129,16 +152,17 @@ class GRPOConfig:
     action_masks: bool = True
     """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` token env
     and its native vector env; the protocol sb3-contrib's MaskablePPO reads; ``rlvr/Arithmetic-v0``'s
-    allows every token unless made with ``grammar_mask=True``; Countdown's is a grammar mask), sample from the policy
-    restricted to the allowed tokens and compute every log-prob of the update (current, old, reference)
-    under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and ``predict``
-    then mask too. False samples from the full vocabulary. An env without masks is never masked."""
+    allows every token unless made with ``grammar_mask=True``; Countdown's is a grammar mask), sample
+    from the policy restricted to the allowed tokens and compute every log-prob of the update (current,
+    old, reference) under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and
+    ``predict`` then mask too. False samples from the full vocabulary. An env without masks is never masked."""
 
-    clip_eps_high: float | None = None
+    clip_eps_high: float | None | Unset = UNSET
     """epsilon_high: DAPO's "clip-higher" (Yu et al. 2025, section 3.1; 0.28 there): the ratio is
     clipped to [1 - clip_eps, 1 + clip_eps_high], so unlikely tokens can gain probability faster than
-    likely ones lose it (keeps entropy up). None = clip_eps (symmetric). verl clip_ratio_high, TRL
-    epsilon_high (TRL's is 1 + ours for policy_loss="cispo")."""
+    likely ones lose it (keeps entropy up). None = clip_eps (symmetric), under every preset; unset
+    (UNSET, the default) = the policy's preset. verl clip_ratio_high, TRL epsilon_high (TRL's is 1 +
+    ours for policy_loss="cispo")."""
 
     dual_clip_c: float | None = None
     """c: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for a
@@ -303,11 +327,13 @@ class GRPOConfig:
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag}={getattr(self, flag)!r} must be a bool")
         _choice("policy_loss", self.policy_loss, POLICY_LOSSES)
-        if self.clip_eps_high is not None:
+        if self.clip_eps_high is not None and self.clip_eps_high is not UNSET:
             _real_in("clip_eps_high", self.clip_eps_high, lo=0.0, lo_open=True)
         if self.dual_clip_c is not None:
             _real_in("dual_clip_c", self.dual_clip_c, lo=1.0, lo_open=True)
-            high = self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
+            high = self.clip_eps_high
+            if high is None or high is UNSET:
+                high = self.clip_eps
             if self.dual_clip_c <= 1.0 + high:
                 raise ValueError(
                     f"dual_clip_c={self.dual_clip_c!r} must exceed 1 + clip_eps_high = {1.0 + high:g} "
@@ -321,7 +347,7 @@ class GRPOConfig:
                     f"dual_clip_c={self.dual_clip_c!r} applies to policy_loss='vanilla' only, not "
                     f"{self.policy_loss!r} (verl applies clip_ratio_c only there too)"
                 )
-        if self.policy_loss == "kl_cov" and self.clip_eps_high is not None:
+        if self.policy_loss == "kl_cov" and self.clip_eps_high not in (None, UNSET):
             raise ValueError(
                 f"clip_eps_high={self.clip_eps_high!r} has no effect with policy_loss='kl_cov': KL-Cov "
                 "does not clip the ratio"
@@ -360,7 +386,9 @@ class GRPOConfig:
             raise ValueError(f"action_masks={self.action_masks!r} must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, JSON-ready; a field left :data:`UNSET` is omitted (``from_dict`` leaves it unset
+        again), so ``GRPOConfig.from_dict(c.to_dict()) == c``."""
+        return {name: value for name, value in asdict(self).items() if value is not UNSET}
 
     def loss_settings(self, max_length: int | None = None,
                       rng: np.random.Generator | None = None) -> LossSettings:
@@ -368,8 +396,9 @@ class GRPOConfig:
         config: the one place a config field becomes a loss constant. ``max_length`` is the fixed length
         of "seq_mean_token_sum" (``token_sum_norm`` when set, else this one: the env's maximum episode
         length); ``rng`` is the generator Clip-Cov draws its tokens with (kept only for "clip_cov")."""
-        if self.beta is None:
-            raise ValueError("beta is unset: resolve the config first (GRPOConfig.resolve(policy))")
+        if self.beta is None or self.clip_eps_high is UNSET:
+            what = "beta" if self.beta is None else "clip_eps_high"
+            raise ValueError(f"{what} is unset: resolve the config first (GRPOConfig.resolve(policy))")
         if self.token_sum_norm is not None and max_length is not None and self.token_sum_norm < max_length:
             raise ValueError(
                 f"token_sum_norm={self.token_sum_norm} is shorter than the env's maximum episode length "
@@ -400,16 +429,17 @@ class GRPOConfig:
                             surrogate=surrogate, seq_mean_rows=self.seq_mean_rows)
 
     def resolve(self, policy: str) -> GRPOConfig:
-        """This config with every unset field (None among :data:`PRESET_FIELDS`) taken from ``policy``'s
-        preset, or from the ``"paper"`` preset where that one does not set it. Fields already set are
-        kept. A preset's ``learning_rate`` is for its optimiser: a tabular config with another
-        ``tabular_optimizer`` keeps None, and the policy takes that optimiser's step size (Adam: 0.1)."""
+        """This config with every unset field of :data:`PRESET_FIELDS` (None, or :data:`UNSET` where None
+        is a setting) taken from ``policy``'s preset, or from the ``"paper"`` preset where that one does
+        not set it (None when neither does). Fields already set are kept. A preset's ``learning_rate``
+        is for its optimiser: a tabular config with another ``tabular_optimizer`` keeps None, and the
+        policy takes that optimiser's step size (Adam: 0.1)."""
         if policy not in PRESETS:
             raise ValueError(f"no preset for policy={policy!r}; presets exist for {sorted(PRESETS)}")
         filled = {
             name: PRESETS[policy].get(name, PRESETS["paper"].get(name))
             for name in PRESET_FIELDS
-            if getattr(self, name) is None
+            if _is_unset(name, getattr(self, name))
         }
         own = PRESETS[policy].get("tabular_optimizer")
         if own is not None and self.tabular_optimizer != own:
@@ -419,6 +449,8 @@ class GRPOConfig:
                 f"advantage={self.advantage!r} needs a value network, and the tabular policy has none; "
                 "use policy='mlp' or 'transformer'"
             )
+        if self.policy_loss == "kl_cov" and "clip_eps_high" in filled:
+            filled["clip_eps_high"] = None  # KL-Cov clips nothing; a preset's clip-higher does not apply
         return dataclasses.replace(self, **filled) if filled else self
 
     @classmethod
@@ -456,6 +488,11 @@ class GRPOConfig:
         if unknown:
             raise ValueError(f"unknown GRPOConfig fields {unknown}; known fields are {sorted(known)}")
         return cls(**data)
+
+
+def _is_unset(name: str, value: object) -> bool:
+    """Whether field ``name`` holding ``value`` was left for the preset to fill."""
+    return value is UNSET or (value is None and name not in _NONE_IS_A_VALUE)
 
 
 def _int_at_least(name: str, value: object, lo: int, why: str) -> None:
@@ -579,7 +616,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-#: The fields a preset fills when a config leaves them unset (None).
+#: The fields a preset fills when a config leaves them unset (None, or UNSET where None is a setting).
 PRESET_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in fields(GRPOConfig) if f.default is None and any(f.name in p for p in PRESETS.values())
+    f.name for f in fields(GRPOConfig)
+    if (f.default is None or f.default is UNSET) and any(f.name in p for p in PRESETS.values())
 )

@@ -79,16 +79,11 @@ WARM_DEMOS, WARM_EPOCHS = 64, 30
 
 def arm_config(preset: dict[str, Any], overrides: dict[str, Any], policy: str) -> Any:
     """The ``GRPOConfig`` of an arm: the preset's values with the arm's overrides, the rest filled by
-    ``policy``'s preset. Not ``GRPOConfig.preset``, whose resolve would refill a field an arm sets back
-    to None (DAPO's symmetric arm sets ``clip_eps_high=None``, which the transformer preset fills with
-    0.28): a field the arm sets to None stays None."""
-    import dataclasses
-
+    ``policy``'s preset (DAPO's symmetric arm's ``clip_eps_high=None`` is the symmetric clip under every
+    preset, and stays None when the agent resolves the config again)."""
     from agents import GRPOConfig
 
-    config = GRPOConfig.from_dict({**preset, **overrides}).resolve(policy)
-    unset: dict[str, Any] = {name: None for name, value in overrides.items() if value is None}
-    return dataclasses.replace(config, **unset) if unset else config
+    return GRPOConfig.from_dict({**preset, **overrides}).resolve(policy)
 
 
 def run_key(arm: Arm, seed: int, budget: int) -> dict[str, Any]:
