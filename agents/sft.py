@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from agents.bc import Demonstrations
+from agents.grpo.config import COLD_START
 from agents.evaluation import as_token_env
 from rlvr_env.tasks.base import Prompt
 from rlvr_env.vector import TokenVectorEnv
@@ -276,13 +277,15 @@ def supervised_fit(
     return losses
 
 
-def cold_start(model: Any, n: int, *, epochs: int = 8, batch_size: int = 256, learning_rate: float = 1e-3,
-               seed: int | None = None, minibatch: str = "prompts", warmup: float = 0.0) -> dict[str, Any]:
+def cold_start(model: Any, n: int, *, epochs: int = COLD_START["epochs"],
+               batch_size: int = COLD_START["batch_size"], learning_rate: float = COLD_START["learning_rate"],
+               seed: int | None = None, minibatch: str = COLD_START["minibatch"],
+               warmup: float = COLD_START["warmup"]) -> dict[str, Any]:
     """Supervised cold start of a GRPO agent on ``n`` train-split solutions, then RL's start: the fitted
     network becomes the frozen KL reference, the RL optimiser restarts, and a critic (``advantage="gae"``)
     starts again from the fitted network. Returns what it did
     (``sft_solutions``, ``sft_tokens``, ``sft_epochs``, ``sft_losses``, ``sft_seconds``). ``seed``
-    defaults to the agent's."""
+    defaults to the agent's; the other defaults are the recipe's (:data:`COLD_START`)."""
     seed = model.seed if seed is None else seed
     start = time.perf_counter()
     demos = demonstrations(model.env, n, seed)

@@ -1,7 +1,7 @@
 """The R1 recipe on a CPU at equal budgets: a cold-started causal transformer, then RL, and what RL adds.
 
     python -m benchmarks.r1 [--seeds 10-14] [--budget 300000] [--workers 2] [--arms grpo,gae,...]
-                            [--sft-budgets 1000,10000] [--sb3-scratch] [--no-ppo] [--ray-address ADDR]
+                            [--sft-budgets 1000,10000] [--no-ppo] [--ray-address ADDR]
 
 Per seed, on ``rlvr/Countdown-v0`` (three numbers by default, ``observation="tokens"``, grammar masks):
 
@@ -15,7 +15,7 @@ Per seed, on ``rlvr/Countdown-v0`` (three numbers by default, ``observation="tok
   answers and is scored as written; its base is the same cold start without the masks, so it learned
   to avoid off-grammar tokens). Every arm gets the same network and initial weights
   (``agents.grpo.transformer.copy_to_sb3`` for SB3). From scratch (the same seeded initial network, no
-  cold start): the agent's arms, and the SB3 arms with ``--sb3-scratch``.
+  cold start): the arms of ``--scratch-arms`` (GRPO and PPO with a critic by default).
 
 SB3's arms run through the native vector env (:func:`rlvr_env.to_sb3_vec_env`) with the settings of
 :data:`SB3_SETTINGS`, chosen on the unreported seeds (see its comment); SB3 re-encodes each step's
@@ -67,14 +67,22 @@ from benchmarks.core.study import seeds_argument
 from benchmarks.r1_report import (AGENT_ALGOS, ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, SB3_ALGOS, base_name,
                                   headline, markdown, summarize)
 
-#: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (chosen on seed 0: shuffled
-#: answer minibatches fit the train prompts better and held-out ones worse, 0.58 / 0.32 train / held-out
-#: greedy vs 0.45 / 0.37, at 3.8x the time; lr 2e-3 with warm-up 0.40, 3 layers 0.41: within noise).
-RECIPE_SFT = {"n": 100_000, "epochs": 8, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
+#: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (agents.grpo.config.COLD_START),
+#: for the transformer's default architecture (3 layers, width 128, PyTorch's default init). Chosen on
+#: seeds 0-2 by ``python -m benchmarks.r1_base`` (benchmarks/results/r1/base_search.md): PyTorch's init
+#: instead of GPT-2's N(0, 0.02) moved held-out greedy most, then a third layer, then 12 epochs
+#: instead of 8.
+RECIPE_SFT = {"n": 100_000, "epochs": 12, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
               "warmup": 0.0}
 EVAL = {"k": 64, "prompts": 256, "curve_k": 8, "curve_prompts": 200}
-#: SB3 PPO / MaskablePPO per update, collected from the native vector env: PLACEHOLDER until tuned.
-SB3_SETTINGS = {"n_envs": 256, "n_steps": 8, "batch_size": 2048, "n_epochs": 1, "learning_rate": 1e-4}
+#: SB3 PPO / MaskablePPO per update, collected from the native vector env (256 rows x 8 steps = one
+#: 2,048-step rollout, about 300 answers, as GRPO's 16 x 16 group batch), minibatches of 512 x 2 epochs
+#: (8 gradient steps per rollout), GRPO's step size; SB3's other defaults (clip 0.2, gamma 0.99, GAE
+#: 0.95, value coefficient 0.5). Chosen on seed 0 (never reported) at 60k steps from its base among five
+#: settings, GRPO's preset's search budget (`--sb3`, held-out sampled success): this one 0.422; one
+#: epoch of 2,048 0.370 (lr 3e-4: 0.388; gamma = lambda = 1, as LLM PPO: 0.365); 4 epochs of 1,024
+#: 0.417 at 0.4x the speed.
+SB3_SETTINGS = {"n_envs": 256, "n_steps": 8, "batch_size": 512, "n_epochs": 2, "learning_rate": 1e-4}
 #: Stage 1's run files (bases with their weights, about 1 MB each): a git-ignored cache, never committed.
 LOCAL_BASES = LOCAL_OUT / "r1" / "bases"
 
@@ -229,7 +237,7 @@ def base_tasks(args: argparse.Namespace) -> list[Task]:
 def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, Any]]) -> list[Task]:
     """Stage 2's runs; ``bases`` maps (seed, :func:`base_name`) to the base's record. Every arm of
     ``args.arms`` from the recipe's base (the unmasked PPO arm from the unmasked base), the agent's arms
-    from scratch (SB3's too with ``args.sb3_scratch``), GRPO from each smaller base; every run for
+    from scratch (those of ``args.scratch_arms``), GRPO from each smaller base; every run for
     ``args.budget`` env steps. SB3 arms from a base give the critic its own copy of the trunk (the value
     loss must not move a pretrained actor); from scratch SB3's default (one shared trunk) stays."""
     tasks = []
@@ -238,8 +246,8 @@ def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, An
         starts = [("base", recipe), ("scratch", 0)] + [("base", n) for n in args.sft_budgets if n != recipe]
         for start, n in starts:
             algos = [a for a in args.arms if n in (recipe, 0)] if n in (recipe, 0) else ["grpo"]
-            if start == "scratch" and not args.sb3_scratch:
-                algos = [a for a in algos if a not in SB3_ALGOS]
+            if start == "scratch":
+                algos = [a for a in algos if a in args.scratch_arms]
             for algo in algos:
                 origin = "scratch" if start == "scratch" else base_name({"n": n, "masked": algo != "ppo"})
                 if start == "base" and (seed, origin) not in bases:
@@ -276,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="env steps per RL run (every arm)")
     parser.add_argument("--arms", type=_arms, default=",".join(ALGOS),
                         help=f"comma-separated RL arms, of {', '.join(ALGOS)}")
-    parser.add_argument("--sb3-scratch", action="store_true",
-                        help="also train the SB3 arms from scratch (by default only the agent's arms)")
+    parser.add_argument("--scratch-arms", type=_arms, default="grpo,gae",
+                        help="the arms also trained from scratch (no cold start), of --arms")
     parser.add_argument("--curve-every", type=positive_int, default=10_000,
                         help="env steps between learning-curve points")
     parser.add_argument("--sft-budgets", type=_budgets, default="",

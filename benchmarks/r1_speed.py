@@ -28,6 +28,7 @@ import torch
 import rlvr_env  # noqa: F401
 from agents.grpo.config import GRPOConfig
 from agents.grpo.agent import GRPO
+from agents.grpo.transformer import DEFAULT_ARCH
 from agents.sft import demonstrations, supervised_fit
 
 from benchmarks.core.common import add_output_arguments, cli, output_folder, write_json
@@ -81,9 +82,10 @@ def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds:
 
 def measure_trl(steps: int, seed: int, batch: int = 256, group: int = 16) -> dict[str, float]:
     """TRL ``GRPOTrainer``'s completions per second on Countdown-3 text prompts (our dataset and reward
-    functions, :mod:`rlvr_env.llm`) with a tiny Llama of the transformer policy's size (2 layers, width
-    128, character tokenizer, built offline) at the same batch (``batch`` completions, ``group`` per
-    prompt), CPU, after one warm-up step; completions counted where the reward function sees them."""
+    functions, :mod:`rlvr_env.llm`) with a tiny Llama of the transformer policy's default size
+    (:data:`agents.grpo.transformer.DEFAULT_ARCH`, character tokenizer, built offline) at the same batch
+    (``batch`` completions, ``group`` per prompt), CPU, after one warm-up step; completions counted
+    where the reward function sees them."""
     from trl import GRPOConfig as TRLConfig
     from transformers import TrainerCallback
     from trl import GRPOTrainer
@@ -93,7 +95,8 @@ def measure_trl(steps: int, seed: int, batch: int = 256, group: int = 16) -> dic
 
     task = make_task("countdown", n_numbers=3)
     tokenizer = char_tokenizer()
-    model = tiny_model(len(tokenizer), layers=2, width=128, seed=seed)
+    model = tiny_model(len(tokenizer), layers=DEFAULT_ARCH["n_layers"], width=DEFAULT_ARCH["d_model"],
+                       seed=seed)
     seen = [0]
     funcs = reward_functions(task)
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import rlvr_env  # noqa: F401
-from agents.grpo.config import GRPOConfig
+from agents.grpo.config import COLD_START, GRPOConfig
 from agents.grpo.__main__ import _report
 from agents.grpo.agent import GRPO
 from agents.sft import cold_start
@@ -49,9 +49,11 @@ def run(args: argparse.Namespace) -> dict:
     policy_kwargs = json.loads(args.policy_kwargs)
     model = GRPO(ENV, config, policy="transformer", seed=args.seed, env_kwargs=env_kwargs,
                  policy_kwargs=policy_kwargs)
-    sft = {"n": args.sft, "epochs": args.sft_epochs, "lr": args.sft_lr, "batch_size": args.sft_batch_size}
+    sft = {"n": args.sft, "epochs": args.sft_epochs, "lr": args.sft_lr, "batch_size": args.sft_batch_size,
+           "minibatch": args.sft_minibatch, "warmup": args.sft_warmup}
+    net = model.policy.net  # the resolved architecture and initialisation, defaults included
     key = json.dumps({"env_kwargs": model.env_kwargs, "policy_kwargs": policy_kwargs, "sft": sft,
-                      "seed": args.seed}, sort_keys=True)
+                      "arch": {**net.arch, "init": net.init}, "seed": args.seed}, sort_keys=True)
     base_path = OUT / "bases" / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".npz")
     eval_args = argparse.Namespace(eval_k=args.eval_k, eval_prompts=None)
     record: dict = {"name": args.name, "seed": args.seed, "sft": sft, "policy_kwargs": policy_kwargs,
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> dict:
         record.update(json.loads(base_path.with_suffix(".json").read_text()))
     else:
         info = cold_start(model, args.sft, epochs=args.sft_epochs, batch_size=args.sft_batch_size,
-                          learning_rate=args.sft_lr)
+                          learning_rate=args.sft_lr, minibatch=args.sft_minibatch, warmup=args.sft_warmup)
         info.update(_report(model, eval_args, "base_"))
         base_path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(base_path, **model.policy.state())  # type: ignore[arg-type]
@@ -89,9 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env-kwargs", default='{"n_numbers": 3}')
     parser.add_argument("--policy-kwargs", default="{}")
     parser.add_argument("--sft", type=int, default=100_000)
-    parser.add_argument("--sft-epochs", type=int, default=8)
-    parser.add_argument("--sft-lr", type=float, default=1e-3)
-    parser.add_argument("--sft-batch-size", type=int, default=256)
+    parser.add_argument("--sft-epochs", type=int, default=COLD_START["epochs"])
+    parser.add_argument("--sft-lr", type=float, default=COLD_START["learning_rate"])
+    parser.add_argument("--sft-batch-size", type=int, default=COLD_START["batch_size"])
+    parser.add_argument("--sft-minibatch", choices=("prompts", "answers"), default=COLD_START["minibatch"])
+    parser.add_argument("--sft-warmup", type=float, default=COLD_START["warmup"])
     parser.add_argument("--eval-k", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
     return parser

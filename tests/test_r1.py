@@ -173,9 +173,10 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
 
 def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
     from benchmarks.r1 import RECIPE_SFT, base_tasks, build_parser, rl_tasks
-    from benchmarks.r1_report import _label
+    from benchmarks.r1_report import ALGOS, _label
 
-    args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000", "--sb3-scratch"])
+    args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000", "--scratch-arms",
+                                      ",".join(ALGOS)])
     args.recipe, args.eval = dict(RECIPE_SFT), {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
     bases = base_tasks(args)
     assert sorted(t.group for t in bases) == ["base_1000", "base_100000", "base_100000_nomask"]
@@ -198,7 +199,8 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     default = build_parser().parse_args(["--seeds", "10"])  # SB3 from scratch only when asked
     default.recipe, default.eval = args.recipe, args.eval
     names = {t.group for t in rl_tasks(default, records)}
-    assert "maskable_ppo_scratch" not in names and {"gae_scratch", "maskable_ppo_base_100000"} <= names
+    assert "maskable_ppo_scratch" not in names and "rloo_scratch" not in names
+    assert {"gae_scratch", "grpo_scratch", "maskable_ppo_base_100000"} <= names
     assert _label("ppo_base_100000_nomask") == "base (SFT 100,000 without masks) + SB3 PPO (unmasked)"
     assert _label("base_100000_nomask") == "base alone (SFT 100,000 without masks)"
     with pytest.raises(ValueError, match="unknown"):

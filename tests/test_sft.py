@@ -97,3 +97,37 @@ def test_repeated_solutions_are_trained_once_with_their_count_as_weight() -> Non
         weights = torch.as_tensor(np.repeat(counts, demos.lengths[first]), dtype=every.dtype)
         once = -model.policy.log_prob(demos.obs[rows], demos.actions[rows], demos.masks[rows])
     assert torch.isclose((weights * once).sum() / weights.sum(), every.mean(), atol=1e-5)
+
+
+@pytest.mark.parametrize("minibatch", ["prompts", "answers"])
+def test_the_fitted_loss_is_the_mean_nll_over_every_copy(minibatch: str) -> None:
+    # One full batch at a vanishing step size: the loss supervised_fit reports is the one it trained on,
+    # and it must equal the mean NLL per token over every demonstrated copy (repeats counted).
+    model = agent(seed=5)
+    demos = demonstrations(model.env, 1500, seed=6)
+    from agents.sft import _distinct_answers
+
+    _, counts, _ = _distinct_answers(demos, demos.lengths, np.concatenate([[0], np.cumsum(demos.lengths)]))
+    assert counts.max() > 1 and len(counts) < 1500  # the data repeats answers: the weights matter
+    with torch.no_grad():
+        every = float(-model.policy.log_prob(demos.obs, demos.actions, demos.masks).double().mean())
+    losses = supervised_fit(model.policy, demos, epochs=1, batch_size=10_000, learning_rate=1e-12, seed=0,
+                            minibatch=minibatch)
+    assert len(losses) == 1
+    assert losses[0] == pytest.approx(every, abs=1e-5)
+
+
+def test_the_recipe_cold_start_is_one_setting_everywhere() -> None:
+    # the CLI's --sft-* defaults, cold_start's defaults and the R1 study's recipe are the same settings
+    import inspect
+
+    from agents.grpo.__main__ import build_parser
+    from agents.grpo.config import COLD_START
+    from benchmarks.r1 import RECIPE_SFT
+
+    args = build_parser().parse_args([])
+    cli = {"epochs": args.sft_epochs, "batch_size": args.sft_batch_size, "learning_rate": args.sft_lr,
+           "minibatch": args.sft_minibatch, "warmup": args.sft_warmup}
+    signature = inspect.signature(cold_start).parameters
+    assert cli == COLD_START == {k: signature[k].default for k in COLD_START}
+    assert {k: v for k, v in RECIPE_SFT.items() if k != "n"} == COLD_START

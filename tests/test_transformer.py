@@ -178,3 +178,26 @@ def test_entropy_bonus_gradient_matches_autograd() -> None:
             assert got is None or float(got.abs().max()) == 0.0
         else:
             torch.testing.assert_close(got, want)
+
+
+def test_torch_init_is_pytorchs_default_drawn_from_the_seeded_generator() -> None:
+    from agents.grpo.transformer import TinyLM
+
+    ours = TinyLM(30, 20, 15, seed=5, **SMALL)  # init="torch", the default
+    again = TinyLM(30, 20, 15, seed=5, **SMALL)
+    torch.manual_seed(123)  # the global generator must not matter
+    other = TinyLM(30, 20, 15, seed=6, **SMALL)
+    # PyTorch's own reset_parameters, module by module, drawing from the global generator seeded alike
+    theirs = TinyLM(30, 20, 15, seed=0, init="gpt2", **SMALL)
+    torch.manual_seed(5)
+    for module in theirs.modules():
+        if module is not theirs and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    a, b, c, d = (m.state_dict() for m in (ours, theirs, again, other))
+    assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], c[k]) for k in a)
+    assert not torch.equal(a["tok.weight"], d["tok.weight"])
+    assert abs(float(a["tok.weight"].std()) - 1.0) < 0.1  # embeddings N(0, 1)
+    gpt2 = TinyLM(30, 20, 15, seed=5, init="gpt2", **SMALL).state_dict()
+    assert float(gpt2["tok.weight"].std()) < 0.03 and not gpt2["head.bias"].any()
+    with pytest.raises(ValueError, match="init='xavier' must be one of"):
+        TinyLM(30, 20, 15, seed=5, init="xavier", **SMALL)

@@ -37,7 +37,7 @@ import gymnasium as gym
 import rlvr_env  # noqa: F401  (registers the rlvr/* environments)
 from agents.grpo.agent import GRPO
 from agents.grpo.checkpoint import checkpoint_path
-from agents.grpo.config import PRESETS, GRPOConfig, Unset
+from agents.grpo.config import COLD_START, PRESETS, GRPOConfig, Unset
 from agents.grpo.policies import POLICY_NAMES, TABULAR_DEFAULT_LR
 from rlvr_env.envs import TokenEnv
 
@@ -167,11 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft", type=_non_negative_int, default=0,
                         help="supervised cold start on this many train-split solutions before GRPO "
                              "(agents.sft; 0: train from scratch); the SFT model is the KL reference")
-    parser.add_argument("--sft-epochs", type=_positive_int, default=8,
-                        help="epochs of the cold start (8: 100k solutions in about 5 min on one thread)")
-    parser.add_argument("--sft-lr", type=float, default=1e-3, help="Adam step size of the cold start")
-    parser.add_argument("--sft-batch-size", type=_positive_int, default=256,
+    parser.add_argument("--sft-epochs", type=_positive_int, default=COLD_START["epochs"],
+                        help="epochs of the cold start")
+    parser.add_argument("--sft-lr", type=float, default=COLD_START["learning_rate"],
+                        help="Adam step size of the cold start")
+    parser.add_argument("--sft-batch-size", type=_positive_int, default=COLD_START["batch_size"],
                         help="answers per cold-start step")
+    parser.add_argument("--sft-minibatch", choices=("prompts", "answers"),
+                        default=COLD_START["minibatch"],
+                        help="cold-start minibatches: whole prompts with all their answers (prompts) or "
+                             "uniformly shuffled solutions (answers)")
+    parser.add_argument("--sft-warmup", type=float, default=COLD_START["warmup"],
+                        help="fraction of the cold start's steps with a linear step-size warm-up")
     parser.add_argument("--json", default=None,
                         help="write the final metrics (test_greedy, test_sampled, test_pass_at_k, "
                              "train_greedy, ... and the base model's, base_*) as JSON here; on Ctrl-C the "
@@ -234,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cold start: {args.sft} train-split solutions, {args.sft_epochs} epochs ...", flush=True)
             try:
                 record.update(cold_start(model, args.sft, epochs=args.sft_epochs,
-                                         batch_size=args.sft_batch_size, learning_rate=args.sft_lr))
+                                         batch_size=args.sft_batch_size, learning_rate=args.sft_lr,
+                                         minibatch=args.sft_minibatch, warmup=args.sft_warmup))
             except ValueError as err:
                 raise SystemExit(f"error: {err}") from None
             print(f"cold start: {args.sft} train-split solutions, {args.sft_epochs} epochs in "

@@ -39,7 +39,7 @@ from agents.grpo.objective import (
     SurrogateSettings,
 )
 
-__all__ = ["GRPOConfig", "PRESETS", "PRESET_FIELDS", "UNSET"]
+__all__ = ["COLD_START", "GRPOConfig", "PRESETS", "PRESET_FIELDS", "UNSET"]
 
 
 class Unset(enum.Enum):
@@ -155,7 +155,8 @@ class GRPOConfig:
     allows every token unless made with ``grammar_mask=True``; Countdown's is a grammar mask), sample
     from the policy restricted to the allowed tokens and compute every log-prob of the update (current,
     old, reference) under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and
-    ``predict`` then mask too. False samples from the full vocabulary. An env without masks is never masked."""
+    ``predict`` then mask too. False samples from the full vocabulary. An env without masks is never
+    masked."""
 
     clip_eps_high: float | None | Unset = UNSET
     """epsilon_high: DAPO's "clip-higher" (Yu et al. 2025, section 3.1; 0.28 there): the ratio is
@@ -615,6 +616,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         "clip_eps_high": 0.28,
     },
 }
+
+#: The R1 recipe's supervised cold start before GRPO (:func:`agents.sft.cold_start`'s defaults and the
+#: CLI's ``--sft-*`` defaults; the data budget is the caller's, 100,000 solutions in the recipe), for the
+#: ``transformer`` policy at its default architecture (3 layers, width 128, PyTorch's default init).
+#: Chosen on the choosing seeds 0-2 by ``python -m benchmarks.r1_base`` (docs/r1.md, "the base"):
+#: 12 epochs of per-prompt minibatches.
+COLD_START: dict[str, Any] = {"epochs": 12, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
+                              "warmup": 0.0}
 
 #: The fields a preset fills when a config leaves them unset (None, or UNSET where None is a setting).
 PRESET_FIELDS: tuple[str, ...] = tuple(

@@ -11,7 +11,7 @@ token per env step for a whole vector-env batch under grammar masks, with a KV c
 the log-probs of every answer token of a batch in one teacher-forced pass, in the same precision, so
 that the rollout's and the update's log-probs agree to ~1e-6. Both are a few lines over an explicit
 attention (``torch.nn.functional.scaled_dot_product_attention``); a Hugging Face model adds its cache
-classes, generation plumbing and per-call overhead to a 2-layer, width-128 net whose whole step is a
+classes, generation plumbing and per-call overhead to a 3-layer, width-128 net whose whole step is a
 few hundred microseconds, and brings ``transformers`` into the GRPO agent's dependencies.
 
 :class:`TransformerPolicy` is the GRPO policy (``policy="transformer"``): rollouts go through
@@ -29,6 +29,7 @@ same initial weights for a seed), ``action_net`` gets the head's weights, and th
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,10 +49,14 @@ from agents.grpo.policies import LossFn, UpdateStats
 from agents.grpo.torch_policy import TorchPolicy
 from rlvr_env.token_obs import PAD, TokenContextSpace
 
-__all__ = ["TinyLM", "TransformerPolicy", "answer_lengths", "build_network", "copy_from_sb3", "copy_to_sb3",
-           "sb3_extractor_class", "sb3_policy_kwargs"]
+__all__ = ["DEFAULT_ARCH", "INITS", "TinyLM", "TransformerPolicy", "answer_lengths", "build_network",
+           "copy_from_sb3", "copy_to_sb3", "sb3_extractor_class", "sb3_policy_kwargs"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: :class:`TinyLM`'s initialisations (``policy_kwargs`` ``init``).
+INITS = ("torch", "gpt2")
+#: The default architecture (the R1 recipe's base, chosen with ``python -m benchmarks.r1_base``).
+DEFAULT_ARCH = {"d_model": 128, "n_layers": 3, "n_heads": 4}
 _HASH = np.random.default_rng(20250616).integers(1, 2**62, size=4096, dtype=np.int64)  # row hash weights
 
 
@@ -101,14 +106,25 @@ class _Block(nn.Module):
 class TinyLM(nn.Module):
     """Decoder-only transformer over context ids (n, C): ``trunk`` gives hidden states, ``head`` logits.
 
-    Initialised as GPT-2 is (normal(0, 0.02) weights, zero biases, unit LayerNorms, residual output
-    projections scaled by 1/sqrt(2 * layers)) from a generator seeded by ``seed``, so one seed gives one
-    network, for GRPO and for SB3 alike.
+    ``init`` chooses the initial weights, every draw from a generator seeded by ``seed`` (one seed gives
+    one network, for GRPO and for SB3 alike):
+
+    - ``"torch"`` (the default): PyTorch's own defaults for each module, reproduced with the seeded
+      generator (PyTorch draws them from its global generator): a linear layer's weight and bias
+      U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (``kaiming_uniform_(a=sqrt(5))`` and its bias rule),
+      embeddings N(0, 1), LayerNorms ones and zeros;
+    - ``"gpt2"``: as GPT-2 (normal(0, 0.02) weights, zero biases, unit LayerNorms, residual output
+      projections scaled by 1/sqrt(2 * layers)). On this small network it trains a much weaker cold
+      start (docs/r1.md, "the base").
     """
 
     def __init__(self, vocab_size: int, context_length: int, n_actions: int, *, seed: int,
-                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, d_ff: int | None = None) -> None:
+                 d_model: int = DEFAULT_ARCH["d_model"], n_layers: int = DEFAULT_ARCH["n_layers"],
+                 n_heads: int = DEFAULT_ARCH["n_heads"], d_ff: int | None = None,
+                 init: str = "torch") -> None:
         super().__init__()
+        if init not in INITS:
+            raise ValueError(f"init={init!r} must be one of {INITS}")
         for name, value in (("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer")
@@ -121,7 +137,15 @@ class TinyLM(nn.Module):
         self.blocks = nn.ModuleList(_Block(d_model, n_heads, d_ff) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_actions)
+        self.init = init
         gen = torch.Generator().manual_seed(int(seed))
+        with torch.no_grad():
+            if init == "gpt2":
+                self._init_gpt2(gen, n_layers)
+            else:
+                self._init_torch(gen)
+
+    def _init_gpt2(self, gen: torch.Generator, n_layers: int) -> None:
         for name, p in self.named_parameters():
             if name.endswith("bias"):
                 nn.init.zeros_(p)
@@ -130,6 +154,22 @@ class TinyLM(nn.Module):
             else:
                 std = 0.02 / np.sqrt(2 * n_layers) if name.endswith(("proj.weight", "ff2.weight")) else 0.02
                 nn.init.normal_(p, 0.0, std, generator=gen)
+
+    def _init_torch(self, gen: torch.Generator) -> None:
+        """PyTorch's default initialisation of each module, module by module in a fixed order, drawn
+        from ``gen``."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                fan_in = module.in_features
+                # kaiming_uniform_(a=sqrt(5)), computed as PyTorch does (bound = 1/sqrt(fan_in))
+                bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + 5)) / math.sqrt(fan_in)
+                nn.init.uniform_(module.weight, -bound, bound, generator=gen)
+                nn.init.uniform_(module.bias, -1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in), generator=gen)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, 1.0, generator=gen)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
 
     def hidden(self, ids: torch.Tensor
                ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]], int]:
@@ -209,10 +249,10 @@ def build_network(space: gym.Space, n_actions: int, seed: int, dtype: str = "flo
     ctx = _check_space(space)
     if dtype not in _DTYPES:
         raise ValueError(f"dtype={dtype!r} is not one of {sorted(_DTYPES)}")
-    unknown = set(arch) - {"d_model", "n_layers", "n_heads", "d_ff"}
+    unknown = set(arch) - {"d_model", "n_layers", "n_heads", "d_ff", "init"}
     if unknown:
         raise ValueError(f"unknown transformer arguments {sorted(unknown)}; "
-                         "use d_model, n_layers, n_heads, d_ff, dtype")
+                         "use d_model, n_layers, n_heads, d_ff, init, dtype")
     net = TinyLM(len(ctx.vocab), ctx.shape[0], n_actions, seed=seed, **arch)
     return net.to(_DTYPES[dtype])
 
@@ -234,8 +274,9 @@ def _row_hash(ids: np.ndarray) -> np.ndarray:
 class TransformerPolicy(TorchPolicy):
     """GRPO's causal-transformer policy over the token context (see the module docstring).
 
-    ``policy_kwargs``: ``d_model`` (128), ``n_layers`` (2), ``n_heads`` (4), ``d_ff`` (2 d_model),
-    ``dtype`` ("float32"; "float64" for exact agreement tests). Adam (eps 1e-5) as the MLP policy.
+    ``policy_kwargs``: ``d_model`` (128), ``n_layers`` (3), ``n_heads`` (4), ``d_ff`` (2 d_model),
+    ``init`` ("torch"; "gpt2", see :class:`TinyLM`), ``dtype`` ("float32"; "float64" for exact
+    agreement tests). Adam (eps 1e-5) as the MLP policy.
     """
 
     kind = "transformer"

@@ -1,0 +1,242 @@
+"""How the R1 recipe's base was chosen: a small grid of supervised cold starts on the choosing seeds.
+
+    python -m benchmarks.r1_base [--seeds 0-2] [--grid recipe,gpt2,...] [--workers 1] [--update-results]
+
+Each cell is one cold start (:func:`agents.sft.cold_start`) of the ``transformer`` policy on
+``rlvr/Countdown-v0`` (three numbers, ``observation="tokens"``, grammar masks), evaluated alone by the
+R1 study's scores (:meth:`agents.grpo.agent.GRPO.success`: greedy, sampled = mean@k and unbiased pass@k
+from ``--eval-k`` samples on ``--eval-prompts`` fixed prompts per split), with its SFT seconds and torch
+threads. A cell varies one lever of the recipe at a time (:data:`GRID`): the initialisation, the
+network's size, the data budget and epochs, the minibatch scheme. Seeds 0-2 only choose; the study
+reports 10-14 (``benchmarks.r1``), so this script refuses seeds >= 10.
+
+Every run is one executor task (:mod:`benchmarks.core.executor`, one run at a time by default: the
+timings are the point); run files are kept in ``benchmark-runs/r1_base/runs`` (git-ignored), so a
+repeated command reuses them. The table goes to ``benchmark-runs/r1_base/`` unless ``--update-results``
+(``benchmarks/results/r1/base_search.md`` and ``.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from benchmarks.core.common import (
+    LOCAL_OUT,
+    RESULTS_DIR,
+    add_executor_arguments,
+    command_line,
+    limit_threads,
+    machine_info,
+    positive_int,
+    write_results,
+)
+from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.study import seeds_argument
+
+ENV_ID = "rlvr/Countdown-v0"
+ENV_KWARGS = {"n_numbers": 3}
+#: The run files: a git-ignored cache (the committed output is the table).
+CACHE = LOCAL_OUT / "r1_base"
+#: The recipe every cell starts from; a cell overrides some of it (``policy`` = policy_kwargs,
+#: ``sft`` = :func:`agents.sft.cold_start`'s arguments, ``threads`` = torch threads).
+RECIPE: dict[str, Any] = {
+    "policy": {"n_layers": 2, "d_model": 128, "init": "torch"},
+    "sft": {"n": 100_000, "epochs": 8, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
+            "warmup": 0.0},
+    "threads": 1,
+}
+#: The cells (name -> overrides of :data:`RECIPE`), one lever each against the recipe.
+GRID: dict[str, dict[str, Any]] = {
+    "recipe": {},
+    "gpt2": {"policy": {"init": "gpt2"}},
+    "epochs16": {"sft": {"epochs": 16}},
+    "3layers": {"policy": {"n_layers": 3}},
+    "200k_x4": {"sft": {"n": 200_000, "epochs": 4}},
+    "shuffled": {"sft": {"minibatch": "answers"}},
+    "3layers_epochs12": {"policy": {"n_layers": 3}, "sft": {"epochs": 12}},
+    "4layers": {"policy": {"n_layers": 4}},
+    "3layers_epochs12_2threads": {"policy": {"n_layers": 3}, "sft": {"epochs": 12}, "threads": 2},
+}
+KS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _merge(overrides: dict[str, Any]) -> dict[str, Any]:
+    return {k: ({**RECIPE[k], **overrides.get(k, {})} if isinstance(RECIPE[k], dict)
+                else overrides.get(k, RECIPE[k])) for k in RECIPE}
+
+
+def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
+    """One cold start on ``spec["seed"]`` with ``spec``'s settings, evaluated alone (no weights kept)."""
+    threads = limit_threads(int(spec["threads"]), import_torch=True)
+    import rlvr_env  # noqa: F401 - registers the envs
+    from agents.grpo.agent import GRPO
+    from agents.grpo.config import GRPOConfig
+    from agents.sft import cold_start
+
+    config = GRPOConfig.preset("transformer")
+    model = GRPO(ENV_ID, config, policy="transformer", seed=spec["seed"],
+                 env_kwargs={**ENV_KWARGS, "observation": "tokens"}, policy_kwargs=spec["policy"])
+    load = os.getloadavg()[0]
+    cpu = time.process_time()
+    info = cold_start(model, **spec["sft"])
+    cpu = time.process_time() - cpu  # every thread of this process: less sensitive to a shared machine
+    ev = spec["eval"]
+    scores: dict[str, Any] = {}
+    start = time.perf_counter()
+    for split in ("train", "test"):
+        rep = model.success(split, k=ev["k"], n_prompts=ev["prompts"])
+        pass_at = rep.pass_at([j for j in KS if j <= ev["k"]])
+        scores[split] = {"greedy": rep.greedy, "sampled": rep.sampled,
+                         "pass_at": {str(j): v for j, v in pass_at.items()}}
+    return {"seed": spec["seed"], "sft_seconds": info["sft_seconds"], "sft_cpu_seconds": cpu,
+            "sft_losses": info["sft_losses"],
+            "sft_tokens": info["sft_tokens"], "eval": scores,
+            "eval_seconds": time.perf_counter() - start,
+            "parameters": model.num_parameters(), "torch_threads": threads, "load_before": load,
+            "load_after": os.getloadavg()[0]}
+
+
+def tasks(args: argparse.Namespace) -> list[Task]:
+    out = []
+    for name, seeds in args.grid:
+        for seed in seeds:
+            spec = {"seed": seed, **_merge(GRID[name]),
+                    "eval": {"k": args.eval_k, "prompts": args.eval_prompts}}
+            digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+            out.append(Task("benchmarks.r1_base:base_cell", spec, f"{name}__s{seed}__{digest}", group=name,
+                            label=f"{name} s{seed}"))
+    return out
+
+
+def _describe(spec: dict[str, Any]) -> str:
+    p, s = spec["policy"], spec["sft"]
+    kind = "per-prompt" if s["minibatch"] == "prompts" else "shuffled"
+    return (f"{p['n_layers']} x {p['d_model']}, init {p['init']}; {s['n']:,} x {s['epochs']} epochs, "
+            f"{kind} minibatches of {s['batch_size']}, lr {s['learning_rate']:g}")
+
+
+def summarize(task_list: list[Task], records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for task in task_list:
+        rec = records.get(task.key)
+        if rec is None:
+            continue
+        row = rows.setdefault(task.group, {"name": task.group, "settings": _describe(dict(task.spec)),
+                                           "threads": task.spec["threads"], "seeds": [], "runs": []})
+        row["seeds"].append(rec["seed"])
+        keep = ("seed", "sft_seconds", "sft_cpu_seconds", "eval", "parameters", "torch_threads",
+                "load_before", "load_after", "sft_losses")
+        row["runs"].append({k: rec[k] for k in keep})
+    for row in rows.values():
+        runs = row["runs"]
+        row["parameters"] = runs[0]["parameters"]
+        for split in ("test", "train"):
+            for metric in ("greedy", "sampled"):
+                row[f"{split}_{metric}"] = [r["eval"][split][metric] for r in runs]
+            last = max(runs[0]["eval"][split]["pass_at"], key=int)
+            row[f"{split}_pass_at_k"] = [r["eval"][split]["pass_at"][last] for r in runs]
+            row["k"] = int(last)
+        row["sft_seconds"] = [r["sft_seconds"] for r in runs]
+        row["sft_cpu_seconds"] = [r["sft_cpu_seconds"] for r in runs]
+        row["load"] = [r["load_before"] for r in runs]
+    return list(rows.values())
+
+
+def _cell(values: list[float], digits: int = 3) -> str:
+    per_seed = " / ".join(f"{v:.{digits}f}" for v in values)
+    return f"**{np.mean(values):.{digits}f}** ({per_seed})" if len(values) > 1 else per_seed
+
+
+def markdown(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    k = rows[0]["k"] if rows else result["eval"]["k"]
+    lines = [
+        "### Choosing the R1 base: cold starts of the transformer on Countdown-3 (seeds "
+        f"{result['seeds']}, never reported)",
+        "",
+        f"Mean over seeds (per seed in brackets); {result['eval']['prompts']} fixed prompts per split, "
+        f"{k} samples each (sampled = mean@{k}, pass@{k} unbiased); SFT seconds = the cold start alone "
+        "(data + fit) in wall-clock seconds and in CPU seconds of the process (all its threads; less "
+        "sensitive to other work on a shared machine), with the torch threads shown; the 1-minute load "
+        "average before each run in the last column.",
+        "",
+        f"| cell | settings | parameters | held-out greedy | held-out sampled | held-out pass@{k} "
+        f"| train greedy | train sampled | train pass@{k} | SFT seconds | SFT CPU seconds | threads | load |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['settings']} | {r['parameters']:,} | {_cell(r['test_greedy'])} | "
+            f"{_cell(r['test_sampled'])} | {_cell(r['test_pass_at_k'])} | {_cell(r['train_greedy'])} | "
+            f"{_cell(r['train_sampled'])} | {_cell(r['train_pass_at_k'])} | {_cell(r['sft_seconds'], 0)} | "
+            f"{_cell(r['sft_cpu_seconds'], 0)} | "
+            f"{r['threads']} | {' / '.join(f'{v:.1f}' for v in r['load'])} |")
+    lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}.", ""]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1_base", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=seeds_argument(), default="0-2",
+                        help="choosing seeds (< 10: the study reports 10-14)")
+    parser.add_argument("--grid", default=",".join(GRID),
+                        help=f"comma-separated cells of {', '.join(GRID)}; a cell may name its own seeds "
+                             "(gpt2:0 or 3layers:0-1), else it runs on --seeds")
+    parser.add_argument("--eval-k", type=positive_int, default=64, help="samples per prompt")
+    parser.add_argument("--eval-prompts", type=positive_int, default=256, help="prompts per split")
+    parser.add_argument("--update-results", action="store_true",
+                        help="write benchmarks/results/r1/base_search.md and .json (maintainers)")
+    add_executor_arguments(parser, "cells")
+    return parser
+
+
+def _grid(text: str, seeds: list[int]) -> list[tuple[str, list[int]]]:
+    """``--grid``'s cells with their seeds: ``recipe,gpt2:0`` -> [("recipe", seeds), ("gpt2", [0])]."""
+    cells = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, own = part.partition(":")
+        if name not in GRID:
+            raise ValueError(f"unknown cell {name!r}; choose from {list(GRID)}")
+        cells.append((name, list(seeds_argument()(own)) if own else list(seeds)))
+    return cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.grid = _grid(args.grid, args.seeds)
+    except (ValueError, argparse.ArgumentTypeError) as err:
+        parser.error(f"--grid {args.grid!r}: {err}")
+    reported = sorted({s for _, seeds in args.grid for s in seeds if s >= 10})
+    if reported:
+        parser.error(f"seeds {reported}: seeds >= 10 are the study's reported seeds; choose on 0-9")
+    task_list = tasks(args)
+    got = run_tasks(task_list, CACHE, address=args.ray_address, workers=args.workers or 1,
+                    progress=not args.quiet, desc="bases", rerun=[r for r in args.rerun.split(",") if r],
+                    log=print)
+    result = {"command": command_line("benchmarks.r1_base", argv), "machine": machine_info(),
+              "seeds": ",".join(map(str, args.seeds)),
+              "eval": {"k": args.eval_k, "prompts": args.eval_prompts},
+              "recipe": RECIPE, "grid": {g: {"seeds": seeds, **GRID[g]} for g, seeds in args.grid},
+              "failures": got.failures,
+              "rows": summarize(task_list, got.records)}
+    out = RESULTS_DIR / "r1" if args.update_results else CACHE
+    write_results(out, "base_search", result, markdown(result))
+    for failure in got.failures:
+        print(f"FAILED: {failure}")
+    return 1 if got.failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
