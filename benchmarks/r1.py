@@ -389,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     got = run_tasks(stage1, cache, desc="bases", **common)
     bases = {(r["seed"], base_name(r["sft"])): r for r in got.ordered(stage1)}
     stage2 = rl_tasks(args, bases)
-    runs = run_tasks(stage2, out, desc="rl", **common)
+    # the longest runs (SB3's) start first, so the last minutes of the study are not one run alone
+    longest_first = sorted(stage2, key=lambda t: t.spec["algo"] not in SB3_ALGOS)
+    runs = run_tasks(longest_first, out, desc="rl", **common)
     result = {"command": command_line("benchmarks.r1", argv), "machine": machine_info(),
               "seeds": ",".join(map(str, args.seeds)), "curve_every": args.curve_every,
               "budget": args.budget, "arms": args.arms,
