@@ -259,7 +259,7 @@ def supervised_fit(
         for which, weight in batches:
             rows = _answer_rows(bounds, answers[which])
             weights = torch.as_tensor(np.repeat(weight, lengths[answers[which]]),
-                                      dtype=net.head.weight.dtype)  # (rows,) copies of each answer
+                                      dtype=next(net.parameters()).dtype)  # (rows,) copies of each answer
             for group in opt.param_groups:
                 group["lr"] = _step_size(learning_rate, step, steps_total, warmup)
             logp = _log_prob(policy, demos.obs[rows], demos.actions[rows],
