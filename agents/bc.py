@@ -132,17 +132,15 @@ def behaviour_clone(
 
 def warm_start(model: Any, demos: Demonstrations, **bc_kwargs: Any) -> list[float]:
     """Behaviour-clone a GRPO agent's MLP policy on ``demos``, then make the clone its frozen KL
-    reference and restart its RL optimiser (as DeepSeek-R1 starts RL from the cold-start checkpoint).
+    reference and restart its RL optimiser (as DeepSeek-R1 starts RL from the cold-start checkpoint); a
+    critic (``advantage="gae"``) starts again from the clone.
     ``bc_kwargs`` go to :func:`behaviour_clone` (``masked`` defaults to the agent's ``use_masks``)."""
     if getattr(model, "policy_name", None) != "mlp":
         raise ValueError("warm_start needs a GRPO agent with policy='mlp'")
     bc_kwargs.setdefault("masked", model.use_masks)
     bc_kwargs.setdefault("seed", model.seed)
     losses = behaviour_clone(model.policy, demos, **bc_kwargs)
-    pol = model.policy
-    pol.reference = copy.deepcopy(pol.net).requires_grad_(False)
-    lr = pol.optimizer.param_groups[0]["lr"]
-    pol.optimizer = torch.optim.Adam(pol.net.parameters(), lr=lr, eps=1e-5)
+    model.policy.restart_from_current()  # reference, RL optimiser and a critic start from the clone
     return losses
 
 

@@ -1,4 +1,4 @@
-"""The supervised cold start (DeepSeek-R1's SFT stage before RL; Guo et al. 2025, section 2.3.1), issue 16.
+"""The supervised cold start (DeepSeek-R1's SFT stage before RL; Guo et al. 2025, section 2.3.1).
 
 Solutions of **train-split** prompts come from the task's own generator: Countdown builds each prompt from
 a random expression tree over its numbers and keeps that expression
@@ -17,7 +17,6 @@ Everything is seeded: the prompts (``seed``), the minibatch order (``seed``) and
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from dataclasses import dataclass, field
@@ -260,7 +259,7 @@ def supervised_fit(
         for which, weight in batches:
             rows = _answer_rows(bounds, answers[which])
             weights = torch.as_tensor(np.repeat(weight, lengths[answers[which]]),
-                                      dtype=net.head.weight.dtype)  # (rows,) copies of each answer
+                                      dtype=next(net.parameters()).dtype)  # (rows,) copies of each answer
             for group in opt.param_groups:
                 group["lr"] = _step_size(learning_rate, step, steps_total, warmup)
             logp = _log_prob(policy, demos.obs[rows], demos.actions[rows],
@@ -283,7 +282,8 @@ def cold_start(model: Any, n: int, *, epochs: int = COLD_START["epochs"],
                seed: int | None = None, minibatch: str = COLD_START["minibatch"],
                warmup: float = COLD_START["warmup"]) -> dict[str, Any]:
     """Supervised cold start of a GRPO agent on ``n`` train-split solutions, then RL's start: the fitted
-    network becomes the frozen KL reference and the RL optimiser restarts. Returns what it did
+    network becomes the frozen KL reference, the RL optimiser restarts, and a critic (``advantage="gae"``)
+    starts again from the fitted network. Returns what it did
     (``sft_solutions``, ``sft_tokens``, ``sft_epochs``, ``sft_losses``, ``sft_seconds``). ``seed``
     defaults to the agent's; the other defaults are the recipe's (:data:`COLD_START`)."""
     seed = model.seed if seed is None else seed
@@ -292,12 +292,6 @@ def cold_start(model: Any, n: int, *, epochs: int = COLD_START["epochs"],
     losses = supervised_fit(model.policy, demos, epochs=epochs, batch_size=batch_size,
                             learning_rate=learning_rate, seed=seed, masked=model.use_masks,
                             minibatch=minibatch, warmup=warmup)
-    pol = model.policy
-    if hasattr(pol, "restart_from_current"):
-        pol.restart_from_current()
-    else:  # the MLP policy: the same two steps
-        pol.reference = copy.deepcopy(pol.net).requires_grad_(False)
-        lr = pol.optimizer.param_groups[0]["lr"]
-        pol.optimizer = torch.optim.Adam(pol.net.parameters(), lr=lr, eps=1e-5)
+    model.policy.restart_from_current()  # reference, RL optimiser and a critic start from the fit
     return {"sft_solutions": int(n), "sft_tokens": int(len(demos.actions)), "sft_epochs": int(epochs),
             "sft_losses": losses, "sft_seconds": time.perf_counter() - start}

@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.core.common import write_atomically
+from benchmarks.core.common import cli, write_atomically
 from benchmarks.core.executor import git_commit, run_tasks
 from benchmarks.core.report import (
     CURVE_COLUMNS,
@@ -197,8 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     workers = None if address else (args.workers or os.cpu_count() or 1)
     outcome = run_tasks([spec_task(s) for s in specs], out, address=address, workers=workers,
-                        progress=not args.quiet, rerun=rerun)
+                        progress=not args.quiet, rerun=rerun, desc=study.name, log=print)
     records, failures = outcome.ordered(spec_task(s) for s in specs), outcome.failures
+    dest = outcome.destination(out)  # a committed folder is written only when every run succeeded
     if args.update_results and not failures:
         # The committed folder holds exactly this study: drop run files it no longer contains.
         keep = {f"{s.key}.json" for s in specs}
@@ -223,20 +224,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "attempts": {r["key"]: r.get("execution", {}).get("attempts") for r in records},
     }
     if records:
-        result = write_outputs(records, contenders, out, meta, plots=not args.no_plots)
+        result = write_outputs(records, contenders, dest, meta, plots=not args.no_plots,
+                               incomplete=outcome.incomplete())
         print(result["table"])
         print("\n".join(verdict_lines(result["summary"])))
-        print(f"results in {out}/ (table.md, summary.csv/json, runs.csv, curves.csv, *.png, runs/)")
+        print(f"results in {dest}/ (table.md, summary.csv/json, runs.csv, curves.csv, *.png, runs/)")
     if failures:
         print(f"{len(failures)} run(s) failed:", file=sys.stderr)
         for f in failures:
             print(f, file=sys.stderr)
+        print(outcome.incomplete() + (f"; {out}/ is left as it was" if dest != out else ""), file=sys.stderr)
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    sys.exit(cli(main))

@@ -1,4 +1,4 @@
-"""GRPO on Countdown (issue 9): which changes made GRPO learn, GRPO vs MaskablePPO, the warm start, and
+"""GRPO on Countdown: which changes made GRPO learn, GRPO vs MaskablePPO, the warm start, and
 the Arithmetic presets' sampled success.
 
     python -m benchmarks.countdown [--parts ablation,maskable,warm,n4,arithmetic] [--seeds 10-12]
@@ -13,7 +13,7 @@ seeds 0-1 (Countdown) and 0-9 (the Arithmetic presets); the reported seeds are f
 Parts:
 
 * **ablation**: GRPO on Countdown N=3 from scratch, ``--budget`` env steps per run, one row per
-  variant (:data:`VARIANTS`, cumulative): the issue's starting point (MLP preset, masks off), then masks,
+  variant (:data:`VARIANTS`, cumulative): the starting point (MLP preset, masks off), then masks,
   the length term off, DAPO's dynamic sampling + clip-higher + beta 0 (the Countdown preset), then the
   observation (``relations`` / ``lookahead``, env kwargs of ``rlvr/Countdown-v0``). A run *collapses* when its final
   rollout mean length is at the minimum answer (one number + EOS = 2 tokens) while its held-out
@@ -50,6 +50,7 @@ import numpy as np
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     machine_info,
     output_folder,
@@ -67,7 +68,7 @@ MIN_LENGTH = 2.0  # one number + EOS
 
 #: name -> (preset, GRPOConfig overrides, env kwargs on top of TASK, note). Rows are cumulative.
 VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any], str]] = {
-    "mlp preset, no masks": ("mlp", {"action_masks": False}, {}, "the issue's starting point"),
+    "mlp preset, no masks": ("mlp", {"action_masks": False}, {}, "the starting point"),
     "+ masks": ("mlp", {}, {}, "grammar-constrained decoding"),
     "+ length term off": ("mlp", {"length_weight": 0.0}, {}, "k1.5 term paid short wrong answers"),
     "+ dyn. sampling, clip-higher, beta 0": ("countdown", {}, {}, "the countdown preset, bits obs"),
@@ -536,4 +537,4 @@ def render(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

@@ -3,7 +3,7 @@
 
     python -m benchmarks.env_speed [--steps 100000] [--repeats 7] [--out DIR | --update-results]
 
-Method (issue 2, "Speed, measured"): both environments are built with ``gym.make`` and keep Gymnasium's
+Method: both environments are built with ``gym.make`` and keep Gymnasium's
 default wrappers (PassiveEnvChecker, OrderEnforcing, and CartPole's TimeLimit), because that is what a
 user gets. Actions are drawn in advance from a seeded generator as Python ints, so action sampling is not
 timed; an episode that ends is reset inside the timed loop, as in any rollout. The two environments are
@@ -31,6 +31,7 @@ import rlvr_env
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     output_folder,
     write_results,
 )
@@ -38,7 +39,7 @@ from rlvr_env import verify
 from rlvr_env.tasks.arithmetic import TARGETS
 
 ENV_IDS: tuple[str, ...] = ("rlvr/Arithmetic-v0", "CartPole-v1")
-#: The issue's goal: Arithmetic steps per second at least this multiple of CartPole-v1's.
+#: The target: Arithmetic steps per second at least this multiple of CartPole-v1's.
 GOAL_RATIO = 2.0
 
 # Hand-written malformed or hostile answers mixed into the verifier workload (the lexer rejects most
@@ -236,4 +237,4 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

@@ -1,4 +1,4 @@
-"""Does the GRPO agent reach its targets? (issue 3) Per seed: environment steps and training seconds
+"""Does the GRPO agent reach its targets? Per seed: environment steps and training seconds
 until greedy success is 100% on both the train and the held-out prompts of ``rlvr/Arithmetic-v0``,
 for the tabular and the MLP policy with their default configuration (``GRPOConfig.preset(policy)``,
 what ``GRPO(env, config=None)`` uses); plus GRPO learning on two generic Gymnasium envs (CartPole-v1,
@@ -23,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -245,4 +247,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

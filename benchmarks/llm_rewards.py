@@ -38,6 +38,7 @@ import numpy as np
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -49,7 +50,7 @@ from rlvr_env.completions import score_completion
 from rlvr_env.tasks.base import Prompt
 from rlvr_env.tasks.countdown import CountdownTask
 
-#: The issue's goal: TRL reward throughput at least this multiple of reasoning-gym's score_answer.
+#: The target: TRL reward throughput at least this multiple of reasoning-gym's score_answer.
 GOAL_RATIO = 50.0
 _CHARS = "0123456789+-*/() "
 
@@ -412,4 +413,4 @@ def _load(info: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

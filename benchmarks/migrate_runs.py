@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.common import RESULTS_DIR
+from benchmarks.core.common import RESULTS_DIR, cli
 from benchmarks.core.store import LIBRARIES, STORE_FORMAT, CODE_VERSION, fingerprint, save_run
 
 __all__ = ["main", "migrated"]
@@ -37,8 +37,16 @@ def _version(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def migrated(path: Path) -> tuple[str, str, dict[str, Any]] | None:
-    """(key, fingerprint, record) for a bare record file; None if it is already a run file."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """(key, fingerprint, record) for a bare record file; None if it is already a run file; a
+    ``ValueError`` naming the file and what is wrong with it for anything else."""
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: is not UTF-8 text (binary garbage?); left alone") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: is not valid JSON ({err.msg} at {err.pos}); left alone") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: holds a JSON {type(data).__name__}, not a record; left alone")
     if data.get("format") == STORE_FORMAT and "checksum" in data:
         return None
     key = Path(path).stem
@@ -59,19 +67,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--update-results", action="store_true", help="rewrite the files (else only report)")
     args = p.parse_args(argv)
     folders = args.folders or sorted(d.parent for d in RESULTS_DIR.glob("**/runs") if d.is_dir())
-    changed = 0
+    changed, refused = 0, 0
     for folder in folders:
         for path in sorted((Path(folder) / "runs").glob("*.json")):
-            item = migrated(path)
+            try:
+                item = migrated(path)
+            except ValueError as err:  # one line per file it cannot read; the others are migrated
+                print(f"warning: {err}", file=sys.stderr)
+                refused += 1
+                continue
             if item is None:
                 continue
             changed += 1
             if args.update_results:
                 save_run(path.parent, *item)
     verb = "re-wrapped" if args.update_results else "would re-wrap (pass --update-results)"
-    print(f"{verb} {changed} run file(s) in {len(folders)} folder(s)", file=sys.stderr)
-    return 0
+    print(f"{verb} {changed} run file(s) in {len(folders)} folder(s)"
+          + (f"; {refused} file(s) left alone (named above)" if refused else ""), file=sys.stderr)
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

@@ -1,4 +1,4 @@
-"""Where one GRPO iteration spends its time (issue 18, part 3), on one thread.
+"""Where one GRPO iteration spends its time, on one thread.
 
     python -m benchmarks.profile_grpo [--steps 40000] [--cases tab_arith,mlp_arith,mlp_countdown3]
                                       [--repeats 3] [--update-results]
@@ -27,11 +27,13 @@ import argparse
 import cProfile
 import pstats
 import statistics
+import sys
 from typing import Any
 
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -175,4 +177,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

@@ -1,39 +1,35 @@
-"""The R1 recipe on a CPU (issue 16): a cold-started causal transformer, then RL, and what RL adds.
+"""The R1 recipe on a CPU at equal budgets: a cold-started causal transformer, then RL, and what RL adds.
 
-    python -m benchmarks.r1 [--seeds 10-14] [--budget 300000] [--ppo-budget 300000] [--workers 2]
-                            [--sft-budgets 1000,10000,50000] [--no-ppo] [--ray-address ADDR]
+    python -m benchmarks.r1 [--seeds 10-14] [--budget 300000] [--workers 2] [--arms grpo,gae,...]
+                            [--sft-budgets 1000,10000] [--no-ppo] [--ray-address ADDR]
 
 Per seed, on ``rlvr/Countdown-v0`` (three numbers by default, ``observation="tokens"``, grammar masks):
 
 - **bases** (stage 1): the supervised cold start (:func:`agents.sft.cold_start`, train-split solutions
   only) on the recipe's data budget and on each of ``--sft-budgets``; each base is evaluated alone;
-- **RL** (stage 2) from the recipe's base and from scratch (the same seeded initial network, no cold
-  start): GRPO (the ``transformer`` preset, KL reference = its start), sb3-contrib MaskablePPO (same
-  masks) and SB3 PPO (unmasked: it may write malformed answers and is scored as written; its base is
-  the same cold start without the masks, so it learned to avoid off-grammar tokens), each given
-  exactly the same network and initial weights (``agents.grpo.transformer.copy_to_sb3``; the critic
-  head is fresh; from a base, the critic gets its own copy of the trunk, ``share_features_extractor=
-  False``, so its value loss cannot move the pretrained actor) and the same env steps; GRPO also from
-  each smaller base.
+- **RL** (stage 2) from the recipe's base, every arm for the same env-step budget (``--budget``):
+  the agent's GRPO (the ``transformer`` preset, KL reference = its start), the agent's PPO with a
+  learned critic (``advantage="gae"``: token-level GAE, a value network started from the base, as
+  verl's ``gae`` estimator), RLOO and REINFORCE++-baseline (the agent's advantages; everything else is
+  the preset's), sb3-contrib MaskablePPO (same masks) and SB3 PPO (unmasked: it may write malformed
+  answers and is scored as written; its base is the same cold start without the masks, so it learned
+  to avoid off-grammar tokens). Every arm gets the same network and initial weights
+  (``agents.grpo.transformer.copy_to_sb3`` for SB3). From scratch (the same seeded initial network, no
+  cold start): the arms of ``--scratch-arms`` (GRPO and PPO with a critic by default).
 
-PPO and MaskablePPO keep SB3's defaults per update (2,048-step rollouts, minibatch 64, 10 epochs,
-clip 0.2, GAE 0.95) collected from the native vector env (128 rows x 16 steps, issue 18's fair
-setting) except the step size, which is the GRPO preset's (1e-4): SB3's 3e-4 is chosen for networks
-trained from scratch, and no contender here is tuned (the same rule for all: say so, not hide it).
-Their budget is cut (``--ppo-budget``, 8,192 by default): with this network SB3's update (10 epochs
-of minibatches over each step's whole context, no prefix shared) costs about 100x GRPO's per env step
-(the table's env steps/s), so 300k steps would take an hour per run on one core.
+SB3's arms run through the native vector env (:func:`rlvr_env.to_sb3_vec_env`) with the settings of
+:data:`SB3_SETTINGS`, chosen on the unreported seeds (see its comment); SB3 re-encodes each step's
+whole context in every update (no prefix shared), so its per-env-step cost is several times GRPO's.
 
 Every model is scored by the same code (:mod:`agents.evaluation`; SB3 actors are copied back into the
 transformer with :func:`~agents.grpo.transformer.copy_from_sb3`, which gives their logits exactly):
 greedy and sampled success and unbiased pass@k for k = 1..64 from 64 samples per prompt
 (:meth:`~agents.evaluation.SuccessReport.pass_at`) on a fixed list of train and held-out prompts, and a
-learning curve of held-out sampled success (8 samples per prompt) after every SB3 rollout (2,048
-steps) up to the PPO budget and at ``--checkpoints`` even points of each run's budget.
+learning curve of held-out sampled success (8 samples per prompt) every ``--curve-every`` env steps.
 Each run is one executor task (:mod:`benchmarks.core.executor`) with one torch thread; stage 2's
 tasks carry their base's weights in their spec, so a cluster needs no shared filesystem. Results go to
 ``benchmark-runs/r1/`` (git-ignored) unless ``--update-results`` (``benchmarks/results/r1/``).
-Settings were chosen on seeds 0-2 (``benchmarks.r1_tune``); the reported seeds start at 10.
+Settings were chosen on seeds 0-2; the reported seeds start at 10.
 The summary, the goal verdicts and the table are :mod:`benchmarks.r1_report`'s.
 """
 
@@ -45,6 +41,7 @@ import hashlib
 import io
 import json
 import re
+import sys
 import time
 from typing import Any
 
@@ -55,16 +52,20 @@ from benchmarks.core.common import (
     RESULTS_DIR,
     add_executor_arguments,
     add_output_arguments,
+    check_writable,
+    cli,
     command_line,
     limit_threads,
     machine_info,
     output_folder,
     positive_int,
+    write_atomically,
     write_results,
 )
 from benchmarks.core.executor import Task, run_tasks
 from benchmarks.core.study import seeds_argument
-from benchmarks.r1_report import ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, base_name, markdown, summarize
+from benchmarks.r1_report import (AGENT_ALGOS, ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, SB3_ALGOS, base_name,
+                                  headline, markdown, summarize)
 
 #: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (agents.grpo.config.COLD_START),
 #: for the transformer's default architecture (3 layers, width 128, PyTorch's default init). Chosen on
@@ -74,8 +75,14 @@ from benchmarks.r1_report import ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, base_nam
 RECIPE_SFT = {"n": 100_000, "epochs": 12, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
               "warmup": 0.0}
 EVAL = {"k": 64, "prompts": 256, "curve_k": 8, "curve_prompts": 200}
-#: SB3's defaults per update, collected at GRPO's width from the native vector env (issue 18).
-SB3_SETTINGS = {"n_envs": 128, "n_steps": 16, "learning_rate": 1e-4}
+#: SB3 PPO / MaskablePPO per update, collected from the native vector env (256 rows x 8 steps = one
+#: 2,048-step rollout, about 300 answers, as GRPO's 16 x 16 group batch), minibatches of 512 x 2 epochs
+#: (8 gradient steps per rollout), GRPO's step size; SB3's other defaults (clip 0.2, gamma 0.99, GAE
+#: 0.95, value coefficient 0.5). Chosen on seed 0 (never reported) at 60k steps from its base among five
+#: settings, GRPO's preset's search budget (`--sb3`, held-out sampled success): this one 0.422; one
+#: epoch of 2,048 0.370 (lr 3e-4: 0.388; gamma = lambda = 1, as LLM PPO: 0.365); 4 epochs of 1,024
+#: 0.417 at 0.4x the speed.
+SB3_SETTINGS = {"n_envs": 256, "n_steps": 8, "batch_size": 512, "n_epochs": 2, "learning_rate": 1e-4}
 #: Stage 1's run files (bases with their weights, about 1 MB each): a git-ignored cache, never committed.
 LOCAL_BASES = LOCAL_OUT / "r1" / "bases"
 
@@ -148,11 +155,13 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     threads = limit_threads(1, import_torch=True)
     algo, budget, ev = spec["algo"], int(spec["budget"]), spec["eval"]
     masked = algo != "ppo"
+    if algo not in ALGOS:
+        raise ValueError(f"algo={algo!r} is not one of {ALGOS}")
     scorer = _model(spec, masks=masked)  # GRPO trains this one; SB3 actors are copied into it to score
     if spec["base_weights"] is not None:
         load_weights(spec["base_weights"], scorer.policy.net)
     scorer.policy.restart_from_current()  # GRPO's KL reference = its start
-    sb3 = None if algo == "grpo" else _sb3_model(spec, scorer)
+    sb3 = _sb3_model(spec, scorer) if algo in SB3_ALGOS else None
     checkpoints = sorted(set(spec["points"]) | {budget})
     curve = [{"steps": 0, "test_sampled": _evaluate(scorer, ev["curve_k"], ev["curve_prompts"],
                                                     ("test",))["test"]["sampled"]}]
@@ -209,10 +218,12 @@ def _key(group: str, spec: dict[str, Any]) -> str:
 
 
 def base_tasks(args: argparse.Namespace) -> list[Task]:
+    """Stage 1's runs: the recipe's base and each smaller one per seed, plus the unmasked base when the
+    unmasked PPO arm is among ``args.arms``."""
     tasks = []
     for seed in args.seeds:
         sfts = [{**args.recipe, "n": n} for n in sorted({args.recipe["n"], *args.sft_budgets})]
-        if not args.no_ppo:
+        if "ppo" in args.arms:
             sfts.append({**args.recipe, "masked": False})
         for sft in sfts:
             spec = {"seed": seed, "env_kwargs": args.env_kwargs, "policy_kwargs": {}, "eval": args.eval,
@@ -224,42 +235,43 @@ def base_tasks(args: argparse.Namespace) -> list[Task]:
 
 
 def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, Any]]) -> list[Task]:
-    """Stage 2's runs; ``bases`` maps (seed, :func:`base_name`) to the base's record. The unmasked PPO
-    arm starts from the unmasked base; SB3 arms from a base give the critic its own trunk (below)."""
+    """Stage 2's runs; ``bases`` maps (seed, :func:`base_name`) to the base's record. Every arm of
+    ``args.arms`` from the recipe's base (the unmasked PPO arm from the unmasked base), the agent's arms
+    from scratch (those of ``args.scratch_arms``), GRPO from each smaller base; every run for
+    ``args.budget`` env steps. SB3 arms from a base give the critic its own copy of the trunk (the value
+    loss must not move a pretrained actor); from scratch SB3's default (one shared trunk) stays."""
     tasks = []
     for seed in args.seeds:
         recipe = args.recipe["n"]
         starts = [("base", recipe), ("scratch", 0)] + [("base", n) for n in args.sft_budgets if n != recipe]
         for start, n in starts:
-            algos = ALGOS if n in (recipe, 0) and not args.no_ppo else ("grpo",)
+            algos = [a for a in args.arms if n in (recipe, 0)] if n in (recipe, 0) else ["grpo"]
+            if start == "scratch":
+                algos = [a for a in algos if a in args.scratch_arms]
             for algo in algos:
-                origin = "scratch" if start == "scratch" else base_name(
-                    {"n": n, "masked": algo != "ppo"})
+                origin = "scratch" if start == "scratch" else base_name({"n": n, "masked": algo != "ppo"})
                 if start == "base" and (seed, origin) not in bases:
                     continue  # its base failed: reported as missing
                 name = f"{algo}_{origin}"
-                sb3 = None if algo == "grpo" else dict(SB3_SETTINGS)
-                if sb3 is not None and start == "base":  # the value loss must not move a pretrained trunk
+                sb3 = dict(args.sb3) if algo in SB3_ALGOS else None
+                if sb3 is not None and start == "base":
                     sb3["share_features_extractor"] = False
                 spec = {"seed": seed, "algo": algo, "start": origin, "env_kwargs": args.env_kwargs,
-                        "policy_kwargs": {}, "budget": args.budget if algo == "grpo" else args.ppo_budget,
-                        "points": _points(args, algo), "eval": args.eval,
+                        "policy_kwargs": {}, "budget": args.budget, "points": _points(args),
+                        "eval": args.eval,
                         "base_weights": bases[(seed, origin)]["weights"] if start == "base" else None,
                         "sb3": sb3}
+                if AGENT_ALGOS.get(algo):
+                    spec["grpo"] = dict(AGENT_ALGOS[algo])
                 tasks.append(Task("benchmarks.r1:rl_run", spec, _key(name, spec), group=name,
                                   label=f"{name} s{seed}"))
     return tasks
 
 
-def _points(args: argparse.Namespace, algo: str) -> list[int]:
-    """Learning-curve points: every SB3 rollout (2,048 steps) up to the PPO budget, for every algorithm
-    (so GRPO's curve can be read at PPO's resolution), then ``--checkpoints`` even points of the run's
-    own budget."""
-    budget = args.budget if algo == "grpo" else args.ppo_budget
-    rollout = SB3_SETTINGS["n_envs"] * SB3_SETTINGS["n_steps"]
-    early = range(rollout, min(args.ppo_budget, budget) + 1, rollout)
-    even = (round(budget * (i + 1) / args.checkpoints) for i in range(args.checkpoints))
-    return sorted({*early, *even})
+def _points(args: argparse.Namespace) -> list[int]:
+    """Learning-curve points: every ``--curve-every`` env steps up to the budget (the same points for
+    every arm, so steps to base + 0.1 are read at one resolution)."""
+    return list(range(args.curve_every, args.budget + 1, args.curve_every))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -268,11 +280,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=seeds_argument(), default="10-14",
                         help="reported seeds (settings were chosen on 0-2): a list (10,11) or a range "
                              "(10-14)")
-    parser.add_argument("--budget", type=positive_int, default=300_000, help="GRPO env steps per run")
-    parser.add_argument("--ppo-budget", type=positive_int, default=8_192,
-                        help="PPO / MaskablePPO env steps (cut: their update costs ~100x GRPO's per env step "
-                             "with this network, see the docstring)")
-    parser.add_argument("--sft-budgets", type=_budgets, default="1000,10000,50000",
+    parser.add_argument("--budget", type=positive_int, default=300_000,
+                        help="env steps per RL run (every arm)")
+    parser.add_argument("--arms", type=_arms, default=",".join(ALGOS),
+                        help=f"comma-separated RL arms, of {', '.join(ALGOS)}")
+    parser.add_argument("--scratch-arms", type=_arms, default="grpo,gae",
+                        help="the arms also trained from scratch (no cold start), of --arms")
+    parser.add_argument("--curve-every", type=positive_int, default=10_000,
+                        help="env steps between learning-curve points")
+    parser.add_argument("--sft-budgets", type=_budgets, default="",
                         help=f"smaller cold starts (the recipe's is {RECIPE_SFT['n']:,}), each + GRPO")
     parser.add_argument("--sft", type=positive_int, default=RECIPE_SFT["n"],
                         help="the recipe's SFT solutions")
@@ -282,9 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env-kwargs", type=_env_kwargs, default='{"n_numbers": 3}',
                         help="Countdown's keywords as JSON, e.g. '{\"n_numbers\": 4}' or "
                              "'{\"n_numbers\": 3, \"operators\": \"+-*\", \"number_range\": [1, 12]}'")
-    parser.add_argument("--checkpoints", type=positive_int, default=10,
-                        help="learning-curve points per RL run")
-    parser.add_argument("--no-ppo", action="store_true", help="GRPO only (skip PPO and MaskablePPO)")
+    parser.add_argument("--sb3", type=_sb3_settings, default="{}",
+                        help="JSON overrides of the SB3 arms' settings (n_envs, n_steps, batch_size, "
+                             "n_epochs, learning_rate, or any PPO keyword), e.g. '{\"n_epochs\": 2}'; "
+                             "a study with overrides writes its own results subfolder")
+    parser.add_argument("--no-ppo", action="store_true",
+                        help="skip the SB3 arms (MaskablePPO and PPO) and the unmasked base")
     add_executor_arguments(parser)
     add_output_arguments(parser, "r1", RESULTS_DIR / "r1")
     return parser
@@ -310,12 +329,34 @@ def _slug(env_kwargs: dict[str, Any]) -> str:
     return "_".join(parts)
 
 
-def results_folder(env_kwargs: dict[str, Any], recipe: dict[str, Any]) -> str:
+def results_folder(env_kwargs: dict[str, Any], recipe: dict[str, Any],
+                   sb3: dict[str, Any] | None = None) -> str:
     """The subfolder of a non-default study ("" for the default): the setting's :func:`_slug`, then each
-    cold-start setting that differs from :data:`RECIPE_SFT` (``sft_epochs16``, ``sft_n50000``)."""
+    cold-start setting that differs from :data:`RECIPE_SFT` (``sft_epochs16``, ``sft_n50000``), then each
+    SB3 setting that differs from :data:`SB3_SETTINGS` (``sb3_n_epochs2``)."""
     parts = [_slug(env_kwargs)] if env_kwargs != DEFAULT_ENV_KWARGS else []
     parts += [f"sft_{k}{v}" for k, v in sorted(recipe.items()) if RECIPE_SFT.get(k) != v]
+    parts += [f"sb3_{k}{v}" for k, v in sorted((sb3 or {}).items()) if SB3_SETTINGS.get(k) != v]
     return "_".join(parts)
+
+
+def _sb3_settings(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--sb3 {text!r} is not JSON ({err.msg})") from None
+    if not isinstance(value, dict) or "share_features_extractor" in value:
+        raise argparse.ArgumentTypeError(f"--sb3 {text!r} must be a JSON object without "
+                                         "'share_features_extractor' (the study sets it per start)")
+    return {**SB3_SETTINGS, **value}
+
+
+def _arms(text: str) -> list[str]:
+    arms = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ALGOS]
+    if unknown or not arms:
+        raise argparse.ArgumentTypeError(f"--arms {text!r}: {unknown or 'none'} not among {', '.join(ALGOS)}")
+    return arms
 
 
 def _budgets(text: str) -> tuple[int, ...]:
@@ -325,6 +366,8 @@ def _budgets(text: str) -> tuple[int, ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.no_ppo:
+        args.arms = [a for a in args.arms if a not in SB3_ALGOS]
     args.recipe = {**RECIPE_SFT, "n": args.sft, "epochs": args.sft_epochs}
     args.eval = {**EVAL, "prompts": args.eval_prompts,
                  "curve_prompts": min(EVAL["curve_prompts"], args.eval_prompts)}
@@ -332,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         out = output_folder(args)
     except ValueError as err:
         parser.error(str(err))
-    folder = results_folder(args.env_kwargs, args.recipe)
+    folder = results_folder(args.env_kwargs, args.recipe, args.sb3)
     if folder:  # another setting or cold start: its own subfolder, never the default's
         out = out / folder
     rerun = [r for r in args.rerun.split(",") if r]
@@ -342,22 +385,31 @@ def main(argv: list[str] | None = None) -> int:
     # Bases carry their weights (about 1 MB each): kept in the git-ignored cache, never committed.
     cache = args.out / "bases" if args.out is not None else LOCAL_BASES
     stage1 = base_tasks(args)
+    check_writable(out)  # the results folder too, before the bases train
     got = run_tasks(stage1, cache, desc="bases", **common)
     bases = {(r["seed"], base_name(r["sft"])): r for r in got.ordered(stage1)}
     stage2 = rl_tasks(args, bases)
-    runs = run_tasks(stage2, out, desc="rl", **common)
+    # the longest runs (SB3's) start first, so the last minutes of the study are not one run alone
+    longest_first = sorted(stage2, key=lambda t: t.spec["algo"] not in SB3_ALGOS)
+    runs = run_tasks(longest_first, out, desc="rl", **common)
     result = {"command": command_line("benchmarks.r1", argv), "machine": machine_info(),
-              "seeds": ",".join(map(str, args.seeds)), "checkpoints": args.checkpoints,
+              "seeds": ",".join(map(str, args.seeds)), "curve_every": args.curve_every,
+              "budget": args.budget, "arms": args.arms,
               "env_kwargs": args.env_kwargs,
-              "recipe_sft": args.recipe, "sb3": SB3_SETTINGS, "eval": args.eval,
+              "recipe_sft": args.recipe, "sb3": args.sb3, "eval": args.eval,
               "failures": got.failures + runs.failures,
               "bases": [{k: v for k, v in b.items() if k != "weights"} for b in bases.values()]}
     result["summary"] = summarize(result["bases"], runs.ordered(stage2))
-    write_results(out, "r1", result, markdown(result))
+    outcome = got + runs
+    dest = outcome.destination(out)  # with runs missing: the scratch folder, never a committed one
+    write_results(dest, "r1", result, markdown(result), incomplete=outcome.incomplete())
+    top, missing = headline(result), outcome.incomplete()
+    write_atomically(dest / "headline.md", f"{missing}\n\n{top}" if missing else top)
+    print(f"results in {dest}/ (r1.md, headline.md, r1.json, runs/)")
     for failure in result["failures"]:
         print(f"FAILED: {failure}")
     return 1 if result["failures"] else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(cli(main))

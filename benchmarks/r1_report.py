@@ -1,5 +1,5 @@
-"""The R1 study's vocabulary and its report (issue 16): arm names, the summary over seeds, the issue's
-goals as computed verdicts, the Yue et al. (2025) rows and the markdown table.
+"""The R1 study's vocabulary and its report: arm names, the summary over seeds, the study's targets
+as computed verdicts, the Yue et al. (2025) rows and the markdown table.
 
 :mod:`benchmarks.r1` runs the study and calls :func:`summarize` and :func:`markdown` on its run records;
 nothing here trains or reads files.
@@ -12,14 +12,25 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import iqm_ci
+from benchmarks.core.stats import NO_INTERVAL, iqm_ci, ratio_ci
 
 ENV_ID = "rlvr/Countdown-v0"
 DEFAULT_ENV_KWARGS = {"n_numbers": 3}
 #: pass@k is reported at these k (all from the same 64 samples per prompt).
 KS = (1, 2, 4, 8, 16, 32, 64)
-ALGOS = ("grpo", "maskable_ppo", "ppo")
-NAMES = {"grpo": "GRPO", "maskable_ppo": "MaskablePPO", "ppo": "PPO (unmasked)"}
+#: The agent's arms, each the ``transformer`` preset with these fields changed (one thing per arm).
+#: PPO with a critic has no use for DAPO's dynamic sampling: its advantages are not zero on tied groups.
+AGENT_ALGOS: dict[str, dict[str, Any]] = {
+    "grpo": {},
+    "gae": {"advantage": "gae", "dynamic_sampling": False},
+    "rloo": {"advantage": "rloo"},
+    "reinforce_pp_baseline": {"advantage": "reinforce_pp_baseline"},
+}
+SB3_ALGOS = ("maskable_ppo", "ppo")
+ALGOS = (*AGENT_ALGOS, *SB3_ALGOS)
+NAMES = {"grpo": "GRPO", "gae": "PPO with a critic (GAE)", "rloo": "RLOO",
+         "reinforce_pp_baseline": "REINFORCE++-baseline", "maskable_ppo": "SB3 MaskablePPO",
+         "ppo": "SB3 PPO (unmasked)"}
 
 
 def base_name(sft: dict[str, Any]) -> str:
@@ -49,7 +60,8 @@ def summarize(bases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[s
             goal = None if level is None else _first_at(r["curve"], level + 0.1)
         rows.setdefault(f"{r['algo']}_{r['start']}", []).append(
             {"seed": r["seed"], "eval": r["eval"], "seconds": r["train_seconds"], "steps_to_plus_0.1": goal,
-             "steps_per_second": r["steps_per_second"], "curve": r["curve"], "budget": r["budget"]})
+             "steps_per_second": r["steps_per_second"], "curve": r["curve"], "budget": r["budget"],
+             "steps_run": r["steps_run"]})
     out: dict[str, Any] = {}
     for arm, rs in rows.items():
         rs.sort(key=lambda r: r["seed"])
@@ -67,13 +79,15 @@ def summarize(bases: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[s
             entry["budget"] = rs[0]["budget"]
             entry["steps_to_plus_0.1"] = hits
             entry["steps_per_second"] = iqm_ci([r["steps_per_second"] for r in rs]).point
+            entry["steps_run"] = [r["steps_run"] for r in rs]
             entry["curves"] = {r["seed"]: r["curve"] for r in rs}
         out[arm] = entry
     return out
 
 
-def _ci(v: list[float]) -> str:
-    return f"{v[0]:.3f} [{v[1]:.2f}, {v[2]:.2f}]"
+def _ci(v: list[float], n: int = 2) -> str:
+    """``point [lo, hi]`` of ``n`` seeds; from one seed the point alone, saying it is not an interval."""
+    return f"{v[0]:.3f} ({NO_INTERVAL})" if n < 2 else f"{v[0]:.3f} [{v[1]:.2f}, {v[2]:.2f}]"
 
 
 def _sft_label(base: str) -> str:
@@ -100,15 +114,18 @@ def _label(arm: str) -> str:
 
 def goals(summary: dict[str, Any], recipe: int, env_kwargs: dict[str, Any] | None = None
           ) -> list[tuple[str, str, bool | None]]:
-    """The issue's goals for this setting (Countdown-3's, Countdown-4's; none for another), each with the
-    measured value and whether it is met."""
+    """The study's targets for this setting (Countdown-3's, Countdown-4's; none for another), each with
+    the measured value and whether it is met (None: undetermined)."""
     base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
     out: list[tuple[str, str, bool | None]] = []
     if env_kwargs not in (None, DEFAULT_ENV_KWARGS):
-        if env_kwargs == {"n_numbers": 4} and rl:
-            out.append((f"Countdown-4: base + GRPO >= 0.5 held-out greedy within 1M env steps (ran "
-                        f"{rl['budget']:,})", f"{rl['test_greedy'][0]:.3f}",
-                        rl["test_greedy"][0] >= 0.5 and rl["budget"] <= 1_000_000))
+        if env_kwargs == {"n_numbers": 4}:
+            for algo in ("grpo", "gae"):
+                e = summary.get(f"{algo}_base_{recipe}")
+                if e:
+                    out.append((f"Countdown-4: base + {NAMES[algo]} >= 0.5 held-out greedy within 1M env "
+                                f"steps (ran {e['budget']:,})", f"{e['test_greedy'][0]:.3f}",
+                                e["test_greedy"][0] >= 0.5 and e["budget"] <= 1_000_000))
         return out
     if base:
         out.append(("base alone >= 0.65 held-out greedy", f"{base['test_greedy'][0]:.3f}",
@@ -120,22 +137,45 @@ def goals(summary: dict[str, Any], recipe: int, env_kwargs: dict[str, Any] | Non
                     rl["test_greedy"][0] >= 0.8))
         out.append(("base + GRPO >= 0.75 held-out sampled", f"{rl['test_sampled'][0]:.3f}",
                     rl["test_sampled"][0] >= 0.75))
-        out.append(("GRPO steps/s >= 10k (one core here, evaluation excluded)",
-                    f"{rl['steps_per_second']:,.0f}",
-                    rl["steps_per_second"] >= 10_000))
     if base and rl:
         gain = rl["test_sampled"][0] - base["test_sampled"][0]
         out.append(("GRPO adds >= +0.15 held-out sampled over its base", f"{gain:+.3f}", gain >= 0.15))
-    mppo = summary.get(f"maskable_ppo_base_{recipe}")
-    if rl and mppo:
-        g, m = _median_steps(rl["steps_to_plus_0.1"]), _median_steps(mppo["steps_to_plus_0.1"])
-        if m is not None:
-            ok: bool | None = g is not None and g <= m
-        else:  # MaskablePPO censored at its (cut) budget: GRPO wins only by getting there within it
-            ok = True if g is not None and g <= mppo["budget"] else None
-        out.append(("GRPO reaches base + 0.1 held-out sampled in no more env steps than MaskablePPO (median)",
-                    f"{_steps(g)} vs {_steps(m)} (MaskablePPO budget {mppo['budget']:,})", ok))
+        top = str(max(int(k) for k in base["test_pass_at"]))
+        drop = base["test_pass_at"][top] - rl["test_pass_at"][top]
+        out.append((f"held-out pass@{top} after GRPO no lower than the base's by more than 0.05",
+                    f"{-drop:+.3f}", drop <= 0.05))
+    short = [(arm, e) for arm, e in summary.items() if "budget" in e and min(e["steps_run"]) < e["budget"]]
+    runs = [e for e in summary.values() if "budget" in e]
+    if runs:
+        out.append(("every RL run trains its full budget", "all" if not short else
+                    ", ".join(f"{_label(a)}: {min(e['steps_run']):,}" for a, e in short), not short))
+    gae = summary.get(f"gae_base_{recipe}")
+    if rl and gae:
+        ratio = gae["steps_per_second"] / rl["steps_per_second"]
+        out.append(("the agent's PPO with a critic >= 0.5x GRPO's env steps/s (IQM over runs)",
+                    f"{ratio:.2f}x", ratio >= 0.5))
+    for algo in SB3_ALGOS:
+        e = summary.get(f"{algo}_base_{recipe}") or summary.get(f"{algo}_base_{recipe}_nomask")
+        if e:
+            out.append((f"{NAMES[algo]} >= 1k env steps/s", f"{e['steps_per_second']:,.0f}",
+                        e["steps_per_second"] >= 1000))
     return out
+
+
+def steps_ratio(summary: dict[str, Any], arm: str, reference: str) -> tuple[str, str] | None:
+    """Env steps to base + 0.1 held-out sampled, ``arm`` over ``reference``: IQM ratio [95% CI] over
+    seeds with censored runs counted at their budget (which flatters them), and how many were censored
+    on each side; None when either arm is missing."""
+    a, b = summary.get(arm), summary.get(reference)
+    if not a or not b:
+        return None
+    xa = [a["budget"] if h is None else h for h in a["steps_to_plus_0.1"]]
+    xb = [b["budget"] if h is None else h for h in b["steps_to_plus_0.1"]]
+    r = ratio_ci(xa, xb)
+    ca, cb = (sum(h is None for h in e["steps_to_plus_0.1"]) for e in (a, b))
+    interval = (f"{r.point:.2f} [{r.low:.2f}, {r.high:.2f}]" if min(len(xa), len(xb)) >= 2
+                else f"{r.point:.2f} ({NO_INTERVAL})")
+    return interval, f"censored {ca}/{len(xa)} and {cb}/{len(xb)}"
 
 
 def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple[str, str, str]]:
@@ -155,8 +195,9 @@ def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple
         for k, sign, text in (("1", 1, "raises pass@1"), (str(max(ks)), -1, f"narrows pass@{max(ks)}")):
             diff = paired([e[split]["pass_at"][k] for _, e in pairs],
                           [b[split]["pass_at"][k] for b, _ in pairs])
-            rows.append((f"GRPO {text} ({name})", f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
-                         verdict(diff, sign)))
+            shown = (f"{diff.point:+.3f} ({NO_INTERVAL})" if diff.single
+                     else f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]")
+            rows.append((f"GRPO {text} ({name})", shown, verdict(diff, sign)))  # one seed: no verdict
         mine, theirs = rl[f"{split}_pass_at"], base[f"{split}_pass_at"]
         cross = next((k for k in ks if mine[str(k)] < theirs[str(k)]), None)
         rows.append((f"smallest k where GRPO's mean pass@k < the base's ({name})",
@@ -174,6 +215,37 @@ def _steps(x: float | None) -> str:
     return "censored" if x is None or x == float("inf") else f"{x:,.0f}"
 
 
+def headline(result: dict[str, Any]) -> str:
+    """The study's headline table (README): every arm from the recipe's base at one budget, next to the
+    base alone: held-out greedy / sampled / pass@k at the largest k, env steps to base + 0.1 held-out
+    sampled (median over seeds, censored runs counted as never) and env steps/s."""
+    s, recipe = result["summary"], result["recipe_sft"]["n"]
+    n = result["eval"]["k"]
+    arms = [f"base_{recipe}"] + [f"{a}_base_{recipe}" if a != "ppo" else f"ppo_base_{recipe}_nomask"
+                                 for a in ALGOS]
+    seeds = result["seeds"]
+    lines = [f"Countdown {json.dumps(result['env_kwargs'])}, seeds {seeds}, every RL arm "
+             f"{result.get('budget', 0):,} env steps from the same cold-started transformer; IQM [95% "
+             f"bootstrap CI] over seeds, {result['eval']['prompts']} held-out prompts x {n} samples "
+             f"(`python -m benchmarks.r1`).", "",
+             f"| arm | held-out greedy | held-out sampled | pass@{n} "
+             "| steps to base + 0.1 (median; censored) | env steps/s |", "|---|---:|---:|---:|---:|---:|"]
+    for arm in arms:
+        e = s.get(arm)
+        if e is None:
+            continue
+        if "steps_to_plus_0.1" in e:
+            hits = e["steps_to_plus_0.1"]
+            steps = f"{_steps(_median_steps(hits))}; {sum(h is None for h in hits)}/{len(hits)}"
+            speed = f"{e['steps_per_second']:,.0f}"
+        else:
+            steps, speed = "", ""
+        m = len(e["seeds"])
+        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'], m)} | {_ci(e['test_sampled'], m)} "
+                     f"| {e['test_pass_at'][str(n)]:.3f} | {steps} | {speed} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
     n = result["eval"]["k"]
@@ -188,11 +260,12 @@ def markdown(result: dict[str, Any]) -> str:
              f"| arm | held-out greedy | held-out sampled | held-out pass@{mid} | pass@{n} | train greedy "
              "| train sampled | seconds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for arm, e in s.items():
-        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'])} "
-                     f"| {_ci(e['test_sampled'])} "
+        m = len(e["seeds"])
+        lines.append(f"| {_label(arm)} | {_ci(e['test_greedy'], m)} "
+                     f"| {_ci(e['test_sampled'], m)} "
                      f"| {e['test_pass_at'][str(mid)]:.3f} | {e['test_pass_at'][str(n)]:.3f} "
-                     f"| {_ci(e['train_greedy'])} "
-                     f"| {_ci(e['train_sampled'])} | {e['seconds']:.0f} |")
+                     f"| {_ci(e['train_greedy'], m)} "
+                     f"| {_ci(e['train_sampled'], m)} | {e['seconds']:.0f} |")
     lines += ["", "pass@k (mean over seeds), before and after RL from the recipe's base:", "",
               "| model | split | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|---|" + "---:|" * len(ks)]
     recipe = result["recipe_sft"]["n"]
@@ -203,13 +276,21 @@ def markdown(result: dict[str, Any]) -> str:
                 lines.append(f"| {_label(arm)} | {'held-out' if split == 'test' else 'train'} | "
                              + " | ".join(f"{s[arm][f'{split}_pass_at'][str(k)]:.3f}" for k in ks) + " |")
     lines += ["", "Env steps to base + 0.1 held-out sampled success (8 samples on "
-              f"{result['eval']['curve_prompts']} prompts, checked after every 2,048 steps up to the PPO "
-              f"budget and at {result['checkpoints']} even points of each budget; censored = never within "
-              "the budget):", "", "| arm | per seed | budget | env steps/s |", "|---|---|---:|---:|"]
+              f"{result['eval']['curve_prompts']} prompts, checked every {result['curve_every']:,} env "
+              "steps; censored = never within the budget):", "",
+              "| arm | per seed | budget | env steps/s |", "|---|---|---:|---:|"]
     for arm, e in s.items():
         if "steps_to_plus_0.1" in e and not arm.endswith("scratch"):
             lines.append(f"| {_label(arm)} | {', '.join(_steps(x) for x in e['steps_to_plus_0.1'])} "
                          f"| {e['budget']:,} | {e['steps_per_second']:,.0f} |")
+    ratios = [(algo, steps_ratio(s, f"grpo_base_{recipe}", f"{algo}_base_{recipe}" if algo != "ppo"
+                                 else f"ppo_base_{recipe}_nomask")) for algo in ALGOS if algo != "grpo"]
+    ratios = [(a, r) for a, r in ratios if r is not None]
+    if ratios:
+        lines += ["", "GRPO's env steps to base + 0.1 held-out sampled over each other arm's (IQM ratio "
+                  "[95% bootstrap CI] over seeds; < 1: GRPO gets there in fewer steps; censored runs "
+                  "count at the budget):", "", "| GRPO ÷ | ratio | censored (GRPO, other) |", "|---|---|---|"]
+        lines += [f"| {NAMES[a]} | {r[0]} | {r[1]} |" for a, r in ratios]
     yue = yue_claim(s, recipe, ks)
     if yue:
         lines += ["", "Yue et al. (2025), \"RLVR raises pass@1 but narrows pass@k at large k\": GRPO minus "
@@ -218,7 +299,7 @@ def markdown(result: dict[str, Any]) -> str:
                   "| claim | GRPO - base | verdict |", "|---|---|---|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in yue]
     rows = goals(s, result["recipe_sft"]["n"], result["env_kwargs"])
-    lines += ["", "| goal (issue 16) | measured | verdict |", "|---|---|---|"] if rows else []
+    lines += ["", "| target | measured | verdict |", "|---|---|---|"] if rows else []
     for text, value, ok in rows:
         verdict = ("no signal (censored within the cut budget)" if ok is None
                    else "met" if ok else "**missed**")

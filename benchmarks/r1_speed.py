@@ -1,6 +1,9 @@
 """GRPO env steps per second with the transformer policy at batch 256 (16 prompts x 16 answers), side by
-side with the MLP policy in one process (issue 16's speed goal: >= 10k steps/s on 2 cores), and the
-supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
+side in one process with the agent's PPO with a learned critic (``advantage="gae"``, same network, batch
+and settings; target: >= 0.5x GRPO's steps/s) and with the MLP policy (target: >= 10k steps/s on 2 cores),
+and the supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
+The three arms take turns in ``--rounds`` slices of ``--steps``, so a change of the machine's load
+falls on all of them alike.
 
 Ratios measured in one run are what to quote on a shared machine; absolute figures depend on its load.
 Writes ``benchmark-runs/r1_speed/speed.json`` (git-ignored; ``--update-results`` writes
@@ -14,9 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -26,31 +31,53 @@ from agents.grpo.agent import GRPO
 from agents.grpo.transformer import DEFAULT_ARCH
 from agents.sft import demonstrations, supervised_fit
 
-from benchmarks.core.common import add_output_arguments, output_folder, write_json
+from benchmarks.core.common import add_output_arguments, cli, output_folder, write_json
 
 RESULTS = Path(__file__).resolve().parent / "results" / "r1"
 
 
-def measure(policy: str, steps: int, seed: int) -> dict[str, float]:
+def measure(policy: str, steps: int, seed: int, advantage: str = "grpo") -> dict[str, float]:
     """Steps/s of the training loop (rollouts + updates) after a one-iteration warm-up; the rollout and
     update shares come from wall time around the agent's own calls."""
-    preset = "transformer" if policy == "transformer" else "countdown"
-    cfg = GRPOConfig.preset(preset, prompts_per_iter=16, group_size=16, epochs=1, dynamic_sampling=False)
-    model = GRPO("rlvr/Countdown-v0", cfg, policy=policy, seed=seed, env_kwargs={"n_numbers": 3})
-    model.learn(1000)  # warm-up: allocations, first-call overheads
-    answers = [0]
-    model.add_group_hook(lambda event: answers.__setitem__(0, answers[0] + event.rewards.size))
-    start = time.perf_counter()
-    model.learn(steps, reset_num_timesteps=False)
-    seconds = time.perf_counter() - start
-    n_answers = answers[0]
-    rollout_s = 0.0
-    t0 = time.perf_counter()
-    batch = model._runner.collect(model.policy, model.rng)
-    rollout_s = time.perf_counter() - t0
-    return {"policy": policy, "steps": float(steps), "seconds": seconds, "steps_per_second": steps / seconds,
-            "rollout_steps_per_second": batch.n_steps / rollout_s, "answers_per_second": n_answers / seconds,
-            "parameters": float(model.num_parameters())}
+    return measure_together([(policy, advantage)], steps, seed, rounds=1)[0]
+
+
+def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds: int) -> list[dict[str, Any]]:
+    """:func:`measure` for each (policy, advantage) arm, built and warmed up first, then trained in turns
+    of ``steps / rounds`` env steps each (the same seed, network, batch and settings)."""
+    models, answers = [], []
+    for policy, advantage in arms:
+        preset = "transformer" if policy == "transformer" else "countdown"
+        cfg = GRPOConfig.preset(preset, prompts_per_iter=16, group_size=16, epochs=1, dynamic_sampling=False,
+                                advantage=advantage)
+        model = GRPO("rlvr/Countdown-v0", cfg, policy=policy, seed=seed, env_kwargs={"n_numbers": 3})
+        model.learn(1000)  # warm-up: allocations, first-call overheads
+        count = [0]
+        model.add_group_hook(lambda event, count=count: count.__setitem__(0, count[0] + event.rewards.size))
+        models.append(model)
+        answers.append(count)
+    seconds = [0.0] * len(arms)
+    trained = [0] * len(arms)
+    for r in range(rounds):
+        share = steps // rounds + (1 if r < steps % rounds else 0)
+        for i, model in enumerate(models):
+            before = model.num_timesteps
+            start = time.perf_counter()
+            model.learn(share, reset_num_timesteps=False)
+            seconds[i] += time.perf_counter() - start
+            trained[i] += model.num_timesteps - before
+    rows = []
+    for (policy, advantage), model, count, secs, n in zip(arms, models, answers, seconds, trained):
+        t0 = time.perf_counter()
+        batch = model._runner.collect(model.policy, model.rng)
+        rollout_s = time.perf_counter() - t0
+        critic = getattr(model.policy, "critic", None)
+        critic_size = 0 if critic is None else sum(p.numel() for p in critic.parameters())
+        rows.append({"policy": policy, "advantage": advantage, "steps": float(n), "seconds": secs,
+                     "steps_per_second": n / secs, "rollout_steps_per_second": batch.n_steps / rollout_s,
+                     "answers_per_second": count[0] / secs, "parameters": float(model.num_parameters()),
+                     "critic_parameters": float(critic_size)})
+    return rows
 
 
 def measure_trl(steps: int, seed: int, batch: int = 256, group: int = 16) -> dict[str, float]:
@@ -121,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="turns the GRPO, PPO-with-critic and MLP arms take over --steps each")
     parser.add_argument("--sft", type=int, default=100_000, help="solutions for the cold-start epoch")
     parser.add_argument("--trl-steps", type=int, default=3,
                         help="TRL GRPOTrainer steps timed after one warm-up step (0: skip TRL)")
@@ -131,13 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.threads < 1 or args.sft < 1:
-        parser.error(f"--steps={args.steps}, --threads={args.threads} and --sft={args.sft} must be >= 1")
+    if args.steps < 1 or args.threads < 1 or args.sft < 1 or args.rounds < 1:
+        parser.error(f"--steps={args.steps}, --threads={args.threads}, --sft={args.sft} and "
+                     f"--rounds={args.rounds} must be >= 1")
     out = output_folder(args)
     torch.set_num_threads(args.threads)
-    rows = [measure(p, args.steps, args.seed) for p in ("transformer", "mlp")]
+    rows = measure_together([("transformer", "grpo"), ("transformer", "gae"), ("mlp", "grpo")], args.steps,
+                            args.seed, args.rounds)
     record = {"threads": args.threads, "load_average": os.getloadavg(), "runs": rows,
-              "transformer_over_mlp": rows[0]["steps_per_second"] / rows[1]["steps_per_second"],
+              "transformer_over_mlp": rows[0]["steps_per_second"] / rows[2]["steps_per_second"],
+              "gae_over_grpo": rows[1]["steps_per_second"] / rows[0]["steps_per_second"],
               "sft": measure_sft(args.sft, args.seed)}
     if args.trl_steps > 0:
         record["trl"] = measure_trl(args.trl_steps, args.seed)
@@ -148,4 +180,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

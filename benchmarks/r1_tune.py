@@ -1,4 +1,4 @@
-"""Tune the R1 recipe's GRPO stage (issue 16) on the choosing seeds, reusing each seed's cold-start base.
+"""Tune the R1 recipe's GRPO stage on the choosing seeds, reusing each seed's cold-start base.
 
 The base (the supervised cold start, :func:`agents.sft.cold_start`) is the costly part and does not
 depend on GRPO's settings, so it is trained once per (seed, architecture, SFT settings) and its weights

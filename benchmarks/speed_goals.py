@@ -1,4 +1,4 @@
-"""Issue 18's speed goals, measured side by side in one run.
+"""The speed goals (each named below with its line), measured side by side in one run.
 
     python -m benchmarks.speed_goals [--repeats 5] [--seconds 0.3] [--ppo-updates 2] [--update-results]
 
@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from benchmarks.core.common import (
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -378,4 +380,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

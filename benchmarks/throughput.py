@@ -9,7 +9,7 @@ hits all of them alike. Each learns ``--steps`` environment steps from scratch: 
 configuration (``GRPOConfig.preset(policy)``; its rollouts go through the env's native vector env),
 PPO with SB3's defaults on one ``gym.make`` env (the usual DummyVecEnv). torch uses ``--threads``
 intra-op threads.
-Issue 3's goals: tabular >= 10x PPO, MLP >= 2x PPO. Results go atomically to
+Targets: tabular >= 10x PPO, MLP >= 2x PPO. Results go atomically to
 ``<out>/throughput.json`` and ``.md``.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -125,4 +127,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

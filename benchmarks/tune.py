@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.common import write_atomically
+from benchmarks.core.common import cli, write_atomically
 from benchmarks.core.executor import ray_session
 from benchmarks.core.run import spec_task
 from benchmarks.core.store import save_run
@@ -300,4 +300,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

@@ -2,7 +2,7 @@
 
     python -m benchmarks.vector_speed [--repeats 5] [--seconds 0.3] [--out DIR | --update-results]
 
-Three measurements, all in one process (issue 5, "Speed, measured in benchmarks/"):
+Three measurements, all in one process:
 
 1. **Vector env steps/s** (env-steps, i.e. vector steps x num_envs) of ``rlvr/Countdown-v0`` and
    ``rlvr/Arithmetic-v0`` built with ``gym.make_vec(..., vectorization_mode="vector_entry_point")`` and
@@ -46,6 +46,7 @@ import rlvr_env
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
+    cli,
     output_folder,
     write_results,
 )
@@ -343,4 +344,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(main))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlvr_env.envs import TokenEnv
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
 from rlvr_env.token_obs import split_observation
 from rlvr_env.verifier import NumberUse
 
@@ -152,7 +152,7 @@ class CountdownEnv(TokenEnv):
         format_weight: float = 0.1,
         render_mode: str | None = None,
     ) -> None:
-        task_observation, env_observation = split_observation(observation)
+        task_observation, env_observation = split_observation(observation, OBSERVATIONS)
         super().__init__(
             CountdownTask(
                 n_numbers=n_numbers,

@@ -15,7 +15,24 @@ from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.token_obs import TokenContext, check_observation
 from rlvr_env.verifier import RewardWeights, Verdict
 
-__all__ = ["TokenEnv", "ArithmeticEnv", "check_action", "warn_no_render_mode"]
+__all__ = ["TokenEnv", "ArithmeticEnv", "UnsupportedRenderMode", "check_action", "check_render_mode",
+           "warn_no_render_mode"]
+
+
+class UnsupportedRenderMode(ValueError, TypeError):
+    """A ``render_mode`` the env cannot draw. A ``ValueError`` (a bad value of a kwarg) and a ``TypeError``
+    (what an env constructor without a ``render_mode`` parameter raises), so tools that ask for a mode
+    and retry without it on ``TypeError``, as SB3's ``make_vec_env`` does with ``"rgb_array"``, build
+    the env without a render mode (docs/envs.md, "Rendering")."""
+
+
+def check_render_mode(render_mode: object, modes: list[str]) -> None:
+    """Raise :class:`UnsupportedRenderMode` naming ``render_mode`` unless it is None or one of ``modes``."""
+    if render_mode is not None and render_mode not in modes:
+        raise UnsupportedRenderMode(
+            f"render_mode={render_mode!r} is not supported; choose one of {modes} or None (the envs are "
+            "text and draw no frames)"
+        )
 
 
 def check_action(action: object, n: int) -> int:
@@ -79,11 +96,7 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"split={split!r} must be a string, one of ('train', 'test')")
         check_split(split)
         check_observation(observation)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode={render_mode!r} is not supported; choose one of "
-                f"{self.metadata['render_modes']} or None"
-            )
+        check_render_mode(render_mode, self.metadata["render_modes"])
         # The batch verifier's reading of the vocabulary; refuses tokens that would read differently
         # token by token and as text (e.g. "", " ", "2+3"), so that every env reads answers one way.
         TokenTable.from_vocab(task.vocab, task.eos_id)

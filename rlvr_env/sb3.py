@@ -1,4 +1,4 @@
-"""A Stable-Baselines3 ``VecEnv`` over the native vector envs (issue 18, part 1).
+"""A Stable-Baselines3 ``VecEnv`` over the native vector envs.
 
 SB3 and sb3-contrib step their environments through their own ``VecEnv`` API (``step_async`` /
 ``step_wait``, auto-reset with ``info["terminal_observation"]``, a list of per-env info dicts). SB3's

@@ -12,6 +12,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion
+from rlvr_env.envs import check_render_mode
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
@@ -60,9 +61,7 @@ class TextEnv(gym.Env[str, str]):
         check_split(split)
         if not isinstance(answer_format, AnswerFormat):
             raise ValueError(f"answer_format={answer_format!r} must be an rlvr_env.completions.AnswerFormat")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} is not supported; choose one of "
-                             f"{self.metadata['render_modes']} or None")
+        check_render_mode(render_mode, self.metadata["render_modes"])
         self.task = task
         self.split = split
         self.answer_format = answer_format

@@ -54,10 +54,14 @@ def check_observation(observation: object) -> str:
     return str(observation)
 
 
-def split_observation(observation: str) -> tuple[str, str]:
+def split_observation(observation: str, task_kinds: tuple[str, ...] = ()) -> tuple[str, str]:
     """A Countdown-style ``observation`` kwarg as (the task's prompt features, the env's observation
     kind): ``"tokens"`` reads no task features (the task keeps its plain ``"bits"``), any other value
-    is the task's feature set with the ``"features"`` observation."""
+    is the task's feature set with the ``"features"`` observation. With ``task_kinds`` (the task's
+    feature sets), a value that is neither one of them nor ``"tokens"`` is a ``ValueError`` listing all."""
+    valid = (*task_kinds, "tokens")
+    if task_kinds and (not isinstance(observation, str) or observation not in valid):
+        raise ValueError(f"observation={observation!r} is not one of {valid}")
     return ("bits", "tokens") if observation == "tokens" else (observation, "features")
 
 

@@ -25,11 +25,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
-from rlvr_env.envs import warn_no_render_mode
+from rlvr_env.envs import check_render_mode, warn_no_render_mode
 from rlvr_env.program_scorer import ProgramScorer
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
 from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
 from rlvr_env.verifier import NumberUse, RewardWeights
@@ -111,8 +111,7 @@ class TokenVectorEnv(VectorEnv):
             raise ValueError(
                 f"autoreset_mode={autoreset_mode!r} must be one of {[m.value for m in AutoresetMode]}"
             ) from None
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} is not supported; choose 'ansi' or None")
+        check_render_mode(render_mode, self.metadata["render_modes"])
         if not isinstance(copy, bool):
             raise ValueError(f"copy={copy!r} must be a bool")
         self.task = task
@@ -590,7 +589,7 @@ class CountdownVectorEnv(TokenVectorEnv):
     ) -> None:
         # solution_stats is accepted so that make() and make_vec() take the same kwargs; the vector env
         # draws prompts as arrays and never builds per-prompt metadata.
-        task_observation, env_observation = split_observation(observation)
+        task_observation, env_observation = split_observation(observation, OBSERVATIONS)
         super().__init__(
             CountdownTask(
                 n_numbers=n_numbers,

@@ -41,7 +41,7 @@ PPO_CLIP = LossSettings(beta=0.04, surrogate=SurrogateSettings(clip_eps=0.2))  #
         ("learning_rate", float("inf"), "finite"),
         ("adv_eps", 0.0, "> 0"),
         ("kl_estimator", "k4", "is not one of"),
-        ("advantage", "gae", "is not one of"),
+        ("advantage", "vtrace", "is not one of"),
         ("loss_aggregation", "max", "is not one of"),
         ("length_weight", -1.0, ">= 0"),
         ("max_grad_norm", 0.0, "> 0"),
@@ -67,6 +67,20 @@ def test_config_rejects_impossible_settings(field: str, value: object, match: st
         GRPOConfig(**{field: value})
 
 
+def test_dual_clip_must_exceed_the_upper_clip_bound() -> None:
+    # at or below 1 + clip_eps_high the dual clip cuts into the clipped objective, where verl and TRL differ
+    for kwargs, bound in (({"dual_clip_c": 1.1}, "1.2"), ({"dual_clip_c": 1.2}, "1.2"),
+                          ({"dual_clip_c": 1.25, "clip_eps_high": 0.28}, "1.28")):
+        with pytest.raises(ValueError, match=rf"dual_clip_c={kwargs['dual_clip_c']} must exceed 1 \+ "
+                                             rf"clip_eps_high = {bound} "):
+            GRPOConfig(**kwargs)
+    # a preset's clip-higher counts too: the countdown preset's 0.28 makes 1.25 too small
+    GRPOConfig(dual_clip_c=1.25)
+    with pytest.raises(ValueError, match=r"dual_clip_c=1.25 must exceed 1 \+ clip_eps_high = 1.28"):
+        GRPOConfig.preset("countdown", dual_clip_c=1.25)
+    assert GRPOConfig(dual_clip_c=1.3, clip_eps_high=0.28).dual_clip_c == 1.3
+
+
 def test_config_rejects_variant_combinations_that_would_do_nothing() -> None:
     with pytest.raises(ValueError, match="dual_clip_c=3.0 applies to policy_loss='vanilla' only"):
         GRPOConfig(dual_clip_c=3.0, policy_loss="gspo")
@@ -84,8 +98,8 @@ def test_config_minibatches_must_fit_groups() -> None:
 def test_config_round_trips_and_rejects_unknown_fields() -> None:
     cfg = GRPOConfig(group_size=4, beta=0.01)
     assert GRPOConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(ValueError, match="unknown GRPOConfig fields \\['gamma'\\]"):
-        GRPOConfig.from_dict({"gamma": 0.99})
+    with pytest.raises(ValueError, match="unknown GRPOConfig fields \\['discount'\\]"):
+        GRPOConfig.from_dict({"discount": 0.99})
     docs = GRPOConfig.field_docs()
     assert set(docs) == {f.name for f in dataclasses.fields(GRPOConfig)}
     assert "G:" in docs["group_size"] and "epsilon" in docs["clip_eps"]
@@ -258,7 +272,7 @@ def test_seeded_training_raises_greedy_success_from_cold_start() -> None:
 
 
 def test_default_has_one_meaning_a_partial_config_keeps_the_preset() -> None:
-    # issue 8 section 6: GRPO(env, GRPOConfig(beta=0.01)) used to drop the preset (G=8 instead of 32).
+    # GRPO(env, GRPOConfig(beta=0.01)) once dropped the preset (G=8 instead of 32).
     for policy in ("tabular", "mlp"):
         model = GRPO(ENV, GRPOConfig(beta=0.01), policy=policy)
         assert model.config == GRPOConfig.preset(policy, beta=0.01)
@@ -280,7 +294,7 @@ def test_presets_are_the_defaults_and_reject_unknown_policies() -> None:
     with pytest.raises(ValueError, match="no preset for policy='cnn'"):
         GRPOConfig.preset("cnn")
     with pytest.raises(ValueError, match="unknown GRPOConfig fields"):
-        GRPOConfig.preset("mlp", gamma=0.9)
+        GRPOConfig.preset("mlp", discount=0.9)
 
 
 def test_callback_can_stop_training_and_metrics_are_named() -> None:
@@ -360,6 +374,51 @@ def test_load_rejects_truncated_foreign_and_tampered_files(tmp_path: Path) -> No
         GRPO.load(wrong_shape)
 
 
+def test_flipped_bytes_inside_a_member_are_not_a_checkpoint(tmp_path: Path) -> None:
+    # Damage inside a compressed member fails the CRC check or zlib's inflate; both must read as the
+    # same clear error as any other corruption, never a raw zlib.error.
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=2), seed=0)
+    good = tmp_path / "good.zip"
+    model.save(good)
+    data = good.read_bytes()
+    with zipfile.ZipFile(good) as zf:
+        members = zf.infolist()
+    assert {m.filename for m in members} == {"grpo.json", "policy.npz"}
+    for member in members:
+        start = member.header_offset + 30 + len(member.filename) + len(member.extra)  # local header
+        middle = start + member.compress_size // 2
+        damaged = bytearray(data)
+        damaged[middle:middle + 8] = bytes(b ^ 0xFF for b in damaged[middle:middle + 8])
+        bad = tmp_path / f"flipped_{member.filename}.zip"
+        bad.write_bytes(bytes(damaged))
+        with pytest.raises(ValueError, match=rf"flipped_{member.filename}.zip is not a GRPO checkpoint .*"
+                                             rf"'{member.filename}' is corrupt"):
+            GRPO.load(bad)
+
+
+@pytest.mark.filterwarnings("ignore:Path .* does not exist. Will create it")
+def test_save_and_load_add_zip_as_sb3_does(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=2), seed=0)
+    model.learn(200)
+    ppo = PPO("MlpPolicy", ENV, n_steps=16, batch_size=16, device="cpu")
+    for name, written in (("x", "x.zip"), ("x.zip", "x.zip"), ("x.ckpt", "x.ckpt"),
+                          ("new/folder/x", "new/folder/x.zip")):
+        grpo_dir, ppo_dir = tmp_path / "grpo", tmp_path / "ppo"
+        model.save(grpo_dir / name)
+        ppo.save(ppo_dir / name)
+        assert (grpo_dir / written).is_file() and (ppo_dir / written).is_file()  # the same file as SB3's
+        for asked in {name, written}:  # load as SB3 does: the name as given, else with ".zip"
+            assert GRPO.load(grpo_dir / asked).num_timesteps == model.num_timesteps
+            PPO.load(ppo_dir / asked, device="cpu")
+        for folder in (grpo_dir, ppo_dir):
+            for f in sorted(folder.rglob("*"), reverse=True):
+                f.unlink() if f.is_file() else f.rmdir()
+    with pytest.raises(FileNotFoundError):
+        GRPO.load(tmp_path / "missing")
+
+
 # ------------------------------------------------------------------------------------------------
 # Generic envs
 # ------------------------------------------------------------------------------------------------
@@ -434,7 +493,7 @@ def test_preset_reaches_full_greedy_success_on_a_fresh_seed(policy: str, budget:
 
 
 # ------------------------------------------------------------------------------------------------
-# Issue 8: refusals, the command line, the progress bar
+# Refusals, the command line, the progress bar
 # ------------------------------------------------------------------------------------------------
 def test_tabular_refuses_continuous_observations_and_unbounded_prompt_sets() -> None:
     with pytest.raises(ValueError, match="policy='tabular' needs discrete observations, and CartPole-v1"):
@@ -504,7 +563,7 @@ def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Issue 8 section 8: direct tests of what only a seeded training run used to catch
+# Direct tests of what only a seeded training run used to catch
 # ------------------------------------------------------------------------------------------------
 def test_vector_rollout_groups_replay_their_own_prompt() -> None:
     from agents.grpo.rollout import VectorGroupRunner, draw_prompts
@@ -597,7 +656,7 @@ def test_the_config_becomes_the_loss_settings_once_at_construction(monkeypatch) 
 
 
 # ------------------------------------------------------------------------------------------------
-# Issue 11: every variant can be turned on from GRPOConfig and trains
+# Every variant can be turned on from GRPOConfig and trains
 # ------------------------------------------------------------------------------------------------
 VARIANTS = {
     "clip_higher": {"clip_eps_high": 0.28},

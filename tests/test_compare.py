@@ -153,12 +153,16 @@ def test_default_output_is_untracked_and_committed_results_need_a_flag(tmp_path:
     assert probe.returncode == 1, "committed run files must not be git-ignored"
 
 
-def test_rerun_reuses_finished_runs(smoke_out: Path) -> None:
+def test_rerun_reuses_finished_runs(smoke_out: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_files = sorted((smoke_out / "runs").glob("*.json"))
     before = {p.name: p.stat().st_mtime_ns for p in run_files}
     argv = ["--seeds", "0-1", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(smoke_out),
             "--quiet", "--no-plots"]
+    capsys.readouterr()
     assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()  # it says that it reused every run, and where it wrote
+    assert printed[0] == "arithmetic: 4 run(s): 4 found on disk, 0 to run (all found on disk, nothing trains)"
+    assert f"results in {smoke_out}/" in printed[-1]
     after = {p.name: p.stat().st_mtime_ns for p in (smoke_out / "runs").glob("*.json")}
     assert after == before  # nothing retrained, nothing rewritten
     meta = json.loads((smoke_out / "summary.json").read_text())["meta"]
@@ -408,3 +412,37 @@ def test_tune_seeds_take_a_list_or_a_range_and_need_three() -> None:
             tune_main(["--contenders", "grpo_mlp_tuned", "--seeds", seeds])
         with pytest.raises(ValueError, match=match):
             parse_seeds(seeds, minimum=3, tuning=True)
+
+
+def test_one_seed_gives_no_verdict_and_no_interval(tmp_path: Path, local_ray: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """From one seed an "interval" is a point: the table says so and no verdict or goal is read from it."""
+    out = tmp_path / "one"
+    assert main(["--seeds", "0", "--budget", "400", "--contenders", SMOKE_CONTENDERS, "--out", str(out),
+                 "--quiet", "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    grpo = next(r for r in summary["rows"] if r["contender"] == "grpo_tabular")
+    assert grpo["n_seeds"] == 1 and grpo["verdict_vs_ppo_default"] == "n/a: one seed"
+    assert {q["goal_steps"] for q in summary["ratios"]} == {"n/a: one seed"}
+    row = next(line for line in (out / "table.md").read_text().splitlines() if line.startswith("| GRPO"))
+    assert "(one seed, not an interval)" in row and "[" not in row
+    verdicts = [line for line in printed.splitlines() if line.startswith("Verdict:")]
+    assert verdicts and all("n/a: one seed" in line and "wins" not in line for line in verdicts)
+
+
+def test_the_lab_and_r1_read_no_verdict_from_one_seed() -> None:
+    from benchmarks.lab.base import paired, verdict
+    from benchmarks.r1_report import yue_claim
+
+    assert verdict(paired([0.9], [0.1]), 1) == "n/a: one seed"
+    assert verdict(paired([0.9, 0.8], [0.1, 0.2]), 1) == "agree"
+    ev = {s: {"pass_at": {"1": 0.2, "64": 0.9}} for s in ("test", "train")}
+    better = {s: {"pass_at": {"1": 0.6, "64": 0.8}} for s in ("test", "train")}
+    means = {f"{s}_pass_at": {"1": 0.2, "64": 0.9} for s in ("test", "train")}
+    summary = {"base_10": {"seeds": [10], "per_seed": [ev], **means},
+               "grpo_base_10": {"seeds": [10], "per_seed": [better], **means}}
+    rows = [r for r in yue_claim(summary, 10, [1, 64]) if r[0].startswith("GRPO")]
+    assert len(rows) == 4
+    for _, measured, said in rows:
+        assert said == "n/a: one seed" and "(one seed, not an interval)" in measured

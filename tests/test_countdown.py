@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import pickle
+import re
 import warnings
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 import rlvr_env
 from rlvr_env import CountdownTask, Prompt, verify
 from rlvr_env.tasks.countdown import HELD_OUT_BUCKETS, multiset_hash
+from rlvr_env.tasks.countdown_draw import draw_picks, history_of, merge
 
 ENV_ID = "rlvr/Countdown-v0"
 SETTINGS: list[dict[str, Any]] = [
@@ -59,6 +62,44 @@ def test_every_generated_prompt_is_solved_by_its_stored_solution(kwargs: dict[st
         lo, hi = task.target_range
         assert lo <= prompt.target <= hi
         assert all(task.number_range[0] <= x <= task.number_range[1] for x in prompt.numbers)
+
+
+#: settings whose max_length is shorter than the longest minimal-parenthesis answer (4N - 4 tokens with
+#: EOS), so the length rule decides which generated expressions are prompts (without parentheses an
+#: answer has at most 2N tokens, and max_length >= 2N never binds)
+BINDING_LENGTH = [
+    {"n_numbers": 3, "max_length": 7},
+    {"n_numbers": 4, "max_length": 9},
+    {"n_numbers": 3, "max_length": 6, "integer_division": True},
+]
+
+
+@pytest.mark.parametrize("kwargs", BINDING_LENGTH, ids=[str(k) for k in BINDING_LENGTH])
+def test_a_binding_max_length_keeps_exactly_the_candidates_whose_solution_fits(kwargs: dict) -> None:
+    task = CountdownTask(**kwargs)
+    rules = task.draw_rules
+    free = dataclasses.replace(rules, max_length=64)  # the same draws with the length rule off
+    rng = np.random.default_rng(0)
+    lo, hi = task.number_range
+    numbers = rng.integers(lo, hi + 1, size=(20_000, task.n_numbers))
+    picks = draw_picks(rng, len(numbers), rules)
+    _, ok = merge(numbers, picks, rules)
+    _, ok_free = merge(numbers, picks, free)
+    history = history_of(picks, rules)
+    # a solution's tokens end with EOS: it fits when text length + 1 <= max_length
+    fits = np.array([ok_free[r] and len(task.solution_tokens(history[r])) <= task.max_length
+                     for r in range(len(numbers))])
+    assert 0 < ok.sum() < ok_free.sum()  # the rule binds
+    np.testing.assert_array_equal(ok, fits)
+    # every prompt drawn, by arithmetic (one at a time) and by the draw table (a large refill), fits
+    for k in (1, 4096):
+        for split in ("train", "test"):
+            drawn_numbers, targets, drawn_history = task.sample_arrays(np.random.default_rng(1), split, k)
+            for nums, target, h in zip(drawn_numbers, targets, drawn_history):
+                sol = task.solution_tokens(h)
+                assert len(sol) <= task.max_length, (nums, target, sol)
+                assert verify(task.decode(sol, Prompt(tuple(int(x) for x in nums), int(target))),
+                              tuple(int(x) for x in nums), int(target), grammar=task.grammar).correct
 
 
 def test_array_sampler_is_deterministic_and_in_split() -> None:
@@ -347,3 +388,13 @@ def test_maskable_ppo_trains_a_few_hundred_steps_with_masks() -> None:
         assert not truncated
         if terminated:
             obs, _ = env.reset()
+
+
+@pytest.mark.parametrize("observation", ["pixels", ["bits"], None])
+def test_an_unknown_observation_lists_every_valid_value(observation: object) -> None:
+    valid = "('bits', 'relations', 'lookahead', 'tokens')"
+    with pytest.raises(ValueError, match=re.escape(f"observation={observation!r} is not one of {valid}")):
+        gym.make("rlvr/Countdown-v0", observation=observation)
+    with pytest.raises(ValueError, match=re.escape(valid)):
+        gym.make_vec("rlvr/Countdown-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                     observation=observation)

@@ -132,27 +132,3 @@ def test_yue_rows_from_hand_made_curves() -> None:
     png = claim.plot(claim, runs, lab.analyse("yue", runs, R1))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert np.isfinite(R1.floor()) and 0 < R1.floor() < 0.5
-
-
-def test_committed_r1_table_is_the_analysis_of_the_committed_runs() -> None:
-    """The committed r1 lab.json re-analysed from the committed run files (matched by key, no base cache
-    needed) gives the committed rows, and its table is the committed lab.md: nothing is typed in."""
-    import json
-
-    from benchmarks.core.common import RESULTS_DIR
-    from benchmarks.lab.cli import table
-
-    folder = RESULTS_DIR / "lab" / "r1"
-    summary = json.loads((folder / "lab.json").read_text())
-    committed = summary["claims"]
-    assert set(committed) == set(R1.claims) and summary["meta"]["regime"] == "r1"
-    for name, res in committed.items():
-        assert res["seeds"] == [10, 11, 12, 13, 14] and res["budget"] == R1.claims[name].budget
-        records, source = lab.claim_records(name, res["seeds"], 1.0, folder, regime=R1)
-        assert records is not None and source == "current", name
-        for recs in records.values():
-            for rec in recs:  # every arm started from its seed's base: the digest its key names
-                digest = rec["start_digest"]
-                assert digest.get("policy", digest["loaded"]) == rec["key"]["base"]["weights"]
-        assert lab.analyse(name, records, R1)["rows"] == res["rows"], name
-    assert table(committed, summary["meta"], R1) == (folder / "lab.md").read_text()

@@ -146,3 +146,13 @@ def test_verl_extra_info_with_only_one_weight_sets_that_weight() -> None:
     only_acc = compute_score("rlvr/Countdown", RIGHT, gt, {"accuracy_weight": 3.0})
     assert only_acc["score"] == pytest.approx(3.1)
     assert compute_score("rlvr/Countdown", RIGHT, gt, {"index": 4})["score"] == pytest.approx(1.1)
+
+
+def test_a_wrongly_typed_dataset_value_is_named_with_its_row_and_column() -> None:
+    for fn in reward_functions(TASK):
+        with pytest.raises(TypeError, match=r"row 1 of the batch .*target=True of type bool must be an int"):
+            _call(fn, [RIGHT, RIGHT], [[1, 7, 9]] * 2, [70, True])
+        with pytest.raises(TypeError, match=r"column 'target' must be a sequence with one value per "
+                                            r"completion, got int 70"):
+            _call(fn, [RIGHT], [[1, 7, 9]], 70)
+        assert _call(fn, [RIGHT], [[1, 7, 9]], [70])[0] > 0  # the same batch well typed scores

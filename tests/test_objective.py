@@ -7,6 +7,7 @@ import pytest
 
 from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
+    CRITIC_ESTIMATORS,
     K3_CLAMP,
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
@@ -423,7 +424,7 @@ def test_readme_maps_every_variant_to_verl_and_trl() -> None:
     start = readme.index("# GRPO variants (verl / TRL names)")
     table = readme[start : readme.index("\n## ", start)]
     assert "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |" in table
-    names = [*ADVANTAGE_ESTIMATORS, *KL_ESTIMATORS, *LOSS_AGGREGATIONS, *POLICY_LOSSES]
+    names = [*ADVANTAGE_ESTIMATORS, *CRITIC_ESTIMATORS, *KL_ESTIMATORS, *LOSS_AGGREGATIONS, *POLICY_LOSSES]
     missing = [n for n in names if f'"{n}"' not in table]
     not_objective = {"group_size", "prompts_per_iter", "minibatches", "learning_rate", "tabular_optimizer",
                      "max_grad_norm"}  # rollout and optimiser settings, not objective variants

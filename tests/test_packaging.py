@@ -2,7 +2,7 @@
 
 The no-torch checks run in a subprocess whose imports of torch, stable-baselines3, sb3-contrib and SB3's
 progress-bar packages are blocked by a meta-path finder, which is what a bare install looks like from
-inside Python (the report of issue 15 also ran them in a real fresh venv with `pip install .`).
+inside Python (`.ci/run` installs the wheel in a real fresh venv and imports the packages from it).
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from __future__ import annotations
 import configparser
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -113,14 +115,33 @@ def test_torch_pieces_without_the_extra_raise_importerror_naming_it(tmp_path: Pa
             "bc": lambda: importlib.import_module("agents.bc"),
             "csv log": lambda: GRPO("rlvr/Arithmetic-v0", log_dir="logs").learn(10),
             "tables": lambda: GRPO("rlvr/Arithmetic-v0", verbose=2).learn(10),
-            "progress bar": lambda: GRPO("rlvr/Arithmetic-v0").learn(10, progress_bar=True),
         }
         for name, fn in checks.items():
             text = message(fn)
             assert hint in text, (name, text)
             print(name, "->", text)
     """, tmp_path)
-    assert out.count('pip install "rlvr-env[torch]"') == 6, out
+    assert out.count('pip install "rlvr-env[torch]"') == 5, out
+
+
+def test_the_progress_bar_works_without_torch_tqdm_or_rich(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCKER + textwrap.dedent("""
+            import sys
+            from agents import GRPO, GRPOConfig
+
+            model = GRPO("rlvr/Arithmetic-v0", GRPOConfig(group_size=4, prompts_per_iter=2))
+            model.learn(410, progress_bar=True)
+            print(sorted(m for m in sys.modules if m.split(".")[0] in {blocked}))
+        """.replace("{blocked}", repr(set(EXTRA_MODULES))))],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"  # nothing of the torch extra was imported
+    last = [line for line in re.split(r"[\r\n]", result.stderr) if line][-1]  # the bar redraws in place
+    assert last.startswith("GRPO: 100% |" + "#" * 30 + "| 410/410 steps ["), result.stderr
+    assert last.endswith(", +30 steps to finish the last iteration"), last  # whole iterations of 40 steps
 
 
 def test_install_requires_is_light_and_the_extras_bring_the_rest() -> None:
@@ -144,3 +165,56 @@ def test_install_requires_is_light_and_the_extras_bring_the_rest() -> None:
 @pytest.mark.parametrize("package", ["agents", "agents.grpo", "rlvr_env"])
 def test_importing_the_packages_imports_no_extra(package: str, tmp_path: Path) -> None:
     _run_without_extra(f"import {package}, agents.grpo.__main__, agents.evaluation", tmp_path)
+
+
+#: what the wheel puts into site-packages: the two packages, and the two one-line modules `verifiers`
+#: loads its tasksets by (benchmarks/ and the maintainer scripts run from a clone)
+WHEEL_PACKAGES = {"rlvr_env", "agents"}
+WHEEL_MODULES = {"rlvr_env_countdown.py", "rlvr_env_arithmetic.py"}
+
+
+def _copy_source(dest: Path) -> Path:
+    """The files a build reads, copied, so the build's own ``build/`` and ``*.egg-info`` land in tmp_path."""
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", "results")
+    dest.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "README.md", *WHEEL_MODULES):
+        shutil.copy2(ROOT / name, dest / name)
+    for package in ("rlvr_env", "agents", "benchmarks"):  # benchmarks too: the wheel must leave it out
+        shutil.copytree(ROOT / package, dest / package, ignore=skip)
+    return dest
+
+
+def test_the_wheel_ships_rlvr_env_and_agents_with_py_typed_and_no_benchmarks(tmp_path: Path) -> None:
+    src = _copy_source(tmp_path / "src")
+    dist = tmp_path / "dist"
+    # offline: the build backend is the one installed here (the [test] extra brings setuptools and wheel)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "-w", str(dist), str(src)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (wheel,) = dist.glob("rlvr_env-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        zf.extractall(tmp_path / "site")
+    top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top == WHEEL_PACKAGES | WHEEL_MODULES, sorted(top)
+    (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+    listed = set((tmp_path / "site" / top_level).read_text().split())
+    assert listed == WHEEL_PACKAGES | {m.removesuffix(".py") for m in WHEEL_MODULES}, listed
+    for package in WHEEL_PACKAGES:  # PEP 561: type checkers read the hints of a package with py.typed
+        assert f"{package}/py.typed" in names
+        for init in sorted((ROOT / package).rglob("__init__.py")):  # every subpackage is shipped
+            assert init.relative_to(ROOT).as_posix() in names, init
+    # the unpacked wheel alone imports (no clone on the path): nothing in it needs benchmarks/
+    probe = subprocess.run(
+        [sys.executable, "-c", "import rlvr_env, agents, agents.grpo, rlvr_env_countdown; "
+         "print(rlvr_env.__file__); print(agents.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+    )
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    for line in probe.stdout.split():
+        assert Path(line).is_relative_to(tmp_path / "site"), probe.stdout

@@ -157,18 +157,26 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     assert set(summary) == {"base_200", "grpo_base_200", "maskable_ppo_base_200"}
     from benchmarks.r1_report import markdown
 
-    table = markdown({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "checkpoints": 2,
+    table = markdown({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "curve_every": 512,
                       "eval": ev, "recipe_sft": {"n": 200}, "command": "x", "machine": {}})
-    assert "| base alone (SFT 200) |" in table and "| base (SFT 200) + MaskablePPO |" in table
+    assert "| base alone (SFT 200) |" in table and "| base (SFT 200) + SB3 MaskablePPO |" in table
+    assert "| SB3 MaskablePPO | 1.00 (one seed, not an interval) |" in table
     assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
     assert "| base alone >= 0.65 held-out greedy |" in table
+    from benchmarks.r1_report import headline
+
+    top = headline({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "budget": 1024,
+                    "eval": ev, "recipe_sft": {"n": 200}})
+    assert top.splitlines()[4].startswith("| base alone (SFT 200) |")
+    assert "| base (SFT 200) + GRPO |" in top and "| 1,024; 0/1 |" in top
 
 
 def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
     from benchmarks.r1 import RECIPE_SFT, base_tasks, build_parser, rl_tasks
-    from benchmarks.r1_report import _label
+    from benchmarks.r1_report import ALGOS, _label
 
-    args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000"])
+    args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000", "--scratch-arms",
+                                      ",".join(ALGOS)])
     args.recipe, args.eval = dict(RECIPE_SFT), {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
     bases = base_tasks(args)
     assert sorted(t.group for t in bases) == ["base_1000", "base_100000", "base_100000_nomask"]
@@ -183,13 +191,26 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     assert runs["maskable_ppo_base_100000"]["sb3"]["share_features_extractor"] is False
     assert "share_features_extractor" not in runs["maskable_ppo_scratch"]["sb3"]  # SB3's default there
     assert runs["grpo_base_100000"]["sb3"] is None
-    assert _label("ppo_base_100000_nomask") == "base (SFT 100,000 without masks) + PPO (unmasked)"
+    # every arm at the same budget and curve points; the agent's arms differ from GRPO in one field each
+    assert {spec["budget"] for spec in runs.values()} == {300_000}
+    assert len({tuple(spec["points"]) for spec in runs.values()}) == 1
+    assert runs["gae_base_100000"]["grpo"] == {"advantage": "gae", "dynamic_sampling": False}
+    assert runs["rloo_scratch"]["grpo"] == {"advantage": "rloo"} and "grpo" not in runs["grpo_scratch"]
+    default = build_parser().parse_args(["--seeds", "10"])  # SB3 from scratch only when asked
+    default.recipe, default.eval = args.recipe, args.eval
+    names = {t.group for t in rl_tasks(default, records)}
+    assert "maskable_ppo_scratch" not in names and "rloo_scratch" not in names
+    assert {"gae_scratch", "grpo_scratch", "maskable_ppo_base_100000"} <= names
+    assert _label("ppo_base_100000_nomask") == "base (SFT 100,000 without masks) + SB3 PPO (unmasked)"
     assert _label("base_100000_nomask") == "base alone (SFT 100,000 without masks)"
     with pytest.raises(ValueError, match="unknown"):
         _label("base_x")
     no_ppo = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "", "--no-ppo"])
     no_ppo.recipe, no_ppo.eval = args.recipe, args.eval
+    no_ppo.arms = [a for a in no_ppo.arms if a not in ("maskable_ppo", "ppo")]  # as main() does
     assert [t.group for t in base_tasks(no_ppo)] == ["base_100000"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--arms", "grpo,a2c"])
 
 
 def test_a_study_with_another_setting_or_cold_start_writes_its_own_folder() -> None:
@@ -200,3 +221,28 @@ def test_a_study_with_another_setting_or_cold_start_writes_its_own_folder() -> N
     assert results_folder({"n_numbers": 3}, {**RECIPE_SFT, "epochs": 16}) == "sft_epochs16"
     assert results_folder({"n_numbers": 4}, {**RECIPE_SFT, "epochs": 16, "n": 50_000}) == (
         "n_numbers4_sft_epochs16_sft_n50000")
+    from benchmarks.r1 import SB3_SETTINGS, build_parser
+
+    tuned = build_parser().parse_args(["--sb3", '{"n_epochs": 7}']).sb3
+    assert tuned == {**SB3_SETTINGS, "n_epochs": 7}
+    assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), tuned) == "sb3_n_epochs7"
+    assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), dict(SB3_SETTINGS)) == ""
+
+
+def test_the_study_says_where_its_results_went_and_what_it_reused(tmp_path, monkeypatch, capsys) -> None:
+    """The folder it wrote (a non-default setting's own subfolder) and, per stage, how many runs were found
+    on disk (the executor's log line, here from a stand-in executor that has every run stored)."""
+    from benchmarks import r1
+    from benchmarks.core.executor import Outcome
+
+    def all_stored(tasks, out, *, desc, log, **kwargs):
+        log(f"{desc}: {len(tasks)} run(s): {len(tasks)} found on disk, 0 to run")
+        return Outcome(total=len(tasks), found=len(tasks))
+
+    monkeypatch.setattr(r1, "run_tasks", all_stored)
+    assert r1.main(["--seeds", "10", "--sft", "500", "--out", str(tmp_path), "--no-ppo"]) == 0
+    out = capsys.readouterr().out
+    assert "bases: " in out and "found on disk, 0 to run" in out
+    folder = tmp_path / r1.results_folder(r1.DEFAULT_ENV_KWARGS, {**r1.RECIPE_SFT, "n": 500})
+    assert out.rstrip().splitlines()[-1].startswith(f"results in {folder}/")
+    assert (folder / "r1.md").is_file()

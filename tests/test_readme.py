@@ -185,6 +185,7 @@ def test_quick_start_runs_pasted_into_a_python_repl(tmp_path: Path, monkeypatch:
     assert block is not None, "the README has no Quick start code block"
     text = block.group(1)
     assert text.index("torch.set_num_threads(1)") < text.index('PPO("MlpPolicy", env).learn')
+    assert "rlvr_env.to_sb3_vec_env(vec)" in text  # SB3 users find the native vector env's adapter here
     monkeypatch.chdir(tmp_path)  # the example saves grpo_arith.zip in the working directory
     threads = torch.get_num_threads()
     errors: list[str] = []

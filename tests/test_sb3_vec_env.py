@@ -12,11 +12,14 @@ import pytest
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
 from stable_baselines3 import A2C, PPO
+from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor, VecNormalize
 
 import rlvr_env
 from rlvr_env import Prompt
+from rlvr_env.envs import UnsupportedRenderMode
 from rlvr_env.sb3 import SB3VecEnv
+from rlvr_env.text_env import TextAsArrays
 
 COUNTDOWN = "rlvr/Countdown-v0"
 ARITHMETIC = "rlvr/Arithmetic-v0"
@@ -101,6 +104,38 @@ def test_seeding_repeats_and_options_replay_prompts() -> None:
     a.set_options({"unknown": 1})
     with pytest.raises(ValueError, match="not supported"):
         a.reset()
+
+
+def test_one_seed_seeds_one_reset_only() -> None:
+    # SB3's seed(s) applies at the next reset only; later resets continue the seeded stream, so two
+    # resets after one seed(0) draw different prompts (re-seeding every reset would repeat them).
+    env = adapter(COUNTDOWN, 4, n_numbers=3)
+    env.seed(0)
+    env.reset()
+    first = [info["prompt"] for info in env.reset_infos]
+    env.reset()
+    second = [info["prompt"] for info in env.reset_infos]
+    assert first != second
+    env.seed(0)
+    env.reset()
+    assert [info["prompt"] for info in env.reset_infos] == first  # ... and seeding again repeats
+
+
+@pytest.mark.filterwarnings("ignore:.*render_mode='rgb_array' that is not in the possible render_modes")
+@pytest.mark.parametrize("env_id", sorted(k for k in gym.registry if k.startswith("rlvr/")))
+def test_make_vec_env_idiom_builds_every_env_id(env_id: str) -> None:
+    # make_vec_env asks gym.make for render_mode="rgb_array" and retries without it on TypeError; the
+    # envs draw no frames, so they refuse the mode with an error that is a TypeError (and a ValueError).
+    with pytest.raises(UnsupportedRenderMode, match="'rgb_array'") as err:
+        gym.make(env_id, render_mode="rgb_array")
+    assert isinstance(err.value, TypeError) and isinstance(err.value, ValueError)
+    text = env_id.endswith("Text-v0")  # Text spaces: SB3 needs arrays, which TextAsArrays gives
+    venv = make_vec_env(env_id, n_envs=8, seed=0, wrapper_class=TextAsArrays if text else None)
+    assert venv.num_envs == 8 and venv.get_attr("render_mode") == [None] * 8
+    obs = venv.reset()
+    assert obs.shape == (8, *venv.observation_space.shape)
+    _, rewards, _, _ = venv.step(np.array([venv.action_space.sample() for _ in range(8)]))
+    assert rewards.shape == (8,)
 
 
 def test_refuses_what_it_cannot_wrap() -> None:

@@ -131,3 +131,13 @@ def test_the_recipe_cold_start_is_one_setting_everywhere() -> None:
     signature = inspect.signature(cold_start).parameters
     assert cli == COLD_START == {k: signature[k].default for k in COLD_START}
     assert {k: v for k, v in RECIPE_SFT.items() if k != "n"} == COLD_START
+
+
+def test_the_mlp_policy_takes_a_cold_start_too() -> None:
+    """The supervised fit reads the network's dtype from its parameters, not from a transformer's head."""
+    model = GRPO("rlvr/Countdown-v0", GRPOConfig.preset("countdown"), policy="mlp", seed=0,
+                 env_kwargs={"n_numbers": 3})
+    before = [p.detach().clone() for p in model.policy.net.parameters()]
+    info = cold_start(model, 200, epochs=2)
+    assert info["sft_losses"][-1] < info["sft_losses"][0]
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.net.parameters()))

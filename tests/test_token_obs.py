@@ -65,6 +65,38 @@ def test_prompts_of_different_lengths_share_the_answer_position() -> None:
     assert (rows[0] != PAD).sum() < (rows[1] != PAD).sum() and rows[1, 1] == BOS  # one pad: no sign
 
 
+def _read_back(ctx: TokenContext, row: np.ndarray) -> tuple[list[int], int]:
+    """The numbers and target written in a prompt row, parsed from its text (labels and digits)."""
+    text = ctx.decode(row).split()
+    assert text[0] == "<bos>" and text[-1] == "<ans>", text
+    equals = text.index("=")
+    numbers: list[str] = []
+    for token in text[1:equals]:  # "n0 1 n1 1 0 ...": a slot label starts a number, digits follow
+        if token.startswith("n"):
+            numbers.append("")
+        else:
+            numbers[-1] += token
+    return [int(x) for x in numbers], int("".join(text[equals + 1:-1]))
+
+
+@pytest.mark.parametrize("target_range", [(0, 100), (-50, 50)])
+def test_every_target_of_the_range_zero_included_is_written_and_read_back(target_range) -> None:
+    task = rlvr_env.CountdownTask(n_numbers=3, target_range=target_range)
+    ctx = TokenContext(task)
+    targets = np.arange(target_range[0], target_range[1] + 1)
+    numbers = np.tile([[1, 10, 7]], (len(targets), 1))
+    rows = ctx.encode_arrays(numbers, targets)
+    assert (rows[:, -1] == ANSWER).all()
+    for row, target in zip(rows, targets):
+        assert _read_back(ctx, row) == ([1, 10, 7], target)
+    zero = rows[list(targets).index(0)]
+    assert ctx.decode(zero).endswith("= 0 <ans>")  # 0 is one digit, not none
+    # through the env: a prompt with target 0, replayed, shows its 0
+    env = gym.make("rlvr/Countdown-v0", n_numbers=3, target_range=target_range, observation="tokens")
+    obs, _ = env.reset(options={"prompt": rlvr_env.Prompt((1, 10, 7), 0)})
+    assert env.unwrapped.token_context.decode(obs).endswith("= 0 <ans>")
+
+
 def test_single_and_vector_env_give_the_same_rows_and_spaces() -> None:
     kwargs = {"n_numbers": 4, "observation": "tokens"}
     envs = gym.make_vec("rlvr/Countdown-v0", num_envs=6, vectorization_mode="vector_entry_point", **kwargs)

@@ -146,6 +146,40 @@ def test_shared_prompt_teacher_forcing_equals_the_full_rows() -> None:
     assert torch.allclose(trimmed[0], untrimmed[0, 4:], atol=1e-10)
 
 
+def test_entropy_bonus_gradient_matches_autograd() -> None:
+    # The update subtracts sum_t w_t H_t from the loss: with a zero loss its gradient must equal
+    # autograd's of -(w * H) through the same teacher-forced pass (a flipped sign fails here).
+    from agents.grpo.objective import LossTerms
+
+    model = small_agent(dtype="float64")
+    batch = model._runner.collect(model.policy, model.rng)
+    valid = batch.mask > 0
+    obs, actions = batch.obs[valid], batch.actions[valid]
+    pol = TransformerPolicy(model.observation_space, model.n_actions, 1e-3, seed=1, max_grad_norm=None,
+                            **SMALL, dtype="float64")
+    with torch.no_grad():  # away from a near-uniform head, where dH is ~0
+        pol.net.head.weight.mul_(30.0)
+    weights = np.random.default_rng(0).uniform(0.01, 0.1, size=len(actions))
+    lp = torch.log_softmax(pol._token_logits(pol.net, obs, actions), -1)
+    loss = -(torch.as_tensor(weights) * -(lp.exp() * lp).sum(-1)).sum()
+    params = [p for p in pol.net.parameters() if p.requires_grad]
+    expected = torch.autograd.grad(loss, params, allow_unused=True)
+    captured: list = []
+    pol.optimizer.step = lambda *a, **k: captured.extend(  # type: ignore[method-assign]
+        None if p.grad is None else p.grad.clone() for p in params)
+
+    def zero_loss(logp: np.ndarray) -> LossTerms:
+        return LossTerms(0.0, np.zeros_like(logp), 0.0, 0.0, 0.0)
+
+    pol.update(obs, actions, zero_loss, entropy_weights=weights)
+    assert any(g is not None and float(g.abs().max()) > 1e-4 for g in expected)
+    for got, want in zip(captured, expected):
+        if want is None:
+            assert got is None or float(got.abs().max()) == 0.0
+        else:
+            torch.testing.assert_close(got, want)
+
+
 def test_torch_init_is_pytorchs_default_drawn_from_the_seeded_generator() -> None:
     from agents.grpo.transformer import TinyLM
 

@@ -1,9 +1,10 @@
-"""Issue 17 items 13-14: the new variants against hand transcriptions of verl 0.9.1
+"""The GRPO variants against hand transcriptions of verl 0.9.1
 (``verl/trainer/ppo/core_algos.py``) and TRL 1.16.0 (``trl/trainer/grpo_trainer.py``) in float64 torch,
 to 1e-10, and every remaining difference from them pinned to a hand-computed value."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -162,6 +163,81 @@ def test_geo_mean_hand_computed() -> None:
     assert clipped.tolist() == [[True, False]]
 
 
+def _k3(logp_ref: float, logp: float) -> float:
+    return math.exp(logp_ref - logp) - (logp_ref - logp) - 1.0
+
+
+def test_geo_mean_with_an_empty_answer_and_beta_counts_rows_as_verl_hand_computed() -> None:
+    # three answers, the middle one wholly out of the loss (mask_truncated), k3 KL to a reference at
+    # logp = 0 with beta = 0.1, advantages zero on padding (verl's convention), no clip active (0.4).
+    # verl: the policy term is torch.mean over all 3 answers (the empty one adds 0), the KL term goes
+    # through agg_loss, which divides by the 2 non-empty answers.
+    logp = np.array([[0.1, 0.2], [0.5, 0.6], [0.3, 0.7]])
+    mask = np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    adv = np.array([[1.0, 1.0], [0.0, 0.0], [-1.0, 0.0]])
+    old, ref = np.zeros_like(logp), np.zeros_like(logp)
+    beta = 0.1
+    policy = (-math.exp(0.15) + math.exp(0.3)) / 3
+    kl = ((_k3(0, 0.1) + _k3(0, 0.2)) / 2 + _k3(0, 0.3)) / 2
+    grad = np.array([[-math.exp(0.15) / 6 + beta * (1 - math.exp(-0.1)) / 4,
+                      -math.exp(0.15) / 6 + beta * (1 - math.exp(-0.2)) / 4],
+                     [0.0, 0.0],
+                     [math.exp(0.3) / 3 + beta * (1 - math.exp(-0.3)) / 2, 0.0]])
+    config = GRPOConfig(policy_loss="geo_mean", clip_eps=0.4, beta=beta, seq_mean_rows="non_empty",
+                        clip_eps_high=None)
+    terms = grpo_token_loss(logp, old, ref, adv, mask, config.loss_settings())
+    assert terms.policy_loss == pytest.approx(policy, abs=1e-15)
+    assert terms.kl == pytest.approx(kl, abs=1e-15)
+    assert terms.loss == pytest.approx(policy + beta * kl, abs=1e-15)
+    np.testing.assert_allclose(terms.grad_logp, grad, atol=1e-15, rtol=0)
+    # the default ("all", TRL's count) divides the KL term by all 3 answers instead
+    default = grpo_token_loss(logp, old, ref, adv, mask, dataclasses.replace(config, seq_mean_rows="all")
+                              .loss_settings())
+    assert default.policy_loss == pytest.approx(policy, abs=1e-15)
+    assert default.kl == pytest.approx(kl * 2 / 3, abs=1e-15)
+
+
+def test_geo_mean_with_an_empty_answer_and_beta_matches_verl() -> None:
+    """verl 0.9.1's geo_mean loss plus its KL term (workers/utils/losses.py: agg_loss of low_var_kl with
+    seq-mean-token-mean), advantages zero on padding, transcribed in float64 torch."""
+    logp, logp_old, adv, mask = _batch(8, empty_row=True, scale=0.6)
+    adv = adv * mask
+    logp_ref = logp_old + np.random.default_rng(8).normal(scale=0.3, size=logp.shape)
+    beta, (low, high) = 0.04, (0.4, 0.4)
+    geo = _geo_mean_reference(logp_old, adv, mask, low, high, len_eps=1e-8)
+
+    def verl(x):
+        kl_in = torch.clamp(_t(logp_ref) - x, -20.0, 20.0)
+        kld = torch.clamp(torch.exp(kl_in) - kl_in - 1, -10.0, 10.0)
+        m = _t(mask)
+        n = m.sum(-1)
+        seq = (kld * m).sum(-1) / (n + 1e-8)
+        non_empty = (n > 0).double()
+        return geo(x) + beta * (seq * non_empty).sum() / non_empty.sum()
+
+    ref_loss, ref_grad = _loss_and_grad(verl, logp)
+    config = GRPOConfig(policy_loss="geo_mean", clip_eps=low, clip_eps_high=high, beta=beta,
+                        seq_mean_rows="non_empty")
+    terms = grpo_token_loss(logp, logp_old, logp_ref, adv, mask, config.loss_settings())
+    # the one remaining difference is verl's 1e-8 on the lengths (relative size 1e-8 / |y|)
+    assert abs(terms.loss - ref_loss) <= 1e-7 * abs(ref_loss)
+    np.testing.assert_allclose(terms.grad_logp, ref_grad, rtol=1e-7, atol=1e-12)
+
+
+def test_geo_mean_averages_the_advantage_over_the_answer_tokens_only() -> None:
+    # verl's convention: advantages are zero on padding. The answer's advantage is the mean over its own
+    # tokens (here 2 of 4 columns), not over the padded row: A = 1, ratio exp(0.2) on its two tokens.
+    mask = np.array([[1.0, 1.0, 0.0, 0.0]])
+    adv = np.array([[1.0, 1.0, 0.0, 0.0]])
+    logp = np.array([[0.2, 0.2, 0.9, 0.9]])
+    obj, grad, clipped = geo_mean_surrogate(logp, np.zeros_like(logp), adv, mask, SurrogateSettings(0.4))
+    np.testing.assert_allclose(obj[0, :2], [math.exp(0.2)] * 2, atol=1e-15)
+    np.testing.assert_allclose(grad, [[math.exp(0.2), math.exp(0.2), 0.0, 0.0]], atol=1e-15)
+    assert not clipped.any()
+    terms = _loss(logp, np.zeros_like(logp), logp, adv, mask, clip_eps=0.4, policy_loss="geo_mean")
+    assert terms.loss == pytest.approx(-math.exp(0.2), abs=1e-15)
+
+
 # ------------------------------------------------------------------------------------------------
 # pass@k advantage (verl grpo_passk)
 # ------------------------------------------------------------------------------------------------
@@ -197,30 +273,37 @@ def _verl_rpp_reference(rewards: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     scores = scores - torch.tensor(rewards.mean(axis=1), dtype=torch.float64).repeat_interleave(g)
     mask = (torch.arange(width)[None, :] < torch.tensor(lengths.reshape(-1))[:, None]).double()
     tok = scores[:, None].tile([1, width]) * mask
-    mean = (tok * mask).sum() / mask.sum()
-    var = (((tok - mean) ** 2) * mask).sum() / mask.sum() * (mask.sum() / (mask.sum() - 1))
+    # masked_mean divides by the count + 1e-8; masked_var applies Bessel's correction with the exact count
+    mean = (tok * mask).sum() / (mask.sum() + 1e-8)
+    var = (((tok - mean) ** 2) * mask).sum() / (mask.sum() + 1e-8) * (mask.sum() / (mask.sum() - 1))
     white = (tok - mean) * torch.rsqrt(var + 1e-8) * mask
     return white[:, 0].numpy().reshape(b, g)
 
 
-def test_reinforce_pp_baseline_verl_matches_verl_and_the_issue_numbers() -> None:
+def test_reinforce_pp_baseline_verl_matches_verl_and_the_documented_numbers() -> None:
     rng = np.random.default_rng(4)
     r = rng.normal(size=(5, 4))
     r[2] = 0.3  # a tied group: verl shifts it by the batch's token-weighted mean
     lengths = rng.integers(1, 7, size=(5, 4))
     ours = reinforce_pp_baseline_verl_advantages(r, lengths=lengths)
-    np.testing.assert_allclose(ours, _verl_rpp_reference(r, lengths), atol=TOL, rtol=0)
+    # to verl's 1e-8 conventions (count + 1e-8 in masked_mean): equal to rounding, at every reward scale,
+    # near-zero variance included
+    np.testing.assert_allclose(ours, _verl_rpp_reference(r, lengths), atol=1e-14, rtol=0)
+    for scale in (1e-6, 1e-3, 10.0):
+        small = r * scale
+        np.testing.assert_allclose(reinforce_pp_baseline_verl_advantages(small, lengths=lengths),
+                                   _verl_rpp_reference(small, lengths), atol=1e-14, rtol=0)
     assert np.all(ours[2] == ours[2, 0]) and ours[2, 0] != 0.0
-    # issue 17: rewards [[1, 0], [1, 0]], 3 tokens each: ours +-0.8659, verl +-0.9574
+    # docs/variants.md: rewards [[1, 0], [1, 0]], 3 tokens each: ours +-0.8659, verl +-0.9574
     two = np.array([[1.0, 0.0], [1.0, 0.0]])
     np.testing.assert_allclose(reinforce_pp_baseline_advantages(two),
                                0.5 / (math.sqrt(1 / 3) + 1e-4) * np.array([[1, -1], [1, -1]]), atol=1e-15)
-    # verl: 12 token copies of +-0.5, variance 0.25 * 12 / 11
+    # verl: 12 token copies of +-0.5, variance 3 / (12 + 1e-8) * 12 / 11
+    verl_two = 0.5 / math.sqrt(3 / (12 + 1e-8) * 12 / 11 + 1e-8)
     np.testing.assert_allclose(reinforce_pp_baseline_verl_advantages(two, lengths=np.full((2, 2), 3)),
-                               0.5 / math.sqrt(0.25 * 12 / 11 + 1e-8) * np.array([[1, -1], [1, -1]]),
-                               atol=1e-15)
+                               verl_two * np.array([[1, -1], [1, -1]]), atol=1e-15)
     assert round(0.5 / (math.sqrt(1 / 3) + 1e-4), 4) == 0.8659
-    assert round(0.5 / math.sqrt(0.25 * 12 / 11 + 1e-8), 4) == 0.9574
+    assert round(verl_two, 4) == 0.9574
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,7 +359,7 @@ def test_top_entropy_loss_matches_trl_to_1e10() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# item 13: the corrected statements, pinned
+# the statements of docs/variants.md, pinned
 # ------------------------------------------------------------------------------------------------
 def _verl_agg(loss_mat: np.ndarray, mask: np.ndarray, mode: str, scale: int | None = None) -> float:
     """verl 0.9.1 agg_loss (dp_size 1, global sizes None)."""

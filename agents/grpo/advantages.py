@@ -107,9 +107,10 @@ def reinforce_pp_baseline_verl_advantages(
 ) -> np.ndarray:
     """verl's ``reinforce_plus_plus_baseline`` exactly: group mean subtracted, then whitened over the
     batch's *token copies*. With ``a_i`` the centred reward of answer i and ``L_i`` its token count
-    (``lengths``, (B, G); None = one token each), T = sum L_i, ``m = sum L_i a_i / T``, ``v = sum L_i
-    (a_i - m)^2 / (T - 1)`` (``/ T`` if not ``unbiased_std``) and ``A_i = (a_i - m) / sqrt(v + 1e-8)``
-    (verl ``masked_whiten``; its 1e-8 is fixed, so ``eps`` is unused). A long answer weighs once per
+    (``lengths``, (B, G); None = one token each), T = sum L_i, ``m = sum L_i a_i / (T + 1e-8)``, ``v =
+    sum L_i (a_i - m)^2 / (T + 1e-8) * T / (T - 1)`` (without the last factor if not ``unbiased_std``) and
+    ``A_i = (a_i - m) / sqrt(v + 1e-8)`` (verl ``masked_whiten`` and its ``masked_mean``, 1e-8s included;
+    they are fixed, so ``eps`` is unused). A long answer weighs once per
     token, and, unlike every other estimator here, a tied group gets ``-m / sqrt(v + 1e-8)``, not 0.
     """
     r = _check_rewards(rewards)
@@ -119,8 +120,12 @@ def reinforce_pp_baseline_verl_advantages(
                          f"{n_tok.sum()}")
     a = r - r.mean(axis=1, keepdims=True)  # (B, G)
     total = n_tok.sum()
-    m = (n_tok * a).sum() / total
-    v = (n_tok * (a - m) ** 2).sum() / (total - 1.0 if unbiased_std else total)
+    # verl's masked_mean divides by the token count + 1e-8, for the mean and for the variance alike;
+    # masked_var then applies Bessel's T / (T - 1) with the exact count
+    m = (n_tok * a).sum() / (total + 1e-8)
+    v = (n_tok * (a - m) ** 2).sum() / (total + 1e-8)
+    if unbiased_std:
+        v = v * (total / (total - 1.0))
     return (a - m) / np.sqrt(v + 1e-8)
 
 

@@ -20,10 +20,15 @@ from agents.grpo.config import GRPOConfig
 from agents.grpo.hooks import GroupHook, GroupHooks
 from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
+    CRITIC_ESTIMATORS,
     LossTerms,
+    ValueLossTerms,
+    clipped_value_loss,
     grpo_token_loss,
     high_entropy_tokens,
+    loss_weights,
     mask_truncated,
+    terminal_token_rewards,
     token_entropies,
 )
 from agents.grpo.policies import (
@@ -55,7 +60,8 @@ __all__ = ["GRPO", "Callback", "make_policy"]
 @dataclasses.dataclass(frozen=True)
 class _Minibatch:
     """One minibatch's arrays for the update: ``rows`` (n,) of the batch, their (n, L) loss ``mask``,
-    ``valid`` tokens, old and reference log-probs and advantages, and the (T, ...) tokens in the loss."""
+    ``valid`` tokens, old and reference log-probs and advantages, the (T, ...) tokens in the loss, and
+    with a critic its values when the batch was collected and its GAE returns (n, L)."""
 
     rows: np.ndarray
     mask: np.ndarray
@@ -67,17 +73,33 @@ class _Minibatch:
     actions: np.ndarray
     action_masks: np.ndarray | None
     n_tokens: int
+    values_old: np.ndarray | None = None
+    returns: np.ndarray | None = None
 
     @classmethod
     def gather(cls, batch: GroupBatch, rows: np.ndarray, valid: np.ndarray, loss_mask: np.ndarray,
-               logp_ref: np.ndarray, adv_tok: np.ndarray) -> _Minibatch:
+               logp_ref: np.ndarray, adv_tok: np.ndarray, critic: _CriticTargets | None) -> _Minibatch:
         sub_valid = valid[rows]  # (n, L)
         masks = batch.action_masks
         return cls(rows=rows, mask=loss_mask[rows], valid=sub_valid, logp_old=batch.logp_old[rows],
                    logp_ref=logp_ref[rows], adv=adv_tok[rows], obs=batch.obs[rows][sub_valid],
                    actions=batch.actions[rows][sub_valid],
                    action_masks=None if masks is None else masks[rows][sub_valid],
-                   n_tokens=int(sub_valid.sum()))
+                   n_tokens=int(sub_valid.sum()),
+                   values_old=None if critic is None else critic.values[rows],
+                   returns=None if critic is None else critic.returns[rows])
+
+
+@dataclasses.dataclass(frozen=True)
+class _CriticTargets:
+    """The critic's side of one iteration's batch (``advantage="gae"``): its values V(s_t) when the
+    batch was collected and the GAE returns, both (N, L); ``first_pass``, when kept, is the critic's
+    forward pass (with its graph) over every real token, which the first critic step reuses when its
+    minibatch is the whole batch (the critic has not changed yet, so the numbers are the same)."""
+
+    values: np.ndarray
+    returns: np.ndarray
+    first_pass: Any = None
 
 
 class GRPO:
@@ -85,14 +107,19 @@ class GRPO:
 
     Each iteration draws B prompts, runs G episodes on each (all B x G in lockstep), scores them,
     turns each group's rewards into advantages with the group as the baseline (no critic), and takes
-    mu epochs of PPO-clipped steps with a KL penalty to a frozen reference policy.
+    mu epochs of PPO-clipped steps with a KL penalty to a frozen reference policy. With
+    ``advantage="gae"`` the baseline is a learned critic instead (PPO as LLM trainers run it, verl's
+    ``adv_estimator="gae"``): a value network started from the policy's weights gives token-level GAE
+    advantages, which go into the same loss, and it takes a clipped value-loss step beside each policy
+    step (:mod:`agents.grpo.value`, docs/agent.md).
 
     Observing training: ``learn(callback=...)`` gets each iteration's metrics, and
     ``add_group_hook(fn)`` registers ``fn(event)``, called once per iteration after the advantages
     are computed and before the update with an :class:`agents.grpo.hooks.GroupEvent`: every group
     the iteration sampled (all rounds under dynamic sampling, in order), with ``rewards`` (B', G)
     (verifier reward + length term), ``lengths`` and ``correct`` (B', G), ``trained`` (B',) (False for
-    groups dynamic sampling dropped), ``advantages`` (B', G) (NaN rows where not trained),
+    groups dynamic sampling dropped), ``advantages`` (B', G) (NaN rows where not trained; with a critic,
+    each answer's mean token advantage),
     ``iteration`` (1-based) and ``num_timesteps`` (before this iteration's steps). The arrays are
     read-only copies, so hooks cannot change training: a run with hooks is bit-for-bit the run
     without (as long as a hook draws nothing from ``model.rng``).
@@ -166,7 +193,7 @@ class GRPO:
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
-        if isinstance(env, str) and policy == "transformer":  # it reads the token context (issue 16)
+        if isinstance(env, str) and policy == "transformer":  # it reads the token context
             self.env_kwargs.setdefault("observation", "tokens")
         if isinstance(env, str):
             self.env_id = env
@@ -214,6 +241,14 @@ class GRPO:
             tabular_optimizer=config.tabular_optimizer,
             policy_kwargs=self.policy_kwargs,
         )
+        #: whether advantages come from a learned critic (``advantage="gae"``): the critic is a value
+        #: network started from the policy's current weights (``policy.critic``, agents.grpo.torch_policy)
+        self.uses_critic = config.advantage in CRITIC_ESTIMATORS
+        if self.uses_critic:
+            lr = config.critic_learning_rate
+            if lr is None:  # one step size for both networks
+                lr = self.policy.optimizer.param_groups[0]["lr"]  # type: ignore[attr-defined]
+            self.policy.init_critic(lr)  # type: ignore[attr-defined]
         #: whether rollouts, updates, ``predict`` (when given masks) and evaluation are grammar-masked
         self.use_masks = bool(config.action_masks and env_has_masks(self.env))
         #: whether those masks can forbid a token (``rlvr/Arithmetic-v0``'s allow every one by default)
@@ -283,18 +318,29 @@ class GRPO:
                 if callbacks is not None:
                     callbacks.rollout_end()
                 train_stats: dict[str, float] = {}
-                adv = None
+                adv = None  # (B, G) one advantage per answer (for the critic: its tokens' mean)
+                adv_tok = None  # (N, L) the critic's advantage of every token
+                targets = None
                 if got.train is not None:
                     with timer.phase("advantage"):
-                        adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
-                            got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
-                            lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),  # tokens
-                        )  # (B, G)
+                        if self.uses_critic:  # token-level GAE from the critic's values
+                            adv_tok, targets = self._critic_advantages(got.train, got.train_rewards)
+                            lengths = np.maximum(got.train.mask.sum(axis=1), 1.0)
+                            adv = ((adv_tok * got.train.mask).sum(axis=1) / lengths).reshape(
+                                got.train_rewards.shape)
+                        else:
+                            adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
+                                got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
+                                lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),
+                            )  # (B, G)
                 self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv,
                                        self.iterations + 1, self.num_timesteps)
                 if got.train is not None and adv is not None:
-                    with timer.phase("update"):
-                        train_stats = self._update(got.train, adv.reshape(-1))  # mu clipped epochs
+                    with timer.phase("update"):  # mu clipped epochs
+                        if targets is None:
+                            train_stats = self._update(got.train, adv.reshape(-1))
+                        else:
+                            train_stats = self._update(got.train, adv_tok, targets)
                 self.num_timesteps += got.sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
                 elapsed = time.perf_counter() - start_time
@@ -341,27 +387,59 @@ class GRPO:
                 rewards[b] += w * length_reward(lengths[b], correct[b])
         return rewards
 
-    def _update(self, batch: GroupBatch, adv: np.ndarray) -> dict[str, float]:
-        """mu epochs of clipped steps over the batch; minibatches hold whole groups."""
+    def _critic_advantages(self, batch: GroupBatch, rewards: np.ndarray) -> tuple[np.ndarray, _CriticTargets]:
+        """(N, L) token-level GAE advantages (whitened) and the critic's targets for ``batch``: the
+        answer's reward (verifier + length term, as GRPO's) at its last token, the critic's V(s_t) of
+        every token's state, gamma and lambda from the config (:func:`agents.grpo.value.gae_advantages`)."""
+        real = batch.mask > 0  # (N, L): GAE runs over every real token (verl's response_mask)
+        values = np.zeros(batch.mask.shape)
+        keep = self.config.minibatches == 1 and not self.config.mask_truncated  # the first step's rows
+        values[real], first_pass = self.policy.values(  # type: ignore[attr-defined]
+            batch.obs[real], batch.actions[real], keep=keep)
+        token_rewards = terminal_token_rewards(rewards.reshape(-1), batch.mask)
+        adv_tok, returns = CRITIC_ESTIMATORS[self.config.advantage](  # type: ignore[index]
+            token_rewards, values, batch.mask, self.config.gamma, self.config.lam)
+        return adv_tok, _CriticTargets(values=values, returns=returns, first_pass=first_pass)
+
+    def _update(self, batch: GroupBatch, adv: np.ndarray,
+                critic: _CriticTargets | None = None) -> dict[str, float]:
+        """mu epochs of clipped steps over the batch with the advantages ``adv``: (N,) one per answer,
+        broadcast to its tokens (the group estimators), or (N, L) one per token (the critic's); the
+        same loss reads both. Minibatches hold whole groups. With a critic (``critic`` given), each
+        minibatch step also takes a critic step on the clipped value loss, and in the first
+        ``critic_warmup`` iterations only the critic steps."""
         cfg = self.config
         loss_mask = batch.mask
         if cfg.mask_truncated and batch.truncated is not None:
             loss_mask = mask_truncated(batch.mask, batch.truncated)  # (N, L)
         valid = loss_mask > 0  # (N, L): the tokens in the loss
-        adv_tok = np.broadcast_to(adv[:, None], batch.mask.shape)  # (N, L)
+        train_policy = critic is None or self.iterations >= cfg.critic_warmup
+        adv_tok = adv if adv.ndim == 2 else np.broadcast_to(adv[:, None], batch.mask.shape)  # (N, L)
         # The reference is frozen, so its log-probs are computed once per iteration.
         masks = batch.action_masks  # (N, L, V) or None
         logp_ref = np.zeros_like(batch.logp_old)
         logp_ref[valid] = self.policy.reference_logp(batch.obs[valid], batch.actions[valid],
                                                      None if masks is None else masks[valid])
         # Each minibatch's arrays are gathered once, not once per epoch (the update reads them only).
-        chunks = [_Minibatch.gather(batch, rows, valid, loss_mask, logp_ref, adv_tok)
+        chunks = [_Minibatch.gather(batch, rows, valid, loss_mask, logp_ref, adv_tok, critic)
                   for rows in self._minibatch_rows(batch)]
         chunks = [c for c in chunks if c.n_tokens]  # e.g. every answer truncated and masked out
         stats: list[tuple[LossTerms, float]] = []
+        value_stats: list[ValueLossTerms] = []
         assert cfg.epochs is not None  # resolved from the preset at construction
+        first_pass = None if critic is None else critic.first_pass
+        whole = len(chunks) == 1 and np.array_equal(chunks[0].valid, batch.mask > 0)
+        if not whole:
+            first_pass = None  # the first step's tokens are not the pass's
         for _ in range(cfg.epochs):
             for c in chunks:
+                if critic is not None:  # the critic's step on this minibatch (policy-independent)
+                    value_fn = functools.partial(self._value_loss, c)
+                    value_stats.append(self.policy.update_critic(  # type: ignore[attr-defined]
+                        c.obs, c.actions, value_fn, vpreds=first_pass))
+                    first_pass = None  # the critic has moved: later steps run their own pass
+                if not train_policy:
+                    continue
                 chosen = None
                 if cfg.top_entropy_quantile < 1.0:
                     chosen = self._high_entropy_tokens(batch.obs[c.rows], c.valid, c.mask,
@@ -376,9 +454,15 @@ class GRPO:
                 result = self.policy.update(c.obs, c.actions, loss_fn, entropy_weights=entropy_weights,
                                             masks=c.action_masks)
                 stats.append((result.terms, result.entropy))
+        out = {}
+        if value_stats:
+            out = {"train/value_loss": float(np.mean([v.loss for v in value_stats])),
+                   "train/value_clip_frac": float(np.mean([v.clip_frac for v in value_stats])),
+                   "train/explained_variance": float(np.mean([v.explained_variance for v in value_stats]))}
         if not stats:
-            return {}
+            return out
         return {
+            **out,
             "train/policy_loss": float(np.mean([s.policy_loss for s, _ in stats])),
             "train/loss": float(np.mean([s.loss - cfg.entropy_coef * e for s, e in stats])),
             "train/kl": float(np.mean([s.kl for s, _ in stats])),
@@ -403,6 +487,16 @@ class GRPO:
         chunks = np.array_split(np.arange(batch.n_groups), self.config.minibatches)
         return [(chunk[:, None] * batch.group_size + np.arange(batch.group_size)).reshape(-1)
                 for chunk in chunks]
+
+    def _value_loss(self, c: _Minibatch, vpred_tokens: np.ndarray) -> ValueLossTerms:
+        """The critic's clipped value loss of minibatch ``c`` given the (T,) predictions for its tokens in
+        the loss, with the policy loss's token weights; the gradient comes back per such token."""
+        assert c.values_old is not None and c.returns is not None
+        vpreds = np.zeros(c.mask.shape)
+        vpreds[c.valid] = vpred_tokens
+        terms = clipped_value_loss(vpreds, c.returns, c.values_old, c.mask, self.config.cliprange_value,
+                                   loss_weights(c.mask, self._loss_settings))
+        return dataclasses.replace(terms, grad_vpred=terms.grad_vpred[c.valid])
 
     def _token_loss(self, c: _Minibatch, logp_tokens: np.ndarray,
                     policy_tokens: np.ndarray | None = None) -> LossTerms:
@@ -506,7 +600,7 @@ class GRPO:
         return None
 
     def num_parameters(self) -> int:
-        """Trainable parameters of the policy (GRPO has no critic)."""
+        """Trainable parameters of the policy (not counting the critic of ``advantage="gae"``)."""
         return self.policy.num_parameters()
 
     def add_group_hook(self, fn: GroupHook) -> None:
@@ -550,14 +644,18 @@ class GRPO:
         return [layout[name] for name in segments]
 
     def save(self, path: str | Path) -> None:
-        """Write a checkpoint (zip: ``grpo.json`` metadata + ``policy.npz`` arrays)."""
+        """Write a checkpoint (zip: ``grpo.json`` metadata + ``policy.npz`` arrays). As in SB3, a name
+        without a suffix gets ``.zip`` (``save("model")`` writes ``model.zip``) and missing parent
+        folders are created."""
         checkpoint.save(self, path)
 
     @classmethod
     def load(cls, path: str | Path, env: str | gym.Env | None = None) -> GRPO:
         """Load a checkpoint written by :meth:`save`; the model predicts exactly as the saved one.
 
-        ``env`` defaults to the env id stored in the checkpoint. A truncated, foreign or tampered file
+        As in SB3, ``path`` is opened as given, else with ``.zip`` added (``load("model")`` reads
+        ``model.zip``). ``env`` defaults to the env id stored in the checkpoint.
+        A truncated, foreign or tampered file
         raises ``ValueError`` naming the file and what is wrong. Arrays are read with
         ``allow_pickle=False`` and torch optimiser state with ``weights_only=True``.
         """
@@ -600,7 +698,7 @@ def make_policy(
             max_grad_norm=max_grad_norm,
             **kwargs,
         )
-    if kind == "transformer":  # issue 16: a causal transformer over observation="tokens"
+    if kind == "transformer":  # a causal transformer over observation="tokens"
         from agents.grpo.transformer import TransformerPolicy  # lazy: torch
 
         return TransformerPolicy(

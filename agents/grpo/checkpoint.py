@@ -1,9 +1,16 @@
 """GRPO checkpoints: a zip of ``grpo.json`` (metadata, the resolved config, the generator state) and
-``policy.npz`` (the policy's arrays), plus ``optimizer.pt`` (torch's Adam state) for the mlp policy.
+``policy.npz`` (the policy's arrays; with ``advantage="gae"`` also the critic's, ``critic.*``), plus
+``optimizer.pt`` (torch's Adam state) for the neural policies and ``critic_optimizer.pt`` (the critic's).
 
 Nothing in a checkpoint is ever unpickled: arrays are read with ``allow_pickle=False`` and the optimiser
 state with ``weights_only=True``. The format tag :data:`CHECKPOINT_FORMAT` names the layout; a file
-without it, or truncated, or tampered with, raises ``ValueError`` naming the file and what is wrong.
+without it, or truncated, or tampered with (bytes flipped inside a member included), raises
+``ValueError`` naming the file and what is wrong.
+
+Paths follow Stable-Baselines3's ``save_util``: :func:`save` adds ``.zip`` to a name without a suffix
+(``save("model")`` writes ``model.zip``) and creates missing parent folders; :func:`load` opens the name
+as given and, if there is no such file, the name with ``.zip`` added (``load("model")`` reads
+``model.zip``).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +31,22 @@ from agents.grpo.policies import POLICY_NAMES
 #: Policies whose optimiser state (torch) is saved beside their arrays.
 NEURAL_POLICIES = ("mlp", "transformer")
 
-__all__ = ["CHECKPOINT_FORMAT", "load", "save"]
+__all__ = ["CHECKPOINT_FORMAT", "checkpoint_path", "load", "save"]
 
 CHECKPOINT_FORMAT = "rlvr-env/grpo-checkpoint/v1"
 _MAX_CHECKPOINT_MEMBER = 512 * 1024 * 1024
 
 
-def save(model: Any, path: str | Path) -> None:
-    """Write ``model`` (an :class:`agents.grpo.GRPO`) to ``path`` atomically (see the module docstring)."""
+def checkpoint_path(path: str | Path) -> Path:
+    """The file :func:`save` writes for ``path``: ``path`` with ``.zip`` added when its name has no
+    suffix (as SB3's ``save_util.open_path`` does with ``suffix="zip"``), else ``path`` itself."""
+    path = Path(path)
+    return path.with_name(path.name + ".zip") if path.suffix == "" else path
+
+
+def save(model: Any, path: str | Path) -> Path:
+    """Write ``model`` (an :class:`agents.grpo.GRPO`) atomically to :func:`checkpoint_path` of ``path``,
+    creating missing parent folders (see the module docstring); returns the path written."""
     meta = {
         "format": CHECKPOINT_FORMAT,
         "policy": model.policy_name,
@@ -51,7 +67,11 @@ def save(model: Any, path: str | Path) -> None:
         raise ValueError(f"env_kwargs or policy_kwargs are not JSON-serialisable: {err}") from err
     arrays = io.BytesIO()
     np.savez(arrays, **model.policy.state())
-    path = Path(path)
+    path = checkpoint_path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give the checkpoint a file name, e.g. "
+                                f"{path / 'model.zip'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("grpo.json", meta_text)
@@ -62,13 +82,21 @@ def save(model: Any, path: str | Path) -> None:
             opt = io.BytesIO()
             torch.save(model.policy.optimizer_state(), opt)
             zf.writestr("optimizer.pt", opt.getvalue())
+            critic_state = model.policy.critic_optimizer_state()
+            if critic_state is not None:  # advantage="gae": the critic's Adam state
+                opt = io.BytesIO()
+                torch.save(critic_state, opt)
+                zf.writestr("critic_optimizer.pt", opt.getvalue())
     tmp.replace(path)  # atomic: an interrupted save never leaves a half-written checkpoint
+    return path
 
 
 def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
     """The ``cls`` (:class:`agents.grpo.GRPO`) model saved at ``path``; it predicts exactly as the saved
     one and continues training from the same generator state. ``env`` defaults to the stored env id."""
     path = Path(path)
+    if not path.exists() and Path(f"{path}.zip").exists():
+        path = Path(f"{path}.zip")  # as SB3's load: the name as given, else with ".zip" added
     try:
         zf = zipfile.ZipFile(path)
     except FileNotFoundError:
@@ -82,7 +110,9 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
                 raise ValueError(f"{path} is not a GRPO checkpoint: it has no {member!r}")
         meta = _read_json(zf, path)
         arrays = _read_npz(zf, path)
-        opt_bytes = zf.read("optimizer.pt") if "optimizer.pt" in names else None
+        opt_bytes = _read_member(zf, "optimizer.pt", path) if "optimizer.pt" in names else None
+        critic_opt_bytes = (_read_member(zf, "critic_optimizer.pt", path) if "critic_optimizer.pt" in names
+                            else None)
     policy = meta["policy"]
     if env is None:
         if not meta.get("env_id"):
@@ -109,6 +139,17 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
             model.policy.optimizer.load_state_dict(state)
         except Exception as err:  # torch raises many types for a bad file
             raise ValueError(f"{path}: optimiser state is unreadable: {err}") from err
+    critic_opt = getattr(model.policy, "critic_optimizer", None)
+    if critic_opt is not None:
+        if critic_opt_bytes is None:
+            raise ValueError(f"{path} has a critic (advantage={model.config.advantage!r}) but no "
+                             "'critic_optimizer.pt'")
+        import torch
+
+        try:
+            critic_opt.load_state_dict(torch.load(io.BytesIO(critic_opt_bytes), weights_only=True))
+        except Exception as err:  # torch raises many types for a bad file
+            raise ValueError(f"{path}: the critic's optimiser state is unreadable: {err}") from err
     model.num_timesteps = int(meta["num_timesteps"])
     model.iterations = int(meta["iterations"])
     try:
@@ -122,9 +163,10 @@ def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     info = zf.getinfo("grpo.json")
     if info.file_size > 1024 * 1024:
         raise ValueError(f"{path}: grpo.json is {info.file_size} bytes; a checkpoint's is a few KB")
+    raw = _read_member(zf, "grpo.json", path)
     try:
-        meta = json.loads(zf.read("grpo.json").decode("utf-8"))
-    except (zipfile.BadZipFile, UnicodeDecodeError, json.JSONDecodeError, OSError, EOFError) as err:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: grpo.json is corrupt: {err}") from err
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a GRPO checkpoint (format tag {CHECKPOINT_FORMAT!r} missing)")
@@ -141,9 +183,18 @@ def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
 def _read_npz(zf: zipfile.ZipFile, path: Path) -> dict[str, np.ndarray]:
     if zf.getinfo("policy.npz").file_size > _MAX_CHECKPOINT_MEMBER:
         raise ValueError(f"{path}: policy.npz is larger than {_MAX_CHECKPOINT_MEMBER} bytes")
+    raw = _read_member(zf, "policy.npz", path)
     try:
-        raw = zf.read("policy.npz")
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
         raise ValueError(f"{path}: policy.npz is corrupt or holds pickled objects: {err}") from err
+
+
+def _read_member(zf: zipfile.ZipFile, name: str, path: Path) -> bytes:
+    """The bytes of member ``name``; damage inside the archive (a failed CRC check, a compressed stream
+    zlib cannot inflate, a member cut short) is the same ``ValueError`` as any other corruption."""
+    try:
+        return zf.read(name)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as err:
+        raise ValueError(f"{path} is not a GRPO checkpoint (its member {name!r} is corrupt: {err})") from err

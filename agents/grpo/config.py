@@ -1,18 +1,25 @@
 """``GRPOConfig``: every GRPO constant, named once, with its symbol and source.
 
-**What "default" means** (one rule): a field left unset (``None``) takes the value of the preset of the
+**What "default" means** (one rule): a field left unset takes the value of the preset of the
 policy that trains with the config, so ``GRPOConfig()``, ``GRPO(env)`` and ``GRPO(env,
 GRPOConfig(beta=0.01))`` all start from ``GRPOConfig.preset(policy)`` and change only what was named.
 The papers' values are the preset ``"paper"`` (``GRPOConfig.preset("paper")``; it leaves
 ``learning_rate`` to the policy, the papers' LLM step sizes meaning nothing here).
 :meth:`GRPOConfig.resolve` fills the unset fields; the agent stores the resolved config (and
 checkpoints it).
+
+"Unset" is ``None`` for the fields where ``None`` means nothing else (``group_size``, ``beta``, ...), and
+:data:`UNSET` (the default) for ``clip_eps_high``, where ``None`` is a setting of its own: the symmetric
+clip. So ``GRPOConfig(clip_eps_high=None)``, ``GRPOConfig.preset("transformer", clip_eps_high=None)`` and
+``python -m agents.grpo --clip-eps-high none`` train with the symmetric clip under every preset, while a
+config that does not name ``clip_eps_high`` takes the preset's (0.28 for "transformer" and "countdown").
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
 import inspect
 import math
 from dataclasses import asdict, dataclass, fields
@@ -22,6 +29,7 @@ import numpy as np
 
 from agents.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
+    CRITIC_ESTIMATORS,
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
     PER_ANSWER_LOSSES,
@@ -31,7 +39,23 @@ from agents.grpo.objective import (
     SurrogateSettings,
 )
 
-__all__ = ["COLD_START", "GRPOConfig", "PRESETS", "PRESET_FIELDS"]
+__all__ = ["COLD_START", "GRPOConfig", "PRESETS", "PRESET_FIELDS", "UNSET"]
+
+
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`."""
+
+    UNSET = "unset"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Not set by the caller: take the policy's preset" for a field whose ``None`` is a value of its own
+#: (``clip_eps_high=None`` is the symmetric clip). :meth:`GRPOConfig.resolve` replaces it.
+UNSET = Unset.UNSET
+#: Fields where ``None`` is a setting (not "unset"); their unset value is :data:`UNSET`.
+_NONE_IS_A_VALUE = frozenset({"clip_eps_high"})
 
 
 @dataclass(frozen=True)
@@ -43,7 +67,9 @@ class GRPOConfig:
 
     group_size: int | None = None
     """G: answers sampled per prompt; the group's reward statistics are the baseline (DeepSeekMath
-    section 4.1, G=64 there; the lesson: "G=8 is common"). At least 2. None: the policy's preset."""
+    section 4.1, G=64 there; the lesson: "G=8 is common"). At least 2, or 1 with advantage="gae" (a
+    learned critic is the baseline: PPO needs no group; verl rollout.n = 1). None: the policy's
+    preset."""
 
     prompts_per_iter: int | None = None
     """B: prompts per iteration, so one iteration runs B x G episodes in lockstep. None: the preset."""
@@ -77,7 +103,11 @@ class GRPOConfig:
     subtracted, then the batch normalised over answers (REINFORCE++-baseline, Hu et al. 2025),
     "reinforce_pp_baseline_verl" = the same normalised over token copies as verl does (its exact numbers),
     "grpo_passk" = only each group's best answer credited, (r_max - r_second) / (std + eps) (pass@k
-    training, Tang et al. 2025, arXiv 2503.19595; verl adv_estimator="grpo_passk"). None: the preset."""
+    training, Tang et al. 2025, arXiv 2503.19595; verl adv_estimator="grpo_passk"); "gae" = PPO with a
+    learned critic: token-level GAE from a value network started from the policy's current weights
+    (Ouyang et al. 2022; verl adv_estimator="gae", TRL PPOTrainer; see gamma, lam, cliprange_value,
+    critic_learning_rate, critic_warmup and docs/agent.md; the mlp and transformer policies only).
+    None: the preset."""
 
     unbiased_std: bool = True
     """Use the sample std (ddof=1) in the "grpo" advantage, as TRL and verl do."""
@@ -94,7 +124,9 @@ class GRPOConfig:
     seq_mean_rows: str = "all"
     """How "seq_mean_token_mean" and "seq_mean_token_sum" count answers: "all" = divide by every answer
     of the minibatch (ours and TRL's), "non_empty" = only by answers with a token in the loss (verl's
-    agg_loss). They differ only when mask_truncated removes whole answers."""
+    agg_loss). They differ only when mask_truncated removes whole answers. With policy_loss="geo_mean",
+    "non_empty" divides only the KL term by the non-empty answers and the policy term by all of them,
+    as verl's geo_mean does (its torch.mean over answers)."""
 
     length_weight: float = 0.1
     """Weight of the Kimi k1.5 length reward (Kimi k1.5 section 2.3.3) added to each group's rewards,
@@ -120,23 +152,26 @@ class GRPOConfig:
     action_masks: bool = True
     """Grammar-constrained decoding: when the env offers ``action_masks()`` (every ``rlvr_env`` token env
     and its native vector env; the protocol sb3-contrib's MaskablePPO reads; ``rlvr/Arithmetic-v0``'s
-    allows every token unless made with ``grammar_mask=True``; Countdown's is a grammar mask), sample from the policy
-    restricted to the allowed tokens and compute every log-prob of the update (current, old, reference)
-    under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and ``predict``
-    then mask too. False samples from the full vocabulary. An env without masks is never masked."""
+    allows every token unless made with ``grammar_mask=True``; Countdown's is a grammar mask), sample
+    from the policy restricted to the allowed tokens and compute every log-prob of the update (current,
+    old, reference) under the same mask, as LLM RLVR stacks do with constrained decoding. Evaluation and
+    ``predict`` then mask too. False samples from the full vocabulary. An env without masks is never
+    masked."""
 
-    clip_eps_high: float | None = None
+    clip_eps_high: float | None | Unset = UNSET
     """epsilon_high: DAPO's "clip-higher" (Yu et al. 2025, section 3.1; 0.28 there): the ratio is
     clipped to [1 - clip_eps, 1 + clip_eps_high], so unlikely tokens can gain probability faster than
-    likely ones lose it (keeps entropy up). None = clip_eps (symmetric). verl clip_ratio_high, TRL
-    epsilon_high (TRL's is 1 + ours for policy_loss="cispo")."""
+    likely ones lose it (keeps entropy up). None = clip_eps (symmetric), under every preset; unset
+    (UNSET, the default) = the policy's preset. verl clip_ratio_high, TRL epsilon_high (TRL's is 1 +
+    ours for policy_loss="cispo")."""
 
     dual_clip_c: float | None = None
     """c: dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for a
     negative advantage the per-token objective is at least c * A, so a token whose ratio has grown
-    far past 1 + epsilon cannot push an unbounded penalty. Must be > 1; None = off. verl clip_ratio_c
-    (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound). policy_loss
-    "vanilla" only."""
+    far past 1 + epsilon cannot push an unbounded penalty. Must exceed 1 + clip_eps_high (below it verl
+    and TRL disagree, and the dual clip would cut into the clipped objective); None = off. verl
+    clip_ratio_c (on at 3.0 there), TRL delta (INTELLECT-2's two-sided clip, the same bound above
+    1 + epsilon_high). policy_loss "vanilla" only."""
 
     policy_loss: str = "vanilla"
     """The surrogate (verl actor.policy_loss.loss_mode): "vanilla" = PPO-clip per token (DeepSeekMath
@@ -157,7 +192,7 @@ class GRPOConfig:
 
     kl_cov_coef: float = 0.1
     """beta_KL: weight of |log pi - log pi_old| on KL-Cov's selected tokens (Cui et al. 2025; verl
-    ppo_kl_coef, whose config default is 0.1; it was 1.0 here before issue 17, verl's fallback when the
+    ppo_kl_coef, whose config default is 0.1; it was 1.0 here once, verl's fallback when the
     config gives None). >= 0. Used by policy_loss="kl_cov"."""
 
     sapo_tau_pos: float = 1.0
@@ -203,8 +238,37 @@ class GRPOConfig:
 
     dynamic_sampling_max_rounds: int = 10
     """Most rollout rounds (of B groups each) per iteration under dynamic sampling (verl
-    max_num_gen_batches). When the budget is spent with fewer than B informative groups, the
-    iteration trains on those it has (none: no update). At least 1."""
+    max_num_gen_batches, which verl 0.9.1 ignores with a warning: it refills without a bound). When the
+    budget is spent with fewer than B informative groups, the iteration trains on those it has (none:
+    no update). At least 1."""
+
+    gamma: float = 1.0
+    """gamma: discount of the critic's token-level GAE, per token (Schulman et al. 2016, arXiv
+    1506.02438; verl algorithm.gamma, 1.0 there; TRL PPOConfig gamma, 1.0). In [0, 1]. Used by
+    advantage="gae"."""
+
+    lam: float = 1.0
+    """lambda: GAE's bias-variance trade-off (Schulman et al. 2016; verl algorithm.lam, 1.0 there; TRL
+    PPOConfig lam, 0.95). With gamma = lam = 1 a token's advantage is the answer's reward minus the
+    critic's value of the token's state. In [0, 1]. Used by advantage="gae"."""
+
+    cliprange_value: float = 0.5
+    """c_v: the critic's new value predictions are clipped to [V_old - c_v, V_old + c_v] inside the value
+    loss 0.5 max((v - R)^2, (clip(v) - R)^2) (PPO2's value clipping; verl critic.cliprange_value, 0.5
+    there; TRL PPOConfig cliprange_value, 0.2). > 0. Used by advantage="gae"."""
+
+    critic_learning_rate: float | None = None
+    """The critic's Adam step size (verl critic.optim.lr, 1e-5 there against the actor's 1e-6). None:
+    the policy's learning_rate (one step size for both, as SB3 PPO and TRL's PPOTrainer). The critic is
+    a separate network with its own optimiser, so this is also its value loss's weight: verl's critic
+    loss has no coefficient beyond the 0.5, and TRL's vf_coef (0.1) weighs the value loss against the
+    policy loss in one optimiser (docs/agent.md). > 0. Used by advantage="gae"."""
+
+    critic_warmup: int = 0
+    """Iterations at the start of training in which only the critic learns (the policy is not
+    updated), so the first policy steps see a fitted baseline (verl trainer.critic_warmup, 0 there).
+    Counted with the agent's iterations (from the first learn(), continued by
+    reset_num_timesteps=False). >= 0; > 0 needs advantage="gae"."""
 
     token_sum_norm: int | None = None
     """The constant length in "seq_mean_token_sum" (Dr. GRPO's generation budget; verl
@@ -212,8 +276,13 @@ class GRPOConfig:
     task's max_length, or the env spec's max_episode_steps). At least 1."""
 
     def __post_init__(self) -> None:
+        critic = self.advantage in CRITIC_ESTIMATORS
         if self.group_size is not None:
-            _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a baseline")
+            if critic:
+                _int_at_least("group_size", self.group_size, 1, "")
+            else:
+                _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a "
+                              "baseline (with advantage='gae' the critic is the baseline and G may be 1)")
         if self.prompts_per_iter is not None:
             _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
         if self.epochs is not None:
@@ -235,23 +304,51 @@ class GRPOConfig:
             _real_in("max_grad_norm", self.max_grad_norm, lo=0.0, lo_open=True)
         _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         if self.advantage is not None:
-            _choice("advantage", self.advantage, ADVANTAGE_ESTIMATORS)
+            _choice("advantage", self.advantage, {**ADVANTAGE_ESTIMATORS, **CRITIC_ESTIMATORS})
+        _real_in("gamma", self.gamma, lo=0.0, hi=1.0)
+        _real_in("lam", self.lam, lo=0.0, hi=1.0)
+        _real_in("cliprange_value", self.cliprange_value, lo=0.0, lo_open=True)
+        if self.critic_learning_rate is not None:
+            _real_in("critic_learning_rate", self.critic_learning_rate, lo=0.0, lo_open=True)
+        _int_at_least("critic_warmup", self.critic_warmup, 0, "")
+        if not critic and self.advantage is not None and (
+                self.critic_warmup or self.critic_learning_rate is not None):
+            raise ValueError(
+                f"critic_warmup={self.critic_warmup!r} / critic_learning_rate={self.critic_learning_rate!r} "
+                f"need a learned critic (advantage='gae'), not advantage={self.advantage!r}"
+            )
+        if critic and self.dynamic_sampling and self.group_size == 1:
+            raise ValueError(
+                "dynamic_sampling=True with group_size=1 would drop every group: a group of one answer "
+                "always ties (DAPO's filter keeps groups whose rewards differ)"
+            )
         _choice("loss_aggregation", self.loss_aggregation, LOSS_AGGREGATIONS)
         _choice("tabular_optimizer", self.tabular_optimizer, {"sgd": None, "adam": None})
         for flag in ("unbiased_std", "mask_truncated", "dynamic_sampling"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag}={getattr(self, flag)!r} must be a bool")
         _choice("policy_loss", self.policy_loss, POLICY_LOSSES)
-        if self.clip_eps_high is not None:
+        if self.clip_eps_high is not None and self.clip_eps_high is not UNSET:
             _real_in("clip_eps_high", self.clip_eps_high, lo=0.0, lo_open=True)
         if self.dual_clip_c is not None:
             _real_in("dual_clip_c", self.dual_clip_c, lo=1.0, lo_open=True)
+            high = self.clip_eps_high
+            if high is None or high is UNSET:
+                high = self.clip_eps
+            if self.dual_clip_c <= 1.0 + high:
+                raise ValueError(
+                    f"dual_clip_c={self.dual_clip_c!r} must exceed 1 + clip_eps_high = {1.0 + high:g} "
+                    "(clip_eps when clip_eps_high is unset): at or below the clip's upper bound the dual "
+                    "clip cuts into the clipped objective itself, where verl's clip_ratio_c and TRL's delta "
+                    "(it clamps the ratio before the clip, for either sign of the advantage) disagree; TRL "
+                    "recommends delta > 1 + epsilon"
+                )
             if self.policy_loss != "vanilla":
                 raise ValueError(
                     f"dual_clip_c={self.dual_clip_c!r} applies to policy_loss='vanilla' only, not "
                     f"{self.policy_loss!r} (verl applies clip_ratio_c only there too)"
                 )
-        if self.policy_loss == "kl_cov" and self.clip_eps_high is not None:
+        if self.policy_loss == "kl_cov" and self.clip_eps_high not in (None, UNSET):
             raise ValueError(
                 f"clip_eps_high={self.clip_eps_high!r} has no effect with policy_loss='kl_cov': KL-Cov "
                 "does not clip the ratio"
@@ -290,7 +387,9 @@ class GRPOConfig:
             raise ValueError(f"action_masks={self.action_masks!r} must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, JSON-ready; a field left :data:`UNSET` is omitted (``from_dict`` leaves it unset
+        again), so ``GRPOConfig.from_dict(c.to_dict()) == c``."""
+        return {name: value for name, value in asdict(self).items() if value is not UNSET}
 
     def loss_settings(self, max_length: int | None = None,
                       rng: np.random.Generator | None = None) -> LossSettings:
@@ -298,8 +397,9 @@ class GRPOConfig:
         config: the one place a config field becomes a loss constant. ``max_length`` is the fixed length
         of "seq_mean_token_sum" (``token_sum_norm`` when set, else this one: the env's maximum episode
         length); ``rng`` is the generator Clip-Cov draws its tokens with (kept only for "clip_cov")."""
-        if self.beta is None:
-            raise ValueError("beta is unset: resolve the config first (GRPOConfig.resolve(policy))")
+        if self.beta is None or self.clip_eps_high is UNSET:
+            what = "beta" if self.beta is None else "clip_eps_high"
+            raise ValueError(f"{what} is unset: resolve the config first (GRPOConfig.resolve(policy))")
         if self.token_sum_norm is not None and max_length is not None and self.token_sum_norm < max_length:
             raise ValueError(
                 f"token_sum_norm={self.token_sum_norm} is shorter than the env's maximum episode length "
@@ -330,20 +430,28 @@ class GRPOConfig:
                             surrogate=surrogate, seq_mean_rows=self.seq_mean_rows)
 
     def resolve(self, policy: str) -> GRPOConfig:
-        """This config with every unset field (None among :data:`PRESET_FIELDS`) taken from ``policy``'s
-        preset, or from the ``"paper"`` preset where that one does not set it. Fields already set are
-        kept. A preset's ``learning_rate`` is for its optimiser: a tabular config with another
-        ``tabular_optimizer`` keeps None, and the policy takes that optimiser's step size (Adam: 0.1)."""
+        """This config with every unset field of :data:`PRESET_FIELDS` (None, or :data:`UNSET` where None
+        is a setting) taken from ``policy``'s preset, or from the ``"paper"`` preset where that one does
+        not set it (None when neither does). Fields already set are kept. A preset's ``learning_rate``
+        is for its optimiser: a tabular config with another ``tabular_optimizer`` keeps None, and the
+        policy takes that optimiser's step size (Adam: 0.1)."""
         if policy not in PRESETS:
             raise ValueError(f"no preset for policy={policy!r}; presets exist for {sorted(PRESETS)}")
         filled = {
             name: PRESETS[policy].get(name, PRESETS["paper"].get(name))
             for name in PRESET_FIELDS
-            if getattr(self, name) is None
+            if _is_unset(name, getattr(self, name))
         }
         own = PRESETS[policy].get("tabular_optimizer")
         if own is not None and self.tabular_optimizer != own:
             filled.pop("learning_rate", None)
+        if policy == "tabular" and self.advantage in CRITIC_ESTIMATORS:
+            raise ValueError(
+                f"advantage={self.advantage!r} needs a value network, and the tabular policy has none; "
+                "use policy='mlp' or 'transformer'"
+            )
+        if self.policy_loss == "kl_cov" and "clip_eps_high" in filled:
+            filled["clip_eps_high"] = None  # KL-Cov clips nothing; a preset's clip-higher does not apply
         return dataclasses.replace(self, **filled) if filled else self
 
     @classmethod
@@ -381,6 +489,11 @@ class GRPOConfig:
         if unknown:
             raise ValueError(f"unknown GRPOConfig fields {unknown}; known fields are {sorted(known)}")
         return cls(**data)
+
+
+def _is_unset(name: str, value: object) -> bool:
+    """Whether field ``name`` holding ``value`` was left for the preset to fill."""
+    return value is UNSET or (value is None and name not in _NONE_IS_A_VALUE)
 
 
 def _int_at_least(name: str, value: object, lo: int, why: str) -> None:
@@ -423,7 +536,7 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   Dr. GRPO's mean-only advantage keeps the 10:1 ratio between accuracy and format, plain SGD keeps
 #:   it per table row (Adam would rescale every row's step), and G = 32 answers per prompt make it
 #:   likely that a group contains a correct answer once the table has started to commit.
-#:   mu = 1 and beta = 0.02 (issue 17 item 10; were the paper's mu = 4, beta = 0.04): with plain SGD at
+#:   mu = 1 and beta = 0.02 (they were the paper's mu = 4, beta = 0.04): with plain SGD at
 #:   lr 300, a row that one step has just concentrated on a rewarded token gives every other token the
 #:   group sampled a k3 gradient r - 1 of up to ~12 (r = pi_ref / pi), and the stale epochs 2-4 took
 #:   that step on all of the row's answers at once, overshooting: in 9 of 9 such updates on seeds 0-9 a
@@ -483,7 +596,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dynamic_sampling": True,
         "clip_eps_high": 0.28,
     },
-    # issue 16: the causal transformer after a supervised cold start (agents.sft), on Countdown N=3
+    # the R1 recipe: the causal transformer after a supervised cold start (agents.sft), on Countdown N=3
     # with grammar masks; the countdown preset's choices (no k1.5 length term under masks, dynamic
     # sampling, clip-higher) with a small step size for a pretrained policy and B x G = 256 episodes;
     # mu = 1 (one step per batch, as DeepSeekMath ran it): the update is most of the cost.
@@ -512,7 +625,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 COLD_START: dict[str, Any] = {"epochs": 12, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
                               "warmup": 0.0}
 
-#: The fields a preset fills when a config leaves them unset (None).
+#: The fields a preset fills when a config leaves them unset (None, or UNSET where None is a setting).
 PRESET_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in fields(GRPOConfig) if f.default is None and any(f.name in p for p in PRESETS.values())
+    f.name for f in fields(GRPOConfig)
+    if (f.default is None or f.default is UNSET) and any(f.name in p for p in PRESETS.values())
 )

@@ -9,17 +9,18 @@ replacing the agent's methods.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from agents.extras import missing_extra
 from agents.grpo.callbacks import Callback
 from agents.grpo.rollout import GroupBatch
 
-__all__ = ["Callback", "GroupEvent", "GroupHook", "GroupHooks", "progress_bar"]
+__all__ = ["Callback", "GroupEvent", "GroupHook", "GroupHooks", "TextProgressBar", "progress_bar"]
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,59 @@ class GroupHooks:
 
 
 def progress_bar(enabled: bool, total: int) -> Any:
-    """A tqdm bar over ``total`` env steps for ``learn(progress_bar=True)`` (None when not enabled)."""
+    """A bar over ``total`` env steps for ``learn(progress_bar=True)`` (None when not enabled): tqdm's
+    when tqdm is installed (the ``torch`` extra brings it), else :class:`TextProgressBar`, so the light
+    install (gymnasium + NumPy) shows one too."""
     if not enabled:
         return None
     try:
         from tqdm.auto import tqdm
-    except ImportError as err:
-        raise missing_extra("progress_bar=True", "tqdm") from err
-
+    except ImportError:
+        return TextProgressBar(total, desc="GRPO")
     return tqdm(total=total, unit="step", desc="GRPO", dynamic_ncols=True)
+
+
+class TextProgressBar:
+    """A one-line progress bar on stderr without tqdm: the calls the agent makes on tqdm's (``update``,
+    ``n``, ``set_postfix_str``, ``close``), redrawn in place (carriage return) at most 5 times a second."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, desc: str = "GRPO", stream: Any = None) -> None:
+        self.total, self.desc, self.n = int(total), desc, 0
+        self.stream = sys.stderr if stream is None else stream
+        self._postfix = ""
+        self._start = self._drawn = time.perf_counter()
+        self._closed = False
+        self._draw()
+
+    def update(self, n: int = 1) -> None:
+        self.n += int(n)
+        if time.perf_counter() - self._drawn >= 0.2 or self.n >= self.total:
+            self._draw()
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        self._postfix = s
+        if refresh:
+            self._draw()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._draw()
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _draw(self) -> None:
+        frac = min(self.n / self.total, 1.0) if self.total > 0 else 1.0
+        filled = int(frac * self.WIDTH)
+        elapsed = time.perf_counter() - self._start
+        rate = self.n / elapsed if elapsed > 0 else 0.0
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        line = (f"{self.desc}: {frac:4.0%} |{bar}| {self.n}/{self.total} steps "
+                f"[{elapsed:.0f} s, {rate:.0f} steps/s]")
+        if self._postfix:
+            line += f", {self._postfix}"
+        self.stream.write("\r" + line)
+        self.stream.flush()
+        self._drawn = time.perf_counter()

@@ -36,6 +36,8 @@ _SHORT = {
     "train/kl": "kl",
     "train/clip_frac": "clip",
     "train/entropy": "entropy",
+    "train/value_loss": "vloss",  # advantage="gae" (the critic's)
+    "train/explained_variance": "ev",
     "time/fps": "fps",
 }
 
@@ -96,11 +98,16 @@ class StdoutLogger:
             fmt.close()
 
 
-def make_logger(verbose: int, log_dir: str | None, tensorboard: bool) -> Any:
-    """stdout (one line per dump for verbose=1, SB3's tables for verbose=2), CSV and TensorBoard."""
+def make_logger(verbose: int, log_dir: str | None, tensorboard: bool,
+                tensorboard_dir: str | None = None) -> Any:
+    """stdout (one line per dump for verbose=1, SB3's tables for verbose=2), CSV in ``log_dir`` and, with
+    ``tensorboard``, TensorBoard files in ``tensorboard_dir`` (default: ``log_dir``)."""
+    if tensorboard and tensorboard_dir is None:
+        tensorboard_dir = log_dir
     if sb3_logger is None:
-        if verbose == 2 or log_dir is not None:
-            what = "verbose=2 (SB3's tables)" if verbose == 2 else "log_dir (SB3's CSV/TensorBoard logs)"
+        if verbose == 2 or log_dir is not None or tensorboard:
+            what = ("verbose=2 (SB3's tables)" if verbose == 2 else
+                    "TensorBoard logs" if tensorboard else "log_dir (SB3's CSV/TensorBoard logs)")
             raise missing_extra(what, "stable-baselines3") from _SB3_MISSING
         return StdoutLogger([OneLineFormat()] if verbose == 1 else [])
     formats: list[Any] = []
@@ -111,9 +118,10 @@ def make_logger(verbose: int, log_dir: str | None, tensorboard: bool) -> Any:
     if log_dir is not None:
         os.makedirs(log_dir, exist_ok=True)
         formats.append(sb3_logger.CSVOutputFormat(os.path.join(log_dir, "progress.csv")))
-        if tensorboard:
-            if getattr(sb3_logger, "SummaryWriter", None) is None:  # SB3 found no tensorboard
-                raise ImportError('tensorboard=True needs tensorboard, which is not installed; install it '
-                                  'with pip install "rlvr-env[tensorboard]" (or pip install tensorboard)')
-            formats.append(sb3_logger.make_output_format("tensorboard", log_dir))
-    return sb3_logger.Logger(folder=log_dir, output_formats=formats)
+    if tensorboard and tensorboard_dir is not None:
+        if getattr(sb3_logger, "SummaryWriter", None) is None:  # SB3 found no tensorboard
+            raise ImportError('TensorBoard logs need tensorboard, which is not installed; install it '
+                              'with pip install "rlvr-env[tensorboard]" (or pip install tensorboard)')
+        os.makedirs(tensorboard_dir, exist_ok=True)
+        formats.append(sb3_logger.make_output_format("tensorboard", tensorboard_dir))
+    return sb3_logger.Logger(folder=log_dir or tensorboard_dir, output_formats=formats)

@@ -1,4 +1,5 @@
-"""The neural GRPO policy: exactly the actor of SB3 PPO's default ``MlpPolicy``, and no critic.
+"""The neural GRPO policy: exactly the actor of SB3 PPO's default ``MlpPolicy`` (no critic, except the
+value network ``advantage="gae"`` adds, :mod:`agents.grpo.torch_policy`).
 
 SB3's ``ActorCriticPolicy`` with default arguments is: observation preprocessing (Box: cast to float;
 Discrete: one-hot) -> ``FlattenExtractor`` -> policy MLP ``[64, 64]`` with ``Tanh`` -> ``action_net``
@@ -122,6 +123,23 @@ class MLPPolicy(TorchPolicy):
         with torch.inference_mode():
             logp_all = _masked_log_softmax(self._forward(self.reference, self._input(obs)), masks)
             return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].numpy()
+
+    def _value_network(self) -> nn.Sequential:
+        """The network with its action head replaced by a zero-initialised value head (SB3 PPO's critic
+        is a separate MLP of the same shape with a one-output head; ours starts from the actor's
+        hidden layers, module docstring of :mod:`agents.grpo.torch_policy`)."""
+        critic = copy.deepcopy(self.net)
+        last = critic[-1]
+        assert isinstance(last, nn.Linear)
+        head = nn.Linear(last.in_features, 1).double()
+        nn.init.zeros_(head.weight)
+        nn.init.zeros_(head.bias)
+        critic[-1] = head
+        return critic
+
+    def _critic_forward(self, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
+        assert self.critic is not None
+        return self._forward(self.critic, self._input(obs))[:, 0]  # type: ignore[arg-type]
 
     def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
                entropy_weights: np.ndarray | None = None,

@@ -7,6 +7,7 @@ upstream gradient (``logp.backward(grad)``). So the clip, the KL estimator and t
 written exactly once. Shapes: ``N`` episodes (B prompts x G answers), ``L`` token positions.
 
 Variants are looked up by name in the ``ADVANTAGE_ESTIMATORS`` (:mod:`agents.grpo.advantages`),
+``CRITIC_ESTIMATORS`` (token-level GAE with a learned critic, :mod:`agents.grpo.value`),
 ``POLICY_LOSSES`` (:mod:`agents.grpo.surrogates`), ``KL_ESTIMATORS`` and ``LOSS_AGGREGATIONS`` tables
 rather than chained in if-ladders; this module re-exports them all. docs/variants.md maps every variant
 to verl's and TRL's option names.
@@ -30,7 +31,16 @@ from agents.grpo.advantages import (  # noqa: F401  (re-exported: the objective'
     reinforce_pp_baseline_verl_advantages,
     rloo_advantages,
 )
+from agents.grpo.value import (  # noqa: F401  (re-exported)
+    CRITIC_ESTIMATORS,
+    ValueLossTerms,
+    clipped_value_loss,
+    gae_advantages,
+    masked_whiten,
+    terminal_token_rewards,
+)
 from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
+    ALL_ROWS_POLICY_LOSSES,
     LOG_RATIO_CLAMP,
     PER_ANSWER_LOSSES,
     POLICY_LOSSES,
@@ -47,6 +57,14 @@ from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "ALL_ROWS_POLICY_LOSSES",
+    "CRITIC_ESTIMATORS",
+    "ValueLossTerms",
+    "clipped_value_loss",
+    "gae_advantages",
+    "loss_weights",
+    "masked_whiten",
+    "terminal_token_rewards",
     "KL_ESTIMATORS",
     "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
@@ -253,6 +271,16 @@ class LossSettings:
     seq_mean_rows: str = "all"
 
 
+def loss_weights(mask: np.ndarray, settings: LossSettings) -> np.ndarray:
+    """(N, L) each token's weight in the aggregated loss (``settings.aggregation``, and for the
+    ``seq_mean_*`` ones ``settings.seq_mean_rows``): the policy loss's, and the critic's value loss's
+    (verl's critic takes the actor's ``loss_agg_mode``). Zero where ``mask`` is 0."""
+    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)
+    if settings.aggregation.startswith("seq_mean"):
+        weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
+    return weights
+
+
 def grpo_token_loss(
     logp: np.ndarray,
     logp_old: np.ndarray,
@@ -264,6 +292,11 @@ def grpo_token_loss(
 ) -> LossTerms:
     """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
 
+    The weights ``w_t`` are the aggregation's, with ``seq_mean_rows`` deciding which answers a seq-mean
+    counts. One exception, verl's: under ``seq_mean_rows="non_empty"`` a policy loss in
+    :data:`ALL_ROWS_POLICY_LOSSES` (GMPO's ``geo_mean``) still averages its policy term over every answer
+    (verl's ``torch.mean``) while the KL term counts the non-empty answers (verl's ``agg_loss``).
+
     Args:
         logp, logp_old, logp_ref: (N, L) log-probabilities of the sampled tokens under the current,
             sampling and reference policies.
@@ -274,9 +307,11 @@ def grpo_token_loss(
             e.g. :func:`high_entropy_tokens`; the KL term and the aggregation still use ``mask``, as TRL
             applies ``top_entropy_quantile``.
     """
-    weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)  # (N, L), zero on padding
-    if settings.aggregation.startswith("seq_mean"):
-        weights = SEQ_MEAN_ROWS[settings.seq_mean_rows](weights, mask)
+    weights = loss_weights(mask, settings)  # (N, L), zero on padding
+    policy_weights = weights  # the policy term's weights (every answer for ALL_ROWS_POLICY_LOSSES)
+    if (settings.aggregation.startswith("seq_mean") and settings.seq_mean_rows != "all"
+            and settings.policy_loss in ALL_ROWS_POLICY_LOSSES):
+        policy_weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)
     surrogate, d_surrogate, clipped = POLICY_LOSSES[settings.policy_loss](
         logp, logp_old, adv, mask, settings.surrogate
     )
@@ -284,13 +319,17 @@ def grpo_token_loss(
         surrogate, d_surrogate = surrogate * policy_tokens, d_surrogate * policy_tokens
     kl, d_kl = KL_ESTIMATORS[settings.kl_estimator](logp, logp_ref)
     beta = settings.beta
-    per_token = -(surrogate - beta * kl)  # (N, L)
-    grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)
+    if policy_weights is weights:
+        loss = float((-(surrogate - beta * kl) * weights).sum())
+        grad = -(d_surrogate - beta * d_kl) * weights  # (N, L)
+    else:  # the two terms count different answers (verl's geo_mean under seq_mean_rows="non_empty")
+        loss = float((-surrogate * policy_weights + beta * kl * weights).sum())
+        grad = -d_surrogate * policy_weights + beta * d_kl * weights
     n_valid = max(float(mask.sum()), 1.0)
     return LossTerms(
-        loss=float((per_token * weights).sum()),
+        loss=loss,
         grad_logp=grad,
-        policy_loss=float(-(surrogate * weights).sum()),
+        policy_loss=float(-(surrogate * policy_weights).sum()),
         kl=float((kl * weights).sum()),
         clip_frac=float((clipped * mask).sum() / n_valid),
     )

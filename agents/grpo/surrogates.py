@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "ALL_ROWS_POLICY_LOSSES",
     "LOG_RATIO_CLAMP",
     "PER_ANSWER_LOSSES",
     "POLICY_LOSSES",
@@ -291,3 +292,7 @@ POLICY_LOSSES: dict[str, SurrogateFn] = {
 }
 #: Policy losses whose objective is one number per answer, so the loss must weight each answer once.
 PER_ANSWER_LOSSES = frozenset({"gspo", "sapo", "geo_mean"})
+#: Policy losses whose answer mean counts every answer of the minibatch whatever ``seq_mean_rows`` says:
+#: verl's ``geo_mean`` takes ``torch.mean`` over its answers (an empty one adds 0), while its KL and entropy
+#: terms go through ``agg_loss``, which divides by the non-empty answers.
+ALL_ROWS_POLICY_LOSSES = frozenset({"geo_mean"})

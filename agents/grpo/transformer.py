@@ -421,13 +421,17 @@ class TransformerPolicy(TorchPolicy):
     def parameters(self) -> Sequence[nn.Parameter]:
         return list(self.net.parameters())
 
-    def restart_from_current(self) -> None:
-        """Make the current network the frozen KL reference and restart the RL optimiser (what the
-        cold start does before RL, as DeepSeek-R1 starts RL from its SFT checkpoint)."""
-        self._cache = None
-        self.reference = copy.deepcopy(self.net).requires_grad_(False)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+    # -- the critic of advantage="gae" (agents.grpo.torch_policy) ---------------------------------
+    def _value_network(self) -> TinyLM:
+        critic = copy.deepcopy(self.net)
+        critic.head = nn.Linear(critic.arch["d_model"], 1).to(self.dtype)
+        nn.init.zeros_(critic.head.weight)
+        nn.init.zeros_(critic.head.bias)
+        return critic
+
+    def _critic_forward(self, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
+        assert self.critic is not None
+        return self._token_logits(self.critic, obs, actions)[:, 0]  # type: ignore[arg-type]
 
     def _loaded(self) -> None:
         self._cache = None

@@ -3,7 +3,9 @@
 Outputs: every experiment writes by default into ``benchmark-runs/<experiment>/`` (relative to where the
 command runs; git ignores it), so running any command leaves a clone clean. The committed folder under
 ``benchmarks/results/`` is written only with ``--update-results`` (:func:`add_output_arguments`,
-:func:`output_folder`).
+:func:`output_folder`), and only when every run of the study succeeded: until then its new run files and
+any table go to its scratch folder (:func:`scratch_folder`), and a table written with runs missing says
+so in its first line (:func:`incomplete_line`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "LOCAL_OUT", "RESULTS_DIR", "ROOT", "add_output_arguments", "check_writable", "command_line",
-    "limit_threads", "machine_info", "output_folder", "write_atomically", "write_json", "write_results",
+    "LOCAL_OUT", "RESULTS_DIR", "ROOT", "SetupError", "add_output_arguments", "check_writable", "cli",
+    "command_line", "incomplete_line", "is_committed", "limit_threads", "machine_info", "output_folder",
+    "scratch_folder", "write_atomically", "write_json", "write_results",
 ]
 
 #: The repository (the folder holding ``benchmarks/``).
@@ -29,6 +32,39 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 #: Default outputs: a git-ignored folder in the working directory (``/benchmark-runs/`` in .gitignore).
 LOCAL_OUT = Path("benchmark-runs")
+
+
+class SetupError(Exception):
+    """A study cannot start as set up (an unwritable folder, a bad or silent cluster address): the CLIs
+    print its message as one line (:func:`cli`), with no traceback."""
+
+
+class FolderNotWritable(SetupError, PermissionError):
+    """An output folder that cannot be created or written."""
+
+
+def is_committed(folder: Path) -> bool:
+    """Whether ``folder`` is the committed results folder or inside it."""
+    return Path(folder).resolve().is_relative_to(Path(RESULTS_DIR).resolve())
+
+
+def scratch_folder(folder: Path) -> Path:
+    """Where a study writes what must not reach ``folder`` yet: ``folder`` itself when it is not committed;
+    for a committed folder, ``benchmark-runs/update-results/<folder relative to benchmarks/results>``
+    (git-ignored), which holds the new run files until every run of the study succeeded, and the tables
+    of a study that lost runs."""
+    if not is_committed(folder):
+        return Path(folder)
+    rel = Path(folder).resolve().relative_to(Path(RESULTS_DIR).resolve())
+    return LOCAL_OUT / "update-results" / rel
+
+
+def incomplete_line(missing: list[str] | tuple[str, ...], total: int) -> str:
+    """The first line of every table written while runs are missing ("" when none is)."""
+    if not missing:
+        return ""
+    return (f"INCOMPLETE: {len(missing)} of {total} run(s) failed and are missing from these results: "
+            + ", ".join(missing))
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:
@@ -54,16 +90,21 @@ def write_json(path: Path, obj: Any) -> None:
     write_atomically(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def write_results(out: Path, stem: str, result: dict[str, Any], table: str) -> None:
-    """Write ``<out>/<stem>.json`` (raw figures) and ``<out>/<stem>.md`` (the table); print the table."""
+def write_results(out: Path, stem: str, result: dict[str, Any], table: str, incomplete: str = "") -> None:
+    """Write ``<out>/<stem>.json`` (raw figures) and ``<out>/<stem>.md`` (the table); print the table.
+    ``incomplete`` (:func:`incomplete_line`), when given, is the table's first line and the json's
+    ``"incomplete"``."""
+    if incomplete:
+        result = {"incomplete": incomplete, **result}
+        table = f"{incomplete}\n\n{table}"
     write_json(Path(out) / f"{stem}.json", result)
     write_atomically(Path(out) / f"{stem}.md", table)
     print(table)
 
 
 def check_writable(folder: Path) -> None:
-    """Fail now, before anything trains, if ``folder`` cannot be created or written: a ``PermissionError``
-    (an ``OSError``) that names the folder."""
+    """Fail now, before anything trains, if ``folder`` cannot be created or written: a
+    :class:`FolderNotWritable` (a ``PermissionError``) that names the folder."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -71,7 +112,7 @@ def check_writable(folder: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise PermissionError(f"the output folder {folder} is not writable ({err.strerror or err}); "
+        raise FolderNotWritable(f"the output folder {folder} is not writable ({err.strerror or err}); "
                               "choose another with --out or fix its permissions") from err
 
 
@@ -157,3 +198,16 @@ def machine_info() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "load_average_1min": load,
     }
+
+
+def cli(main: Any, argv: list[str] | None = None) -> int:
+    """Run a benchmark CLI's ``main``: a :class:`SetupError` prints one line (``error: ...``, exit status
+    2) instead of a chained traceback; Ctrl-C exits with 130 (the executor has said what was kept)."""
+    try:
+        status = main(argv)
+    except SetupError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return status if isinstance(status, int) else 0  # some mains return their result

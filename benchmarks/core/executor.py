@@ -8,14 +8,21 @@ runs are all tasks of this executor, so each experiment runs on a cluster with `
 - Only the driver writes files: each record goes atomically into ``<out>/runs/<key>.json`` with its key,
   fingerprint and checksum (:mod:`benchmarks.core.store`), so a cluster needs no shared filesystem. A
   stored run whose file passes every check is reused; a bad file is quarantined with a warning and the
-  run trains again. The output folder is checked for writing before anything is submitted; a write that
-  fails loses only that run (reported at the end, the others are kept).
+  run trains again. Every folder the study writes (``out`` and its ``runs/``) is checked for writing
+  before anything is submitted; a write that fails loses only that run (reported at the end, the others
+  are kept).
+- A committed ``out`` (under ``benchmarks/results/``) changes only when every run succeeded: new run
+  files are written to its scratch folder (:func:`~benchmarks.core.common.scratch_folder`) and moved
+  into ``out/runs`` at the end of a call without failures; its stored files are read, never moved. A
+  study whose :class:`Outcome` is not :attr:`~Outcome.complete` writes its tables to
+  :meth:`Outcome.destination` (the scratch folder) with :meth:`Outcome.incomplete` as their first line.
 - With no address an embedded, isolated local Ray is started (``address="local"``: a new cluster of
   ``workers`` CPUs even if a ``ray start`` head is already up on the machine) and shut down at the end.
   ``address`` (``--ray-address``, or ``RAY_ADDRESS``) joins a cluster, whose nodes need this checkout
-  installed; an address that does not answer fails within :data:`CONNECT_TIMEOUT` seconds, saying what to
-  check; a head that uses token authentication (``ray start --head`` does once a token exists in
-  ``~/.ray/auth_token``) is joined with the same token (``RAY_AUTH_MODE=token``).
+  installed; an address where nothing answers, or where something that is not a Ray head answers, fails
+  within :data:`CONNECT_TIMEOUT` seconds, saying what to check; a head that uses token authentication
+  (``ray start --head`` does once a token exists in ``~/.ray/auth_token``) is joined with the same token
+  (``RAY_AUTH_MODE=token``, set before Ray reads its configuration).
 - Every record carries its worker's code version (:func:`worker_version`: the store's code version and a
   digest of this checkout's sources); one that differs from the driver's fails that run loudly.
 - Faults: a task whose worker process dies is retried up to ``max_retries`` times by Ray; the attempts
@@ -32,14 +39,23 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.common import ROOT, check_writable, limit_threads
-from benchmarks.core.store import code_version, fingerprint, load_run, save_run
+from benchmarks.core.common import (
+    ROOT,
+    SetupError,
+    check_writable,
+    incomplete_line,
+    limit_threads,
+    scratch_folder,
+    write_atomically,
+)
+from benchmarks.core.store import RunFileError, check_run, code_version, fingerprint, load_run, save_run
 
 __all__ = ["CONNECT_TIMEOUT", "MAX_RETRIES", "Outcome", "Task", "git_commit", "ray_session", "run_tasks",
            "worker_version"]
@@ -72,15 +88,39 @@ class Task:
 
 @dataclass
 class Outcome:
-    """What :func:`run_tasks` gives back: records by key (stored and new), one message per failed run,
-    and how many runs needed more than one attempt."""
+    """What :func:`run_tasks` gives back: records by key (stored and new), one message per failed run and
+    the failed runs' keys (``missing``), how many runs there were (``total``) and were found on disk
+    (``found``), and how many needed more than one attempt."""
 
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     retried: int = 0
+    missing: list[str] = field(default_factory=list)
+    total: int = 0
+    found: int = 0
 
     def ordered(self, tasks: Iterable[Task]) -> list[dict[str, Any]]:
         return [self.records[t.key] for t in tasks if t.key in self.records]
+
+    @property
+    def complete(self) -> bool:
+        """Every run has its record: the study may write its committed folder."""
+        return not self.failures
+
+    def incomplete(self) -> str:
+        """The first line of every table made from these records ("" when complete)."""
+        return incomplete_line(self.missing or [f.partition(":")[0] for f in self.failures], self.total)
+
+    def destination(self, out: Path) -> Path:
+        """Where the study writes its tables: ``out`` when complete, else ``out``'s scratch folder (a
+        committed folder is never written with runs missing)."""
+        return Path(out) if self.complete else scratch_folder(out)
+
+    def __add__(self, other: Outcome) -> Outcome:
+        """The outcome of two calls (e.g. a study's bases, then its runs)."""
+        return Outcome({**self.records, **other.records}, self.failures + other.failures,
+                       self.retried + other.retried, self.missing + other.missing,
+                       self.total + other.total, self.found + other.found)
 
 
 def git_commit() -> str | None:
@@ -147,36 +187,78 @@ class _Attempts:
         return self.counts[key]
 
 
+class ClusterUnreachable(SetupError, ConnectionError):
+    """A ``--ray-address`` where no Ray head answers."""
+
+
+class BadAddress(SetupError, ValueError):
+    """A ``--ray-address`` that is not ``HOST:PORT``."""
+
+
+#: The client's HTTP/2 connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5): a Ray head's
+#: GCS speaks gRPC, so it answers with a SETTINGS frame of its own; anything else is not a Ray head.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_SETTINGS = 0x04
+
+
 def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """A ``HOST:PORT`` address must accept a TCP connection within ``timeout`` seconds, else a
-    ``ConnectionError`` that says what to check (Ray itself would retry for many minutes)."""
+    """A ``HOST:PORT`` address must accept a TCP connection and answer as a gRPC server (a Ray head's GCS)
+    within ``timeout`` seconds in all, else a :class:`ClusterUnreachable` that says what to check (Ray
+    itself would retry for many minutes)."""
     if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
         return
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"--ray-address {address!r} must read HOST:PORT (the head's GCS port, 6379 by "
+        raise BadAddress(f"--ray-address {address!r} must read HOST:PORT (the head's GCS port, 6379 by "
                          "default)")
+    check = (f"Check that the head is up (`ray start --head --port={port}` on {host}, `ray status` there), "
+             f"that this machine can reach {host}:{port} (firewall, VPN), and that the address is the head's "
+             "GCS port")
+    deadline = time.monotonic() + timeout
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
+        conn = socket.create_connection((host, int(port)), timeout=timeout)
     except OSError as err:
-        raise ConnectionError(
-            f"--ray-address {address}: nothing answers there within {timeout:.0f} s ({err}). Check that the "
-            f"head is up (`ray start --head --port={port}` on {host}, `ray status` there), that this machine "
-            f"can reach {host}:{port} (firewall, VPN), and that the address is the head's GCS port") from err
-
-
-def _token_auth_for(address: str) -> None:
-    """``ray start --head`` turns token authentication on when a token exists (``~/.ray/auth_token``,
-    which every local ``ray.init`` of this Ray creates), but a driver given an explicit address does not
-    (Ray 2.60): it then fails with ``AuthenticationError``. Use the token when one is there, as
-    ``ray start`` does, unless ``RAY_AUTH_MODE`` says otherwise."""
-    if "RAY_AUTH_MODE" in os.environ or address == "local":
+        raise ClusterUnreachable(f"--ray-address {address}: nothing answers there within {timeout:.0f} s "
+                                 f"({err}). {check}") from err
+    reply = b""
+    with conn:
+        try:
+            conn.sendall(_H2_HELLO)
+            while len(reply) < 9:
+                conn.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = conn.recv(64)
+                if not chunk:
+                    break
+                reply += chunk
+        except OSError:  # a timeout or a reset: judged by what arrived
+            pass
+    if len(reply) >= 9 and reply[3] == _SETTINGS:
         return
-    has_token = bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(os.environ.get(
-        "RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token")).is_file()
-    if has_token:
-        os.environ["RAY_AUTH_MODE"] = "token"
+    said = f"it answered {reply[:32]!r}" if reply else f"it said nothing within {timeout:.0f} s"
+    raise ClusterUnreachable(f"--ray-address {address}: something listens there but it is not a Ray head "
+                             f"(a Ray head's GCS speaks gRPC; {said}). {check}")
+
+
+def _auth_mode_for(address: str | None) -> None:
+    """Set ``RAY_AUTH_MODE`` for the driver before Ray reads it, unless the user set it.
+
+    ``ray start --head`` turns token authentication on when a token exists (``~/.ray/auth_token``, which
+    every local ``ray.init`` of Ray 2.60 creates), but a driver given an explicit address does not: it then
+    fails with ``AuthenticationError``. So with an address, the token is used when one is there, as ``ray
+    start`` does. A new local Ray turns token authentication on by itself and logs a warning saying so
+    (into the progress bar); setting the same mode first keeps it quiet. Ray caches its configuration when
+    it is imported, so when it already is, the cache is refreshed, as Ray's own token set-up does."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    if address not in (None, "local"):
+        has_token = bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(os.environ.get(
+            "RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token")).is_file()
+        if not has_token:
+            return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    raylet = sys.modules.get("ray._raylet")
+    if raylet is not None:
+        raylet.Config.initialize("")
 
 
 class ray_session:  # noqa: N801 - used as a context manager, like open()
@@ -192,11 +274,12 @@ class ray_session:  # noqa: N801 - used as a context manager, like open()
         self.dashboard_url: str | None = None
 
     def __enter__(self) -> ray_session:
-        import ray
-
         if self.address is not None:
             _check_reachable(self.address)  # even when connected already: a dead address is a mistake
+        import ray
+
         if not ray.is_initialized():
+            _auth_mode_for(self.address)
             # One BLAS / OpenMP thread per worker, inherited by a local Ray's worker processes.
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
                 os.environ.setdefault(var, "1")
@@ -207,9 +290,17 @@ class ray_session:  # noqa: N801 - used as a context manager, like open()
                 kwargs.update(address="local", num_cpus=int(self.workers or os.cpu_count() or 1),
                               include_dashboard=None)  # a dashboard if ray[default] is installed
             else:
-                _token_auth_for(self.address)
                 kwargs["address"] = self.address
-            ctx = ray.init(**kwargs)
+            try:
+                ctx = ray.init(**kwargs)
+            except Exception as err:  # a join that fails is a set-up error, said in one line
+                if self.address is None:
+                    raise
+                first = (str(err).strip().splitlines() or [""])[0]
+                raise ClusterUnreachable(
+                    f"--ray-address {self.address}: Ray could not join the cluster ({type(err).__name__}: "
+                    f"{first}); docs/cluster.md says how the head, the nodes and this driver share a token"
+                ) from err
             self.started = True
             url = getattr(ctx, "dashboard_url", None)
             self.dashboard_url = f"http://{url}" if url and not str(url).startswith("http") else url or None
@@ -237,32 +328,85 @@ def run_tasks(
     log: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run every task whose run file in ``out/runs`` is missing or fails its checks, one Ray task each,
-    saving each record as it returns; ``rerun`` names groups whose stored runs are replaced."""
+    saving each record as it returns; ``rerun`` names groups whose stored runs are replaced. A committed
+    ``out`` gets its new run files only when every task succeeded (see the module's docstring)."""
     from tqdm.auto import tqdm
 
-    run_dir = Path(out) / "runs"
-    check_writable(run_dir)  # before anything trains
+    out = Path(out)
+    run_dir = out / "runs"
+    stage_dir = scratch_folder(out) / "runs"  # run_dir itself unless out is committed
+    for folder in dict.fromkeys((out, run_dir, stage_dir)):  # every folder written, before anything trains
+        check_writable(folder)
     rerun = set(rerun)
-    outcome = Outcome()
+    unique = list({t.key: t for t in tasks}.values())  # a task listed twice runs once
+    outcome = Outcome(total=len(unique))
     todo: list[Task] = []
-    for task in {t.key: t for t in tasks}.values():  # a task listed twice runs once
+    for task in unique:
         stored = None
         if task.group not in rerun:
-            stored = load_run(run_dir / f"{task.key}.json", task.key, task.fingerprint)
+            stored = load_run(stage_dir / f"{task.key}.json", task.key, task.fingerprint)
+            if stored is None and stage_dir != run_dir:
+                stored = _committed_run(run_dir / f"{task.key}.json", task)
         if stored is not None:
             outcome.records[task.key] = stored
         else:
             todo.append(task)
+    outcome.found = len(outcome.records)
     if log is not None:
-        log(f"{desc}: {len(outcome.records) + len(todo)} run(s): {len(outcome.records)} found on disk, "
-            f"{len(todo)} to run")
-    if not todo:
-        return outcome
+        log(f"{desc}: {outcome.total} run(s): {outcome.found} found on disk, {len(todo)} to run"
+            + (" (all found on disk, nothing trains)" if not todo else ""))
+    if todo:
+        _submit(todo, outcome, run_dir=stage_dir, address=address, workers=workers, progress=progress,
+                desc=desc, max_retries=max_retries, tqdm=tqdm)
+    if outcome.retried:
+        print(f"{outcome.retried} run(s) were retried after their worker died (execution.attempts in "
+              "their run files)", file=sys.stderr)
+    if stage_dir != run_dir:
+        if outcome.complete:
+            _promote(outcome, stage_dir, run_dir)
+        else:
+            print(f"{len(outcome.failures)} run(s) failed: the committed {run_dir} is left as it was; the "
+                  f"finished new runs wait in {stage_dir} (the same command reuses them)", file=sys.stderr)
+    return outcome
+
+
+def _committed_run(path: Path, task: Task) -> dict[str, Any] | None:
+    """A committed run file's record if it passes every check; a file that fails is left where it is (a
+    committed folder changes only when the whole study succeeds) and the run trains again."""
+    if not path.exists():
+        return None
+    try:
+        return check_run(path, task.key, task.fingerprint)
+    except RunFileError as err:
+        print(f"warning: run file {path} {err.detail}; training the run again (the file is replaced once "
+              "every run of the study succeeded)", file=sys.stderr)
+        return None
+
+
+def _promote(outcome: Outcome, stage_dir: Path, run_dir: Path) -> None:
+    """Move the staged run files of a complete call into the committed ``run_dir``."""
+    moved = 0
+    for key in outcome.records:
+        staged = stage_dir / f"{key}.json"
+        if staged.is_file():
+            write_atomically(run_dir / staged.name, staged.read_bytes())  # may be another filesystem
+            staged.unlink()
+            moved += 1
+    if moved:
+        print(f"{moved} new run file(s) moved into {run_dir}", file=sys.stderr)
+
+
+def _submit(todo: Sequence[Task], outcome: Outcome, *, run_dir: Path, address: str | None,
+            workers: int | None, progress: bool, desc: str, max_retries: int, tqdm: Any) -> None:
+    """Send ``todo`` to Ray and collect each record into ``outcome`` (saved in ``run_dir``) as it returns."""
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        _check_reachable(address)  # before the progress bar
     import ray
 
     commit = git_commit()
     driver = worker_version()
-    bar = tqdm(total=len(outcome.records) + len(todo), initial=len(outcome.records), desc=desc, unit="run",
+    bar = tqdm(total=outcome.total, initial=len(outcome.records), desc=desc, unit="run",
                disable=not progress, dynamic_ncols=True)
     with ray_session(address, workers, quiet=not progress):
         attempts = ray.remote(num_cpus=0)(_Attempts).remote()
@@ -285,10 +429,6 @@ def run_tasks(
             raise
         finally:
             bar.close()
-    if outcome.retried:
-        print(f"{outcome.retried} run(s) were retried after their worker died (execution.attempts in "
-              "their run files)", file=sys.stderr)
-    return outcome
 
 
 def _collect(ray: Any, ref: Any, task: Task, driver: Mapping[str, Any], commit: str | None, run_dir: Path,
@@ -299,11 +439,13 @@ def _collect(ray: Any, ref: Any, task: Task, driver: Mapping[str, Any], commit: 
     except Exception as err:  # this run only; the others go on
         trace = "".join(traceback.format_exception(err))
         outcome.failures.append(f"{task.key}: {err!r}\n{trace}")
+        outcome.missing.append(task.key)
         return
     if result["worker"] != driver:
         outcome.failures.append(
             f"{task.key}: the worker on {result['host']} runs other code ({result['worker']}) than this "
             f"driver ({dict(driver)}); install the same checkout and libraries on every node. Not saved.")
+        outcome.missing.append(task.key)
         print(f"error: {outcome.failures[-1]}", file=sys.stderr)
         return
     record = result["record"]
@@ -316,5 +458,6 @@ def _collect(ray: Any, ref: Any, task: Task, driver: Mapping[str, Any], commit: 
         save_run(run_dir, task.key, task.fingerprint, record)
     except OSError as err:  # this run is lost, the others are kept
         outcome.failures.append(f"{task.key}: could not write its run file in {run_dir}: {err}")
+        outcome.missing.append(task.key)
         return
     outcome.records[task.key] = record

@@ -59,8 +59,9 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _fmt_ci(point: float, lo: float, hi: float, digits: int, scale: float = 1.0) -> str:
-    return Interval(point, lo, hi).fmt(digits, scale)
+def _fmt_ci(point: float, lo: float, hi: float, digits: int, scale: float = 1.0, n: int | None = None) -> str:
+    """``point [lo, hi]``; from ``n`` = 1 seed the point alone, saying it is not an interval."""
+    return Interval(point, lo, hi, n).fmt(digits, scale)
 
 
 def _steps_line(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
@@ -103,20 +104,21 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
         + ("---|" if maskable else ""),
     ]
     for r in summary["rows"]:
+        n = r["n_seeds"]
         extra = ""
         if sampled:
             extra = "".join(
                 "| " + _fmt_ci(r[f"final_{s}_sampled_iqm"], r[f"final_{s}_sampled_lo"],
-                               r[f"final_{s}_sampled_hi"], 2) + " "
+                               r[f"final_{s}_sampled_hi"], 2, n=r["n_seeds"]) + " "
                 if r.get(f"final_{s}_sampled_iqm") is not None else "| n/a " for s in ("test", "train"))
         lines.append(
             f"| {r['label']} | {r['n_seeds']} "
-            f"| {_fmt_ci(r['final_test_iqm'], r['final_test_lo'], r['final_test_hi'], 2)} "
-            f"| {_fmt_ci(r['final_train_iqm'], r['final_train_lo'], r['final_train_hi'], 2)} "
+            f"| {_fmt_ci(r['final_test_iqm'], r['final_test_lo'], r['final_test_hi'], 2, n=n)} "
+            f"| {_fmt_ci(r['final_train_iqm'], r['final_train_lo'], r['final_train_hi'], 2, n=n)} "
             + extra
-            + f"| {_fmt_ci(r['steps95_iqm'], r['steps95_lo'], r['steps95_hi'], 1, 1000.0)} "
+            + f"| {_fmt_ci(r['steps95_iqm'], r['steps95_lo'], r['steps95_hi'], 1, 1000.0, n=n)} "
             f"| {r['steps95_censored']}/{r['n_seeds']} "
-            f"| {_fmt_ci(r['seconds95_iqm'], r['seconds95_lo'], r['seconds95_hi'], 1)} "
+            f"| {_fmt_ci(r['seconds95_iqm'], r['seconds95_lo'], r['seconds95_hi'], 1, n=n)} "
             f"| {r['frac_reached_100']:.0%} | {r['frac_collapsed']:.0%} "
             f"| {r['params_actor']:,} / {r['params_critic']:,} | {r['steps_per_second_median']:,.0f} "
             f"| {r['peak_rss_mb_median']:.0f} | {r['verdict']} | {r['verdict_vs_ppo_default']} |"
@@ -135,7 +137,7 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     if summary["ratios"]:
         lines += [
             "",
-            "Ratios GRPO ÷ PPO, IQM ratio [95% bootstrap CI], same study. The issue's goal, against tuned "
+            "Ratios GRPO ÷ PPO, IQM ratio [95% bootstrap CI], same study. Targets, against tuned "
             "PPO: steps <= 0.5, wall <= 0.5, params <= 0.55; the same lines are applied to the other "
             "references. "
             "A goal is \"undetermined\" when censored runs leave its side of the line open:",
@@ -144,16 +146,18 @@ def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
             "| trainable params | goals against this PPO |",
             "|---|---|---|---|---|---|",
         ]
+        seeds = {r["contender"]: r["n_seeds"] for r in summary["rows"]}
         for q in summary["ratios"]:
+            n = min(seeds[q["contender"]], seeds[q["reference"]])
             goals = "; ".join(f"{name} {q[f'goal_{name}']}" for name in ("steps", "seconds", "params"))
             cens = ""
             if q["censored"] or q["reference_censored"]:
                 cens = f" (censored: {q['censored']} GRPO, {q['reference_censored']} PPO)"
+            steps = _fmt_ci(q["steps95_ratio"], q["steps95_ratio_lo"], q["steps95_ratio_hi"], 2, n=n)
+            wall = _fmt_ci(q["seconds95_ratio"], q["seconds95_ratio_lo"], q["seconds95_ratio_hi"], 3, n=n)
             lines.append(
                 f"| {CONTENDERS[q['contender']].label} | {CONTENDERS[q['reference']].label} "
-                f"| {_fmt_ci(q['steps95_ratio'], q['steps95_ratio_lo'], q['steps95_ratio_hi'], 2)}{cens} "
-                f"| {_fmt_ci(q['seconds95_ratio'], q['seconds95_ratio_lo'], q['seconds95_ratio_hi'], 3)} "
-                f"| {q['params_ratio']:.2f} | {goals} |"
+                f"| {steps}{cens} | {wall} | {q['params_ratio']:.2f} | {goals} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -181,19 +185,23 @@ def verdict_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def write_outputs(
     records: Sequence[Mapping[str, Any]], contenders: Sequence[str], out: Path, meta: Mapping[str, Any],
-    plots: bool = True,
+    plots: bool = True, incomplete: str = "",
 ) -> dict[str, Any]:
-    """Write runs.csv, curves.csv, summary.csv/json, table.md and the PNGs into ``out`` (atomically)."""
+    """Write runs.csv, curves.csv, summary.csv/json, table.md and the PNGs into ``out`` (atomically).
+    ``incomplete`` (the runs missing, :meth:`benchmarks.core.executor.Outcome.incomplete`) is the first
+    line of every table (``# ...`` in the CSVs) and the summary's ``"incomplete"``."""
     out = Path(out)
     summary = summarize(records, contenders)
-    atomic_write_text(out / "runs.csv", _csv_text(records, RUN_COLUMNS))
+    first = f"# {incomplete}\n" if incomplete else ""
+    atomic_write_text(out / "runs.csv", first + _csv_text(records, RUN_COLUMNS))
     curve_rows = [
         {"contender": r["contender"], "seed": r["seed"], **point} for r in records for point in r["curve"]
     ]
-    atomic_write_text(out / "curves.csv", _csv_text(curve_rows, CURVE_COLUMNS))
-    atomic_write_text(out / "summary.csv", _csv_text(summary["rows"], SUMMARY_COLUMNS))
-    atomic_write_text(out / "summary.json", json.dumps({"meta": dict(meta), **summary}, indent=1))
-    table = markdown_table(summary, meta)
+    atomic_write_text(out / "curves.csv", first + _csv_text(curve_rows, CURVE_COLUMNS))
+    atomic_write_text(out / "summary.csv", first + _csv_text(summary["rows"], SUMMARY_COLUMNS))
+    head = {"incomplete": incomplete} if incomplete else {}
+    atomic_write_text(out / "summary.json", json.dumps({**head, "meta": dict(meta), **summary}, indent=1))
+    table = (f"{incomplete}\n\n" if incomplete else "") + markdown_table(summary, meta)
     atomic_write_text(out / "table.md", table)
     if plots:
         from benchmarks.core.plots import plot_curves

@@ -18,22 +18,34 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "iqm", "iqm_band", "iqm_ci", "ratio_ci", "N_RESAMPLES", "CONFIDENCE"]
+__all__ = ["Interval", "iqm", "iqm_band", "iqm_ci", "ratio_ci", "N_RESAMPLES", "CONFIDENCE", "NO_INTERVAL",
+           "ONE_SEED"]
 
 #: Bootstrap resamples per interval; 2,000 keeps a whole table under a second, and the seeded generator
 #: makes the interval repeat exactly.
 N_RESAMPLES = 2000
 #: Two-sided confidence level of every interval.
 CONFIDENCE = 0.95
+#: What stands instead of a verdict read from one seed, and instead of its (empty) interval.
+ONE_SEED = "n/a: one seed"
+NO_INTERVAL = "one seed, not an interval"
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its confidence interval ``[low, high]``."""
+    """A point estimate with its confidence interval ``[low, high]``; ``n`` is the sample's size (seeds)
+    when known. From one seed there is no interval (``low == high == point``): :meth:`fmt` says so and
+    no verdict is read from it (:data:`ONE_SEED`)."""
 
     point: float
     low: float
     high: float
+    n: int | None = None
+
+    @property
+    def single(self) -> bool:
+        """Made from one seed: a point, not an interval."""
+        return self.n is not None and self.n < 2
 
     def overlaps(self, other: Interval) -> bool:
         return not (self.high < other.low or other.high < self.low)
@@ -43,6 +55,8 @@ class Interval:
         if np.isnan(self.point):
             return "n/a"
         p, lo, hi = (v / scale for v in (self.point, self.low, self.high))
+        if self.single:
+            return f"{p:.{digits}f} ({NO_INTERVAL})"
         return f"{p:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
@@ -65,12 +79,13 @@ def iqm_ci(x: Sequence[float] | np.ndarray, seed: int = 0) -> Interval:
     arr = _check(x)
     point = float(iqm(arr))
     if arr.size < 2 or np.all(arr == arr[0]):
-        return Interval(point, point, point)  # no spread to resample
+        return Interval(point, point, point, int(arr.size))  # no spread to resample
     res = stats.bootstrap(
         (arr,), lambda s, axis=-1: iqm(s, axis=axis), n_resamples=N_RESAMPLES, vectorized=True,
         confidence_level=CONFIDENCE, method="percentile", rng=np.random.default_rng(seed),
     )
-    return Interval(point, float(res.confidence_interval.low), float(res.confidence_interval.high))
+    return Interval(point, float(res.confidence_interval.low), float(res.confidence_interval.high),
+                    int(arr.size))
 
 
 def ratio_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, seed: int = 0) -> Interval:
@@ -81,8 +96,9 @@ def ratio_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, s
         nan = float("nan")
         return Interval(nan, nan, nan)
     point = float(iqm(xa)) / denom
+    n = int(min(xa.size, xb.size))
     if xa.size < 2 or xb.size < 2:
-        return Interval(point, point, point)
+        return Interval(point, point, point, n)
 
     def statistic(sa: np.ndarray, sb: np.ndarray, axis: int = -1) -> np.ndarray:
         return iqm(sa, axis=axis) / np.maximum(iqm(sb, axis=axis), 1e-12)
@@ -94,7 +110,7 @@ def ratio_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, s
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if np.isnan(lo) or np.isnan(hi):  # degenerate resamples (e.g. constant samples)
         lo = hi = point
-    return Interval(point, lo, hi)
+    return Interval(point, lo, hi, n)
 
 
 def iqm_band(curves: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -13,8 +13,8 @@ A run file is ``{"format", "key", "fingerprint", "checksum", "record"}``:
   by hand (a verdict changed, a seed swapped) is caught.
 
 :func:`load_run` checks all of it. A file that fails is never used and never crashes the study: it is
-moved to ``runs/quarantine/<name>.<reason>`` with a one-line warning naming the file and the reason, and
-the run is trained again.
+moved to ``runs/quarantine/<name>.<reason>`` (``.1``, ``.2``, ... when that name is taken) with a one-line
+warning naming the file and the reason, and the run is trained again.
 """
 
 from __future__ import annotations
@@ -136,11 +136,17 @@ def check_run(path: Path, key: str | None = None, fp: str | None = None) -> dict
 
 
 def quarantine(err: RunFileError, warn: bool = True) -> Path:
-    """Move the bad file to ``runs/quarantine/<name>.<reason>`` (a later bad file of the same name
-    replaces an earlier one) and print a one-line warning naming both."""
-    target = err.path.parent / "quarantine" / f"{err.path.name}.{err.reason}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(err.path, target)
+    """Move the bad file (or whatever stands at its name) to ``runs/quarantine/<name>.<reason>``, with a
+    counter suffix (``.1``, ``.2``, ...) when that name is taken, so every copy set aside is kept, and
+    print a one-line warning naming both."""
+    folder = err.path.parent / "quarantine"
+    folder.mkdir(parents=True, exist_ok=True)
+    base = f"{err.path.name}.{err.reason}"
+    target, n = folder / base, 0
+    while target.exists() or target.is_symlink():
+        n += 1
+        target = folder / f"{base}.{n}"
+    os.replace(err.path, target)  # a move (a directory too, the target being new), never a copy
     if warn:
         print(f"warning: run file {err.path} {err.detail}; moved to {target}, training the run again",
               file=sys.stderr)

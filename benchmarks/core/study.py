@@ -61,7 +61,7 @@ class Contender:
 # ...), with the rollout collected from 8 env copies x 256 steps instead of 1 x 2,048: the same updates on
 # the same amount of data (episodes are independent answers), ~1.7x the env steps/s here.
 _PPO_ROLLOUT = {"n_envs": 8, "n_steps": 256}
-# The fair wall-clock (issue 18): the same per-update batch as SB3's defaults, n_envs * n_steps = 2,048
+# The fair wall-clock: the same per-update batch as SB3's defaults, n_envs * n_steps = 2,048
 # exactly (minibatch 64, 10 epochs unchanged), collected at GRPO's width on Countdown (B x G = 8 x 16 =
 # 128 rows) from the native vector env through rlvr_env.to_sb3_vec_env instead of DummyVecEnv copies.
 _PPO_NATIVE = {"n_envs": 128, "n_steps": 16, "vec_env": "native"}
@@ -76,7 +76,7 @@ CONTENDERS: dict[str, Contender] = {
         Contender("grpo_mlp_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned)", _UNMASKED),
         # GRPO with grammar-constrained decoding (the agent's default where the env offers masks), as
         # LLM RLVR stacks decode; compared with MaskablePPO, which gets the same masks.
-        # On Countdown: the agent's Countdown preset (chosen by the Countdown-learning work, issue 9).
+        # On Countdown: the agent's Countdown preset (chosen by the Countdown ablation, benchmarks.countdown).
         Contender("grpo_mlp_masked", "GRPO", "mlp", False, "GRPO MLP (defaults, masked)",
                   {"action_masks": True}, masked=True, preset="countdown"),
         Contender("grpo_mlp_masked_tuned", "GRPO", "mlp", True, "GRPO MLP (tuned, masked)",
@@ -93,7 +93,7 @@ CONTENDERS: dict[str, Contender] = {
                   "MaskablePPO (defaults, masked, native vector env)", _PPO_NATIVE, masked=True),
     )
 }
-#: Verdicts and ratios are given against each of these that ran: tuned PPO (the issue's reference) and
+#: Verdicts and ratios are given against each of these that ran: tuned PPO (the main reference) and
 #: PPO with SB3's defaults, which can be the stronger of the two (tuning on the train split can pick a
 #: configuration that memorises train prompts).
 #: On Countdown, MaskablePPO with its defaults is a third reference: it gets the same grammar masks as
@@ -154,7 +154,7 @@ STUDIES: dict[str, Study] = {
         Study("countdown3", "Countdown with 3 numbers: 10 seeds", "rlvr/Countdown-v0",
               _COUNTDOWN + _COUNTDOWN_TUNED, "10-19", 409_600, {"n_numbers": 3}, eval_prompts=200,
               sampled_k=4),
-        # The fair wall-clock (issue 18): PPO and MaskablePPO on DummyVecEnv and on the native vector env
+        # The fair wall-clock: PPO and MaskablePPO on DummyVecEnv and on the native vector env
         # side by side with GRPO, at a small budget (a wall-clock comparison, not a learning one).
         Study("countdown3-wallclock", "Countdown-3 wall-clock, DummyVecEnv vs native vector env: 2 seeds",
               "rlvr/Countdown-v0", ("grpo_mlp_masked", "ppo_default", "ppo_native", "maskable_ppo_default",

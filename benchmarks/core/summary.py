@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import Interval, iqm_ci, ratio_ci
+from benchmarks.core.stats import ONE_SEED, Interval, iqm_ci, ratio_ci
 from benchmarks.core.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 
 __all__ = ["summarize"]
@@ -43,6 +43,8 @@ def _verdict(row: Mapping[str, Any], ref: Mapping[str, Any] | None, ref_label: s
         return f"no {ref_label} runs to compare with"
     if row["contender"] == ref["contender"]:
         return "reference"
+    if row["n_seeds"] < 2 or ref["n_seeds"] < 2:  # no interval, so nothing to read a verdict from
+        return ONE_SEED
     aspects = [("final held-out success", _compare(row["_final"], ref["_final"], True))]
     if row["steps95_censored"] == row["n_seeds"] and ref["steps95_censored"] == ref["n_seeds"]:
         aspects.append(("steps to 95% (neither reached it)", 0))
@@ -70,15 +72,19 @@ def _verdict(row: Mapping[str, Any], ref: Mapping[str, Any] | None, ref_label: s
     return f"{head}: " + "; ".join(parts)
 
 
-def _goal(ratio: float, limit: float, censored: int, ref_censored: int) -> str:
+def _goal(ratio: Interval, limit: float, censored: int, ref_censored: int) -> str:
     """"met", "missed" or "undetermined": censored runs count at the budget, which shortens their true
     time, so with censored GRPO runs the true ratio is at least the measured one (only "missed" can be
-    concluded), with censored PPO runs at most (only "met" can be concluded)."""
-    if np.isnan(ratio):
+    concluded), with censored PPO runs at most (only "met" can be concluded). From one seed (either
+    side): :data:`~benchmarks.core.stats.ONE_SEED`."""
+    if ratio.single:
+        return ONE_SEED
+    point = ratio.point
+    if np.isnan(point):
         return "undetermined"
-    if ratio <= limit and censored == 0:
+    if point <= limit and censored == 0:
         return "met"
-    if ratio > limit and ref_censored == 0:
+    if point > limit and ref_censored == 0:
         return "missed"
     return "undetermined (censored runs)"
 
@@ -145,8 +151,8 @@ def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -
                 "seconds95_ratio": w.point, "seconds95_ratio_lo": w.low, "seconds95_ratio_hi": w.high,
                 "params_ratio": p,
                 "censored": row["steps95_censored"], "reference_censored": ref["steps95_censored"],
-                "goal_steps": _goal(s.point, 0.5, row["steps95_censored"], ref["steps95_censored"]),
-                "goal_seconds": _goal(w.point, 0.5, row["steps95_censored"], ref["steps95_censored"]),
+                "goal_steps": _goal(s, 0.5, row["steps95_censored"], ref["steps95_censored"]),
+                "goal_seconds": _goal(w, 0.5, row["steps95_censored"], ref["steps95_censored"]),
                 "goal_params": "met" if p <= 0.55 else "missed",
             })
     public = [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]

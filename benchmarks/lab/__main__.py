@@ -2,10 +2,8 @@
 
 import sys
 
+from benchmarks.core.common import cli
 from benchmarks.lab.cli import main
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    sys.exit(cli(main))

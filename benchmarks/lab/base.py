@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import Interval, iqm_ci
+from benchmarks.core.stats import ONE_SEED, Interval, iqm_ci
 
 ENV_ID = "rlvr/Countdown-v0"
 
@@ -79,16 +79,11 @@ WARM_DEMOS, WARM_EPOCHS = 64, 30
 
 def arm_config(preset: dict[str, Any], overrides: dict[str, Any], policy: str) -> Any:
     """The ``GRPOConfig`` of an arm: the preset's values with the arm's overrides, the rest filled by
-    ``policy``'s preset. Not ``GRPOConfig.preset``, whose resolve would refill a field an arm sets back
-    to None (DAPO's symmetric arm sets ``clip_eps_high=None``, which the transformer preset fills with
-    0.28): a field the arm sets to None stays None."""
-    import dataclasses
-
+    ``policy``'s preset (DAPO's symmetric arm's ``clip_eps_high=None`` is the symmetric clip under every
+    preset, and stays None when the agent resolves the config again)."""
     from agents import GRPOConfig
 
-    config = GRPOConfig.from_dict({**preset, **overrides}).resolve(policy)
-    unset: dict[str, Any] = {name: None for name, value in overrides.items() if value is None}
-    return dataclasses.replace(config, **unset) if unset else config
+    return GRPOConfig.from_dict({**preset, **overrides}).resolve(policy)
 
 
 def run_key(arm: Arm, seed: int, budget: int) -> dict[str, Any]:
@@ -143,9 +138,12 @@ def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
     """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes ``-margin`` on its
     side, "disagree" when it lies wholly beyond ``-margin`` on the other side, "inconclusive" otherwise.
     ``margin`` 0 asks for a strict difference; a positive margin reads "no worse than by ``margin``"
-    (e.g. "at no accuracy cost", "matches")."""
+    (e.g. "at no accuracy cost", "matches"). From one seed: ``"n/a: one seed"`` (no interval to read).
+    """
     if margin < 0 or not np.isfinite(margin):
         raise ValueError(f"margin={margin!r} must be a finite number >= 0")
+    if diff.single:  # one seed: a point, not an interval, so no verdict
+        return ONE_SEED
     if np.isnan(diff.point):
         return "inconclusive"
     lo, hi = diff.low * sign, diff.high * sign
@@ -158,7 +156,7 @@ def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
     return "inconclusive"
 
 
-#: What every claim's verdict becomes when no arm learned (issue 17 item 9).
+#: What every claim's verdict becomes when no arm learned (no arm above the single-answer floor).
 NO_SIGNAL = "no signal"
 
 

@@ -1,4 +1,4 @@
-"""The lab's base-model regime (``--regime r1``, issue 16 part 6): every arm starts from the R1 recipe's base.
+"""The lab's base-model regime (``--regime r1``): every arm starts from the R1 recipe's base.
 
 Per seed, the base is the R1 study's (:func:`benchmarks.r1.base_run`: the causal transformer cold-started
 by :func:`agents.sft.cold_start` on 100k train-split Countdown-3 solutions), built by the R1 study's own
@@ -49,7 +49,7 @@ def base_tasks(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
 
     args = argparse.Namespace(seeds=list(seeds), recipe={**r1.RECIPE_SFT, **(sft or {})}, sft_budgets=(),
                               env_kwargs=dict(BASE_ENV_KWARGS), eval={**r1.EVAL, **(evaluation or {})},
-                              no_ppo=True)  # the masked base only (no unmasked PPO arm here)
+                              arms=["grpo"])  # the masked base only (no unmasked PPO arm here)
     return r1.base_tasks(args)
 
 

@@ -1,4 +1,4 @@
-"""The GRPO lab (issue 11 item 3): published claims about GRPO's variants, each as a small seeded
+"""The GRPO lab: published claims about GRPO's variants, each as a small seeded
 experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result stated whatever it is.
 
     python -m benchmarks.lab [--regime mlp|r1] [--claim NAME[,NAME] ...] [--seeds 100-107]
@@ -6,7 +6,7 @@ experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result s
                              [--out DIR | --update-results]
 
 Regimes (``--regime``, :mod:`benchmarks.lab.regime`): ``mlp`` (the default; everything below) and ``r1``,
-the base-model regime (issue 16): every arm starts from the R1 recipe's base of its seed (the causal
+the base-model regime: every arm starts from the R1 recipe's base of its seed (the causal
 transformer cold-started on 100k train-split solutions, :func:`benchmarks.r1.base_run`, found in the R1
 study's cache ``benchmark-runs/r1/bases/`` or trained there once per seed) with the ``transformer``
 preset; claims ``dr_grpo``, ``dapo``, ``kimi`` at 300k env steps per arm and ``yue`` (Yue et al. 2025:
@@ -56,9 +56,9 @@ percentile-bootstrap interval (:mod:`benchmarks.core.stats`); differences betwee
 A verdict is "agree" when the interval of the claimed difference excludes zero (or the claim's stated
 margin) on the claimed side, "disagree" when it lies beyond it on the other side, "inconclusive"
 otherwise, and "no signal" for every row of a claim when no arm's held-out sampled success interval lies
-above the single-answer floor (answering the number equal to the target; issue 17 item 9). Settings
+above the single-answer floor (answering the number equal to the target). Settings
 (budgets, thresholds) were chosen on seeds 0-1 (0-9 are kept for choosing); the reported seeds start at
-100; the four issue-17 claims use their papers' settings, untuned.
+100; the four later claims (sapo, gmpo, passk, high_entropy) use their papers' settings, untuned.
 
 The summary (``lab.json``, ``lab.md``) covers every claim whose runs on these seeds at this budget are
 in the output folder, so ``--claim X --update-results`` adds or replaces X and keeps the others; run
@@ -94,7 +94,7 @@ from benchmarks.core.common import (
     write_atomically,
     write_json,
 )
-from benchmarks.core.executor import run_tasks
+from benchmarks.core.executor import Outcome, run_tasks
 from benchmarks.core.store import RunFileError, check_run
 from benchmarks.core.study import seeds_argument
 from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, _seeds, apply_floor
@@ -111,15 +111,16 @@ BASES_CACHE = Path("benchmark-runs") / "r1" / "bases"
 def run_claims(names: Sequence[str], seeds: Sequence[int], scale: float, out: Path, *,
                address: str | None = None, workers: int | None = None, progress: bool = True,
                rerun: Sequence[str] = (), log: Callable[[str], None] = print, regime: Regime = MLP,
-               bases: Bases | None = None) -> list[str]:
+               bases: Bases | None = None) -> Outcome:
     """Run (or reuse from disk) every arm x seed of the named claims on the executor; return the
-    failures. Arms of different claims with equal settings share their runs. ``bases``: the r1
-    regime's, per seed (:meth:`Regime.bases`)."""
+    executor's outcome (its ``failures`` and ``missing`` name the runs that failed). Arms of different
+    claims with equal settings share their runs. ``bases``: the r1 regime's, per seed
+    (:meth:`Regime.bases`)."""
     tasks = [regime.task(regime.claims[name], arm, seed, budget_of(regime, name, scale), bases or {})
              for name in names for seed in seeds for arm in regime.claims[name].arms]
     outcome = run_tasks(tasks, out, address=address, workers=workers, progress=progress, desc="lab",
                         rerun=rerun, log=log)
-    return outcome.failures
+    return outcome
 
 
 def stored_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, regime: Regime = MLP,
@@ -226,7 +227,8 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any], regime: Regi
         f"sampled success interval lies above the single-answer floor, {floor:.2f} (answer the number equal "
         f"to the target; `benchmarks.countdown.single_number_floor` on the same prompts). "
         + (f"Claims {', '.join(earlier)}: analysed from the committed run files of an earlier code version "
-           "(before issue 17's config fields; not retrained, see `benchmarks/lab/legacy.py`). "
+           "(before the config fields `seq_mean_rows`, `top_entropy_quantile` and `sapo_tau_pos` / "
+           "`sapo_tau_neg` existed; not retrained, see `benchmarks/lab/legacy.py`). "
            if earlier else "")
         + "Figures: " + ", ".join(f"[{n}]({meta['out']}/{n}.png)" for n in shown)
         + ". Time per claim (its distinct runs, training + evaluation, summed / 2 workers; the machine was "
@@ -291,8 +293,12 @@ def main(argv: list[str] | None = None) -> int:
                                 "progress": not args.quiet}
     # The r1 regime's bases first: found in the cache (or trained there once per seed), shared by every arm.
     bases = regime.bases(seeds, args.bases, train=True, log=print, **executor)
-    failures = run_claims(names, seeds, args.budget_scale, out, rerun=rerun, regime=regime, bases=bases,
-                          **executor)
+    outcome = run_claims(names, seeds, args.budget_scale, out, rerun=rerun, regime=regime, bases=bases,
+                         **executor)
+    failures = outcome.failures
+    # With runs missing, the summary goes to the scratch folder, first line saying which (never a committed
+    # folder); it is analysed from the runs in ``out`` as below.
+    dest = outcome.destination(out)
     # The summary covers every claim whose runs (these seeds, this budget) are all on disk, analysed
     # afresh from the run files (this code's, else an earlier code's that record the same runs), so
     # running one claim never leaves another's figures stale; a claim not run now whose runs are gone
@@ -304,12 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         if records is not None:
             res = analyse(name, records, regime)
             res["runs"] = source
-            write_atomically(out / f"{name}.png", claim.plot(claim, records, res))
+            write_atomically(dest / f"{name}.png", claim.plot(claim, records, res))
             results[name] = res
         elif name not in names and name in previous and previous[name].get("seeds") == sorted(seeds) \
                 and previous[name].get("budget") == budget_of(regime, name, args.budget_scale):
             results[name] = {**previous[name], "runs": "kept from the previous lab.json"}
-    shown = out.resolve().relative_to(ROOT) if out.resolve().is_relative_to(ROOT) else out
+    shown = dest.resolve().relative_to(ROOT) if dest.resolve().is_relative_to(ROOT) else dest
     # The command that reproduces the whole table (any --claim subset makes the same runs).
     seeds_text = ",".join(map(str, seeds))
     if seeds == list(range(seeds[0], seeds[-1] + 1)):
@@ -319,11 +325,15 @@ def main(argv: list[str] | None = None) -> int:
                                     if args.budget_scale != 1.0 else "")
     meta = {"command": command, "invoked": command_line("benchmarks.lab", argv), "machine": machine_info(),
             "out": str(shown), "regime": regime.name}
-    write_json(out / "lab.json", {"meta": meta, "claims": results})
-    text = table(results, meta, regime)
-    write_atomically(out / "lab.md", text)
+    incomplete = outcome.incomplete()
+    write_json(dest / "lab.json", {**({"incomplete": incomplete} if incomplete else {}), "meta": meta,
+                                   "claims": results})
+    text = (f"{incomplete}\n\n" if incomplete else "") + table(results, meta, regime)
+    write_atomically(dest / "lab.md", text)
     print(text)
+    print(f"results in {dest}/")
     if failures:
         print(f"{len(failures)} run(s) failed:\n" + "\n".join(failures), file=sys.stderr)
+        print(incomplete + (f"; {out}/ is left as it was" if dest != out else ""), file=sys.stderr)
         return 1
     return 0

@@ -1,7 +1,7 @@
 """Run files of an earlier code version, read for analysis only (never reused to skip a run).
 
-The committed lab runs of the first five claims were made before ``GRPOConfig`` gained the fields of
-issue 17 (``seq_mean_rows``, ``top_entropy_quantile``, ``sapo_tau_pos`` / ``sapo_tau_neg``) and before
+The committed lab runs of the first five claims were made before ``GRPOConfig`` gained the fields
+``seq_mean_rows``, ``top_entropy_quantile`` and ``sapo_tau_pos`` / ``sapo_tau_neg``, and before
 ``kl_cov_coef``'s default moved from 1.0 to 0.1; ``benchmarks.migrate_runs`` wrapped them with an
 "unrecorded" library version. So no current run key names them, and the executor would train them
 again. Their records are still exactly the runs the arms describe: every field they record equals the
@@ -25,16 +25,19 @@ from benchmarks.lab.base import Arm, run_key
 __all__ = ["earlier_records", "matches_earlier"]
 
 #: Config fields whose default changed since the earlier runs, with the policy losses that read them:
-#: a stored value that differs is harmless when the arm's loss is not one of these (issue 17 item 13
-#: moved ``kl_cov_coef`` from 1.0 to verl's 0.1; only KL-Cov reads it).
+#: a stored value that differs is harmless when the arm's loss is not one of these (``kl_cov_coef`` moved
+#: from 1.0 to verl's 0.1; only KL-Cov reads it).
 CHANGED_DEFAULTS: dict[str, tuple[str, ...]] = {"kl_cov_coef": ("kl_cov",)}
 
 
 @functools.cache
 def _defaults() -> dict[str, Any]:
     from agents import GRPOConfig
+    from agents.grpo.config import UNSET
 
-    return {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    # A field left UNSET (clip_eps_high) resolves to None on the mlp policy, which is what a record
+    # made before the field existed ran with.
+    return {f.name: None if f.default is UNSET else f.default for f in dataclasses.fields(GRPOConfig)}
 
 
 def matches_earlier(stored: dict[str, Any], key: dict[str, Any]) -> bool:
@@ -83,9 +86,10 @@ def earlier_records(arms: Sequence[Arm], seeds: Sequence[int], budget: int, fold
         for seed in seeds:
             key = run_key(arm, seed, budget)
             found = [r for r in index if matches_earlier(r["key"], key)]
-            # Where this code's run file of the same run is there too, the earlier one is read, so a
-            # claim's figures (its timings included) stay those of the runs it was first analysed from.
-            found = [r for r in found if r["key"] != key] or found
+            # Where files of several code versions record the run, the earliest (the fewest config fields)
+            # is read, so a claim's figures (its timings included) stay those it was first analysed from.
+            fewest = min((len(r["key"]["config"]) for r in found), default=0)
+            found = [r for r in found if len(r["key"]["config"]) == fewest]
             if len(found) != 1:
                 return None
             out.setdefault(arm.name, []).append(found[0])

@@ -2,7 +2,7 @@
 
 * ``mlp`` (the default): the MLP policy from its seeded initial network, the ``countdown`` preset and the
   richest feature observation (:mod:`benchmarks.lab.base`); results in ``benchmarks/results/lab/``.
-* ``r1`` (issue 16 part 6): the causal transformer from the R1 recipe's base of each seed, the
+* ``r1``: the causal transformer from the R1 recipe's base of each seed, the
   ``transformer`` preset, ``observation="tokens"`` (:mod:`benchmarks.lab.base_model`); the length and
   entropy claims rerun at 300k env steps per arm, and Yue et al.'s pass@k claim
   (:mod:`benchmarks.lab.yue`); results in ``benchmarks/results/lab/r1/``.

@@ -39,6 +39,10 @@ def _rows(name: str, values: Any, n: int) -> Sequence[Any]:
     if values is None:
         raise ValueError(f"reward function needs the dataset column {name!r} (one value per completion); "
                          "build the dataset with rlvr_env.llm.make_dataset")
+    sequence = hasattr(values, "__len__") and hasattr(values, "__getitem__")
+    if isinstance(values, (str, bytes)) or not sequence:
+        raise TypeError(f"column {name!r} must be a sequence with one value per completion, got "
+                        f"{type(values).__name__} {values!r:.80}")
     if len(values) != n:
         raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
     return values
@@ -58,9 +62,15 @@ def score_batch(
     numbers = _rows("numbers", numbers, n)
     target = _rows("target", target, n)
     # Rows as tuples: verify() reads a tuple of ints without re-checking each element's type.
-    return [score_completion(c, nums if type(nums) is tuple else tuple(nums), t, grammar=grammar,
-                             weights=weights, fmt=fmt)
-            for c, nums, t in zip(completions, numbers, target)]
+    verdicts = []
+    for row, (c, nums, t) in enumerate(zip(completions, numbers, target)):
+        try:
+            verdicts.append(score_completion(c, nums if type(nums) is tuple else tuple(nums), t,
+                                             grammar=grammar, weights=weights, fmt=fmt))
+        except TypeError as err:  # a wrongly typed dataset value: say which row
+            raise TypeError(f"row {row} of the batch (numbers={nums!r:.60}, target={t!r:.30}): "
+                            f"{err}") from None
+    return verdicts
 
 
 def _freeze(value: Any) -> Any:
@@ -122,8 +132,14 @@ class _VerifierReward:
         if cached is not None and cached[0] == key:
             return cached[1]  # type: ignore[no-any-return]
         n = len(completions)
-        result = score_parts(completions, _rows("numbers", numbers, n), _rows("target", target, n),
-                             grammar=self.grammar, weights=self.weights, fmt=self.answer_format)
+        numbers, target = _rows("numbers", numbers, n), _rows("target", target, n)
+        try:
+            result = score_parts(completions, numbers, target, grammar=self.grammar, weights=self.weights,
+                                 fmt=self.answer_format)
+        except TypeError:  # a wrongly typed dataset value: score_batch names its row
+            score_batch(completions, numbers, target, grammar=self.grammar, weights=self.weights,
+                        fmt=self.answer_format)
+            raise
         self._cache["batch"] = (key, result)
         return result
 

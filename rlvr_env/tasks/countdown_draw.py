@@ -6,8 +6,9 @@ parentheses or with a short ``max_length``, when its text fits). :func:`draw_pic
 calls (the only random draws; their number and order fix the stream) and :func:`merge` does the exact
 arithmetic on them. For small settings (few numbers, a narrow number range) :class:`DrawTable` holds
 :func:`merge`'s verdict for *every* (numbers, picks) combination, so the vector env's prompt refill
-(thousands of candidates per call) is one gather instead of ~20 array operations per merge (issue 18). The
-table is :func:`merge` applied to every combination, so both paths agree exactly (a test checks it).
+(thousands of candidates per call) is one gather instead of ~20 array operations per merge
+(docs/speed.md). The table is :func:`merge` applied to every combination, so both paths agree exactly (a
+test checks it).
 """
 
 from __future__ import annotations

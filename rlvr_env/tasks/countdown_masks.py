@@ -5,7 +5,7 @@ depth, which slots are used, whether the prefix already broke a rule, and its le
 moves a batch of states by one token and :func:`masks_of` gives their masks; ``action_masks_arrays``
 runs them over a batch of prefixes, and :class:`MaskAutomaton` tabulates them once, for settings with
 few states (small N), so a native vector env keeps one state id per row and gets every row's mask with
-one table lookup (issue 18). Both paths are this one set of rules, so they agree exactly (a test checks
+one table lookup (docs/speed.md). Both paths are this one set of rules, so they agree exactly (a test checks
 the table against the prefix loop on random prefixes).
 """
 

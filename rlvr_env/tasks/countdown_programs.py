@@ -282,7 +282,7 @@ MAX_VALUES = 1 << 20
 class ValueTable:
     """:func:`evaluate` of every distinct program of a :class:`ProgramTable` on every operand tuple of a
     number range ``[lo, hi]`` (W = hi - lo + 1 values), so a vector env scores finished answers by one
-    gather (issue 18). Entry ``offset[state] + sum((operand_i - lo) * W**(N-1-i))``; the values are
+    gather (docs/speed.md). Entry ``offset[state] + sum((operand_i - lo) * W**(N-1-i))``; the values are
     :func:`evaluate`'s own, so both agree exactly (a test checks it)."""
 
     offset: np.ndarray  # (S,) int64: program id * W**N of each accepting state (0 elsewhere)
