@@ -33,9 +33,11 @@ from benchmarks.core.common import (
     LOCAL_OUT,
     RESULTS_DIR,
     add_executor_arguments,
+    add_output_arguments,
     command_line,
     limit_threads,
     machine_info,
+    output_folder,
     positive_int,
     write_results,
 )
@@ -204,9 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "(gpt2:0 or 3layers:0-1), else it runs on --seeds")
     parser.add_argument("--eval-k", type=positive_int, default=64, help="samples per prompt")
     parser.add_argument("--eval-prompts", type=positive_int, default=256, help="prompts per split")
-    parser.add_argument("--update-results", action="store_true",
-                        help="write benchmarks/results/r1/base_search.md and .json (maintainers)")
     add_executor_arguments(parser, "cells")
+    add_output_arguments(parser, "r1_base", RESULTS_DIR / "r1")  # base_search.md / .json; runs: the cache
     return parser
 
 
@@ -234,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     reported = sorted({s for _, seeds in args.grid for s in seeds if s >= 10})
     if reported:
         parser.error(f"seeds {reported}: seeds >= 10 are the study's reported seeds; choose on 0-9")
+    try:
+        out = output_folder(args)
+    except ValueError as err:
+        parser.error(str(err))
     task_list = tasks(args)
     got = run_tasks(task_list, CACHE, address=args.ray_address, workers=args.workers or 1,
                     progress=not args.quiet, desc="bases", rerun=[r for r in args.rerun.split(",") if r],
@@ -244,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
               "grid": {g: {"seeds": seeds, **GRID[g]} for g, seeds in args.grid},
               "failures": got.failures,
               "rows": summarize(task_list, got.records)}
-    out = RESULTS_DIR / "r1" if args.update_results else CACHE
-    write_results(out, "base_search", result, markdown(result))
+    dest = got.destination(out)  # with a cell missing: the scratch folder, never a committed one
+    write_results(dest, "base_search", result, markdown(result), incomplete=got.incomplete())
+    print(f"results in {dest}/ (base_search.md, base_search.json; the bases' run files in {CACHE}/)")
     for failure in got.failures:
         print(f"FAILED: {failure}")
     return 1 if got.failures else 0

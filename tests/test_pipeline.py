@@ -28,7 +28,7 @@ from benchmarks.core.study import RunSpec
 #: Every experiment's CLI module: each has build_parser(); those that take --seeds parse them alike.
 EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "spread", "env_speed",
                "throughput", "vector_speed", "llm_rewards", "fresh_install", "speed_goals", "tabular_hold",
-               "profile_grpo", "r1_speed", "r1")
+               "profile_grpo", "r1_speed", "r1", "r1_base")
 
 
 def test_every_benchmark_command_is_in_the_experiment_list() -> None:
