@@ -446,3 +446,20 @@ def test_the_lab_and_r1_read_no_verdict_from_one_seed() -> None:
     assert len(rows) == 4
     for _, measured, said in rows:
         assert said == "n/a: one seed" and "(one seed, not an interval)" in measured
+
+
+def test_the_committed_quick_study_runs_are_found_under_this_code_s_keys() -> None:
+    """A config field added later (the critic's, say) must not change the key of a run that does not use
+    it: every run of the committed quick study is found under the key this code computes, so a rerun
+    with --update-results reuses them instead of training again."""
+    from benchmarks import compare
+    from benchmarks.core.common import RESULTS_DIR
+    from benchmarks.core.study import STUDIES
+
+    folder = RESULTS_DIR / "compare"
+    stored = {p.stem for p in (folder / "runs").glob("*.json")}
+    meta = json.loads((folder / "summary.json").read_text())["meta"]
+    names = sorted({k.split("__")[0] for k in stored})
+    specs = compare.specs_for(STUDIES["arithmetic"], names, [10, 11, 12], 102_400, 4096)
+    assert len(specs) == len(stored) and meta
+    assert [s.key for s in specs if s.key not in stored] == []

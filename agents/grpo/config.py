@@ -54,6 +54,8 @@ class Unset(enum.Enum):
 #: "Not set by the caller: take the policy's preset" for a field whose ``None`` is a value of its own
 #: (``clip_eps_high=None`` is the symmetric clip). :meth:`GRPOConfig.resolve` replaces it.
 UNSET = Unset.UNSET
+#: The value network's fields (``advantage="gae"``), read by no other estimator.
+_CRITIC_FIELDS = frozenset({"gamma", "lam", "cliprange_value", "critic_learning_rate", "critic_warmup"})
 #: Fields where ``None`` is a setting (not "unset"); their unset value is :data:`UNSET`.
 _NONE_IS_A_VALUE = frozenset({"clip_eps_high"})
 
@@ -388,8 +390,15 @@ class GRPOConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready; a field left :data:`UNSET` is omitted (``from_dict`` leaves it unset
-        again), so ``GRPOConfig.from_dict(c.to_dict()) == c``."""
-        return {name: value for name, value in asdict(self).items() if value is not UNSET}
+        again), and so are the critic's fields at their defaults when no critic trains (a run key of a
+        critic-free config is what it was before those fields existed), so
+        ``GRPOConfig.from_dict(c.to_dict()) == c``."""
+        out = {name: value for name, value in asdict(self).items() if value is not UNSET}
+        if self.advantage not in CRITIC_ESTIMATORS:
+            for f in fields(self):
+                if f.name in _CRITIC_FIELDS and out.get(f.name) == f.default:
+                    del out[f.name]
+        return out
 
     def loss_settings(self, max_length: int | None = None,
                       rng: np.random.Generator | None = None) -> LossSettings:
