@@ -49,8 +49,10 @@ LEARNING = ("contender", "seed", "num_timesteps", "learned_steps", "final_train_
 def local_ray() -> Iterator[None]:
     import ray
 
+    # The workers import `benchmarks` from the checkout (the package ships only rlvr_env and agents), also
+    # when a test has changed the working directory.
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level="warning")
+             logging_level="warning", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
     try:
         yield
     finally:
