@@ -412,6 +412,7 @@ def test_a_study_that_lost_a_run_leaves_the_committed_folder_alone_and_says_whic
     monkeypatch.setattr(common, "RESULTS_DIR", results)
     monkeypatch.setattr(study, "RESULTS_DIR", results)
     monkeypatch.chdir(tmp_path)  # the scratch folders (benchmark-runs/) land here
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # Ray's workers import benchmarks from the checkout
     committed = results / "compare"
     argv = ["--contenders", "grpo_tabular", "--budget", "400", "--quiet", "--no-plots"]
     assert compare.main([*argv, "--seeds", "0", "--update-results"]) == 0  # a committed study of seed 0

@@ -289,6 +289,10 @@ class ray_session:  # noqa: N801 - used as a context manager, like open()
                 # one forbids num_cpus, and its workers may run another checkout).
                 kwargs.update(address="local", num_cpus=int(self.workers or os.cpu_count() or 1),
                               include_dashboard=None)  # a dashboard if ray[default] is installed
+                # The workers import `benchmarks` from this checkout (pip installs only rlvr_env and
+                # agents), whatever the driver's working directory.
+                path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+                kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
             else:
                 kwargs["address"] = self.address
             try:
