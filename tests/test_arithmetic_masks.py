@@ -1,4 +1,4 @@
-"""Issue 17 items 4 and 7: ``rlvr/Arithmetic-v0`` keeps its all-ones mask by default (its committed
+"""``rlvr/Arithmetic-v0`` keeps its all-ones mask by default (its committed
 results stay valid for their id) and ``grammar_mask=True`` gives the real grammar mask; a masked GRPO asked to
 predict without masks warns instead of silently decoding unmasked."""
 

@@ -200,7 +200,7 @@ def test_lexing_limits_long_numbers_and_long_text() -> None:
     assert got.has_value.tolist() == [False, False, True]
 
 
-# -- one reading for the batch verifier and verify(task.decode(row)) (issue 8, section 4) -----------------
+# -- one reading for the batch verifier and verify(task.decode(row)) --------------------------------
 def test_tokens_after_eos_are_not_read_by_either_path() -> None:
     task = CountdownTask(n_numbers=3)
     table = TokenTable.from_vocab(task.vocab, task.eos_id)

@@ -1,4 +1,4 @@
-"""Issue 17 items 3, 5, 6: the CLIs' threads flag, help text that says what runs, and usage errors
+"""The CLIs' threads flag, help text that says what runs, and usage errors
 (argparse's, exit status 2, naming the value and the rule) instead of tracebacks."""
 
 from __future__ import annotations

@@ -278,7 +278,7 @@ def test_parse_seeds_rejects(text: str) -> None:
     ],
 )
 def test_bad_cli_input(argv: list[str], match: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:  # a usage error (issue 17 item 6), not a traceback
+    with pytest.raises(SystemExit) as exc:  # a usage error (exit status 2), not a traceback
         main([*argv, "--out", str(tmp_path), "--quiet"])
     assert exc.value.code == 2 and match in capsys.readouterr().err
 

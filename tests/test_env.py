@@ -1,5 +1,5 @@
 """The registered environment: checkers, determinism, prompt replay, pickling, episode protocol,
-exhaustive verifier counts, splits, input validation, and an SB3 PPO smoke run (issue 2)."""
+exhaustive verifier counts, splits, input validation, and an SB3 PPO smoke run."""
 
 from __future__ import annotations
 

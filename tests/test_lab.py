@@ -51,7 +51,7 @@ def test_single_answer_floor_is_countdowns_single_number_floor_on_the_lab_prompt
 
 
 def test_no_signal_when_no_arm_beats_the_floor_whatever_the_difference() -> None:
-    """Issue 17 item 9: ``--claim kimi --budget-scale 0.1`` had both arms at 0.06 held-out sampled success
+    """``--claim kimi --budget-scale 0.1`` once had both arms at 0.06 held-out sampled success
     and still printed "agree". Here the length term shortens answers clearly, and accuracy ties."""
     floor = lab.single_answer_floor()
     seeds = range(100, 108)

@@ -244,7 +244,7 @@ def test_verifiers_arithmetic_taskset_is_the_env_split() -> None:
 
 
 def test_docs_verifiers_scoring_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
-    """docs/llm.md's verifiers block (issue 17 item 8): runnable, and it pays what verify() pays."""
+    """docs/llm.md's verifiers block: runnable, and it pays what verify() pays."""
     import re
     from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Edge cases of the LLM bridges found by users (issue 17 items 11-12) and by a mutation run: the TRL
+"""Edge cases of the LLM bridges found by users and by a mutation run: the TRL
 reward cache with numpy rows and in-place changes, verl's ``data_source="countdown"`` rows, the
 200,000-character limit, the last assistant message, and per-row weights in verl's ``extra_info``."""
 
@@ -20,7 +20,7 @@ def _call(fn, completions, numbers, target):  # as GRPOTrainer calls a reward fu
 
 
 # ------------------------------------------------------------------------------------------------
-# item 11: the one-batch cache of the TRL reward functions
+# the one-batch cache of the TRL reward functions
 # ------------------------------------------------------------------------------------------------
 def test_trl_cache_with_numpy_rows_as_datasets_numpy_format_gives_them() -> None:
     # dataset.with_format("numpy", columns=["numbers", "target"]) hands the function a 2-D int64 array
@@ -88,7 +88,7 @@ def test_trl_cache_still_verifies_once_per_step() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# item 12: verl rows named data_source="countdown" with {"target", "numbers"} only
+# verl rows named data_source="countdown" with {"target", "numbers"} only
 # ------------------------------------------------------------------------------------------------
 def test_verl_countdown_data_source_takes_countdown_defaults() -> None:
     gt = {"target": 70, "numbers": [7, 9, 1]}  # TinyZero's / verl's Countdown ground truth

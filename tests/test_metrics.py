@@ -51,7 +51,7 @@ def test_report_of_a_policy_with_known_sampled_success(q: float) -> None:
 
 
 def test_a_lucky_argmax_is_exposed_by_sampled_success() -> None:
-    """The issue's failure: greedy 1.0 while one sampled answer in ~two is right."""
+    """The failure sampled success exists to expose: greedy 1.0 while one sampled answer in ~two is right."""
     env = gym.make("rlvr/Arithmetic-v0", split="test")
     report = success_report(_coin_policy(0.55, 1), env, "test", k=32)
     assert report.greedy == 1.0

@@ -224,7 +224,7 @@ def test_dual_clip_hand_computed_and_equal_to_trl_delta() -> None:
 
 
 def test_log_ratio_is_clamped_so_extreme_ratios_stay_finite() -> None:
-    # issue 8 section 7: exp(800) overflows to inf, and inf * 0 is NaN; verl clamps log rho to +-20.
+    # exp(800) overflows to inf, and inf * 0 is NaN; verl clamps log rho to +-20.
     logp = np.array([0.0, 0.0, 0.0, -900.0])
     logp_old = np.array([-800.0, -800.0, -800.0, 0.0])
     adv = np.array([0.0, -1.0, 1.0, -1.0])
@@ -336,7 +336,7 @@ def test_clip_cov_gradient_matches_finite_differences(agg: str) -> None:
 
 
 def test_k3_clamp_hand_computed() -> None:
-    # issue 8 section 8: r = pi_ref / pi = e^5 gives k3 = e^5 - 5 - 1 = 142.4 > K3_CLAMP: clamped to
+    # r = pi_ref / pi = e^5 gives k3 = e^5 - 5 - 1 = 142.4 > K3_CLAMP: clamped to
     # 10 with no gradient (the unclamped gradient 1 - e^5 = -147 would dominate the update).
     logp = np.log(np.array([0.001, 0.5]))
     value, grad = kl_k3(logp, logp + np.array([5.0, 1.0]))
@@ -401,7 +401,7 @@ def test_aggregations_weight_tokens_as_documented() -> None:
 
 
 def test_seq_mean_token_sum_weight_does_not_depend_on_the_longest_answer_in_the_batch() -> None:
-    # issue 8 section 7: the same 2-token answer, batched once with a 2-token and once with a 4-token
+    # The same 2-token answer, batched once with a 2-token and once with a 4-token
     # answer, must get the same weight (Dr. GRPO / TRL divide by a fixed max length).
     short = np.array([[1.0, 1.0], [1.0, 1.0]])
     long_ = np.array([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
@@ -412,7 +412,7 @@ def test_seq_mean_token_sum_weight_does_not_depend_on_the_longest_answer_in_the_
 
 
 def test_readme_maps_every_variant_to_verl_and_trl() -> None:
-    # issue 11: "the option-name map complete for both verl and TRL". Every name a user can select and
+    # The option-name map is complete for both verl and TRL: every name a user can select and
     # every GRPOConfig field of the objective appears in the README's table, with a verl and a TRL column.
     import dataclasses
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""The R1 study's pieces (issue 16): pass@k from samples, SB3 actors scored by the transformer decoder,
+"""The R1 study's pieces: pass@k from samples, SB3 actors scored by the transformer decoder,
 shuffled-answer SFT minibatches, and the study's two stages on a tiny budget."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from benchmarks.update_readme import pages, rebase_links, refresh, render, rende
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-#: the README is what a newcomer reads in five minutes (issue 15); everything else lives in docs/
+#: the README is what a newcomer reads in five minutes; everything else lives in docs/
 README_MAX_LINES = 300
 
 _FENCE = re.compile(r"^(```|~~~)")

@@ -93,7 +93,7 @@ def test_bad_shapes_and_values_raise(lengths: object, correct: object) -> None:
 
 
 def test_the_agent_adds_the_length_term_with_its_sign_where_lengths_vary() -> None:
-    # Issue 8, section 8: on Arithmetic every answer has 5 tokens, so the term is always zero there and a
+    # On Arithmetic every answer has 5 tokens, so the term is always zero there and a
     # wrong sign where the agent adds it went unnoticed. Here lengths vary within a group (as Countdown's
     # do): the shaped reward must be the verifier's reward PLUS length_weight * length_reward.
     from agents import GRPO, GRPOConfig

@@ -1,4 +1,4 @@
-"""Issue 17 item 2: ``GRPO.learn(callback=...)`` takes SB3's callback face (``BaseCallback``,
+"""``GRPO.learn(callback=...)`` takes SB3's callback face (``BaseCallback``,
 ``CallbackList``, a list, ``CheckpointCallback``, ``EvalCallback``) besides the ``(model, metrics)``
 callable; see :mod:`agents.grpo.callbacks` for when each SB3 method runs."""
 
@@ -128,7 +128,7 @@ def test_success_eval_callback_logs_success_and_keeps_the_best(tmp_path: Path) -
 
 
 def test_tensorboard_without_tensorboard_names_the_extra(tmp_path: Path, monkeypatch) -> None:
-    """Issue 17 item 8: tensorboard=True needs the ``tensorboard`` package (the ``[tensorboard]`` extra)."""
+    """tensorboard=True needs the ``tensorboard`` package (the ``[tensorboard]`` extra)."""
     from stable_baselines3.common import logger as sb3_logger
 
     with pytest.raises(ValueError, match="tensorboard=True needs log_dir"):

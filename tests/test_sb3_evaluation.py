@@ -1,4 +1,4 @@
-"""Issue 17 item 1: the evaluators score any SB3-shaped model through ``sb3_predictor``, and a recurrent
+"""The evaluators score any SB3-shaped model through ``sb3_predictor``, and a recurrent
 model (sb3-contrib's RecurrentPPO) gets its LSTM state carried within an episode and reset per episode."""
 
 from __future__ import annotations

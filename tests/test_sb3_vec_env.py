@@ -1,4 +1,4 @@
-"""rlvr_env.to_sb3_vec_env: SB3's VecEnv API over the native vector envs (issue 18, part 1)."""
+"""rlvr_env.to_sb3_vec_env: SB3's VecEnv API over the native vector envs."""
 
 from __future__ import annotations
 

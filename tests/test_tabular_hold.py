@@ -1,4 +1,4 @@
-"""Issue 17 item 10: the tabular preset keeps a task it solved, and the hold benchmark tells a task solved
+"""The tabular preset keeps a task it solved, and the hold benchmark tells a task solved
 under sampling from a greedy answer that is right by chance."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.tabular_hold import judge, run_one
 
-#: The tabular preset before issue 17 item 10 (the paper's mu and beta).
+#: The tabular preset before it was fixed to keep a solved task (the paper's mu and beta).
 OLD = {"epochs": 4, "beta": 0.04}
 
 

@@ -28,7 +28,7 @@ LOCKSTEP: list[tuple[str, dict[str, Any]]] = [
     (COUNTDOWN, {"n_numbers": 6, "number_range": (1, 100), "target_range": (1, 999)}),
     # numbers beyond the answer programs' int64 bound: those rows are scored by the general path
     (COUNTDOWN, {"number_range": (30000, 40000), "target_range": (1, 100000)}),
-    # the token-context observation (rlvr_env.token_obs), issue 16
+    # the token-context observation (rlvr_env.token_obs)
     (ARITHMETIC, {"observation": "tokens"}),
     (COUNTDOWN, {"n_numbers": 3, "observation": "tokens"}),
     (COUNTDOWN, {"n_numbers": 5, "target_range": (-60, 600), "observation": "tokens", "split": "test"}),
@@ -361,7 +361,7 @@ def test_long_lockstep(env_id: str, kwargs: dict[str, Any]) -> None:
             assert np.array_equal(o, obs[i])
 
 
-# -- issue 8, section 3: adjacent number tokens never join into one number, through any path -----------
+# -- adjacent number tokens never join into one number, through any path -----------------------------
 HACKS = [
     # (env id, kwargs, prompt, answer tokens): each joined reading would pay 1.1
     (COUNTDOWN, {"n_numbers": 3, "number_range": (1, 20)}, ((1, 2, 12), 12), ["n0", "n1", "<eos>"]),
@@ -423,7 +423,7 @@ def test_envs_refuse_a_vocabulary_read_two_ways(token: str) -> None:
         TokenVectorEnv(Odd(), 2)
 
 
-# -- issue 8, section 4: make and make_vec accept the same kwargs; values beyond int64 -------------------
+# -- make and make_vec accept the same kwargs; values beyond int64 ------------------------------------
 LARGE = [
     {"n_numbers": 8, "number_range": (1, 999999), "target_range": (1, 999999)},
     {"n_numbers": 8, "number_range": (100000, 999999), "target_range": (1, 999999), "integer_division": True},

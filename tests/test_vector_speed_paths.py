@@ -1,4 +1,4 @@
-"""The fast paths of the native vector Countdown (issue 18, part 4) stay exact: the mask automaton
+"""The fast paths of the native vector Countdown stay exact: the mask automaton
 against the prefix loop, the answer-shape programs (and the batch verifier that uses them) against
 ``verify``, and the vector env against the single env in lockstep over many random settings and seeds
 (N = 3, 4, 5)."""

@@ -1,4 +1,4 @@
-"""Issue 18's lookup tables for the native vector Countdown: each equals the arithmetic it replaces."""
+"""The lookup tables of the native vector Countdown: each equals the arithmetic it replaces."""
 
 from __future__ import annotations
 

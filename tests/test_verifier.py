@@ -1,5 +1,5 @@
 """The verifier: precedence, rejection of malformed and hostile input, and agreement with an independent
-evaluator on random token sequences (issue 2, "Tests: Verifier")."""
+evaluator on random token sequences."""
 
 from __future__ import annotations
 
@@ -530,7 +530,7 @@ def test_an_object_that_is_not_a_sequence_is_a_type_error() -> None:
         verify(_RaisingLength(), NUMBERS, 17)  # type: ignore[arg-type]
 
 
-# -- the Countdown reward hack (issue 8, section 3): adjacent number tokens never join ------------------
+# -- the Countdown reward hack: adjacent number tokens never join ----------------------------------------
 @pytest.mark.parametrize(
     "tokens, numbers, target",
     [
