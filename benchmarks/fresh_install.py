@@ -9,9 +9,9 @@ and then runs ``python -m benchmarks.compare``) and records:
 - whether ``git status`` in the clone is still clean afterwards (the default output is git-ignored),
 - the verdict lines the command printed.
 
-Writes ``benchmarks/results/fresh_install.{json,md}`` in this checkout (the README's "The two commands"
-copies the table). pip's download cache is the machine's, so the install time is that of a machine that
-has the wheels at hand (a first download adds the transfer of the size shown).
+Writes ``benchmarks/results/fresh_install.{json,md}`` in this checkout (docs/install.md, "The main command
+on a fresh machine" copies the table). pip's download cache is the machine's, so the install time is that
+of a machine that has the wheels at hand (a first download adds the transfer of the size shown).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Group-level reward terms: pure functions of a finished group of answers to one prompt.
 
-They are not computed inside an episode because they depend on the whole group (DESIGN.md,
-"Rewards are programs, decomposed"); an agent applies them after its G episodes finish.
+They are not computed inside an episode because they depend on the whole group; an agent applies them
+after its G episodes finish, between the verifier and the group advantages (docs/agent.md, "The GRPO
+agent").
 """
 
 from __future__ import annotations

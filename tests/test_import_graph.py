@@ -1,5 +1,6 @@
 """The import graph of ``rlvr_env``, ``agents`` and ``benchmarks`` has no circle, and its arrows point one
-way: ``benchmarks -> agents -> rlvr_env`` (DESIGN.md, "The layout").
+way: ``benchmarks -> agents -> rlvr_env`` (the order of README.md, "Layout"; docs/install.md, "What the
+wheel installs": nothing in the two installed packages imports ``benchmarks``).
 
 The graph is read from the source with ``ast``: every ``import`` and ``from ... import`` statement,
 module-level or inside a function (a lazy import is still an arrow), resolved to the project module it

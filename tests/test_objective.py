@@ -412,8 +412,8 @@ def test_seq_mean_token_sum_weight_does_not_depend_on_the_longest_answer_in_the_
 
 
 def test_readme_maps_every_variant_to_verl_and_trl() -> None:
-    # The option-name map is complete for both verl and TRL: every name a user can select and
-    # every GRPOConfig field of the objective appears in the README's table, with a verl and a TRL column.
+    # The option-name map is complete for both verl and TRL: every name a user can select and every
+    # GRPOConfig field of the objective appears in docs/variants.md's table, with a verl and a TRL column.
     import dataclasses
     from pathlib import Path
 
@@ -430,7 +430,7 @@ def test_readme_maps_every_variant_to_verl_and_trl() -> None:
                      "max_grad_norm"}  # rollout and optimiser settings, not objective variants
     fields = [f.name for f in dataclasses.fields(GRPOConfig) if f.name not in not_objective]
     missing += [f for f in fields if f"`{f}" not in table]
-    assert not missing, f"README variants table lacks {missing}"
+    assert not missing, f"the table of docs/variants.md lacks {missing}"
     for row in table.splitlines()[table.splitlines().index(
             "| variant (paper) | ours (`GRPOConfig`) | verl | TRL |") + 2:]:
         if not row.startswith("|"):

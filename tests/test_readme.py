@@ -1,5 +1,5 @@
 """README.md and the docs/ pages: their result tables are the files the benchmark commands write, their
-links resolve, their commands exist, the README stays short and its examples run."""
+commands exist, the README stays short and its examples run (their links: tests/test_references.py)."""
 
 from __future__ import annotations
 
@@ -14,58 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 #: the README is what a newcomer reads in five minutes; everything else lives in docs/
 README_MAX_LINES = 300
-
-_FENCE = re.compile(r"^(```|~~~)")
-_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-_CODE_SPAN = re.compile(r"`[^`\n]*`")
-
-
-def _prose_lines(text: str) -> list[str]:
-    """The lines of a markdown page outside fenced code blocks."""
-    out, fenced = [], False
-    for line in text.splitlines():
-        if _FENCE.match(line.strip()):
-            fenced = not fenced
-            continue
-        if not fenced:
-            out.append(line)
-    return out
-
-
-def anchors(text: str) -> set[str]:
-    """The anchors GitHub gives a page's headings: the heading's text without markup, lower-cased,
-    every character that is not a letter, digit, ``_``, ``-`` or space dropped, spaces made ``-``;
-    a repeated anchor gets ``-1``, ``-2``, ..."""
-    seen: dict[str, int] = {}
-    out: set[str] = set()
-    for line in _prose_lines(text):
-        heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
-        if heading is None:
-            continue
-        title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1)).replace("`", "").replace("*", "")
-        slug = "".join(c for c in title.lower() if c.isalnum() or c in "_- ").replace(" ", "-")
-        n = seen.get(slug, 0)
-        seen[slug] = n + 1
-        out.add(slug if n == 0 else f"{slug}-{n}")
-    return out
-
-
-def broken_links(page: Path) -> list[str]:
-    """Every relative link of ``page`` (outside code) whose file, or whose ``#anchor`` in a markdown
-    file, does not exist, as ``"target (reason)"``."""
-    text = page.read_text(encoding="utf-8")
-    broken = []
-    for line in _prose_lines(text):
-        for target in _LINK.findall(_CODE_SPAN.sub("", line)):
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
-                continue  # a URL: not checked offline
-            path, _, anchor = target.partition("#")
-            dest = page if not path else (page.parent / path).resolve()
-            if not dest.exists():
-                broken.append(f"{target} (no such file)")
-            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text(encoding="utf-8")):
-                broken.append(f"{target} (no heading with that anchor)")
-    return broken
 
 
 def test_every_page_block_matches_its_result_file() -> None:
@@ -120,22 +68,6 @@ def test_links_in_results_files_are_rebased_onto_the_page() -> None:
     lab = "benchmarks/results/lab/lab.md"
     _, stale = render(f"<!-- BEGIN {lab} -->\n\n<!-- END {lab} -->", ROOT, ROOT / "docs")
     assert stale == ["benchmarks/results/lab/lab.md"]
-
-
-@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_links_point_at_files_and_headings_that_exist(page: Path) -> None:
-    assert broken_links(page) == []
-
-
-def test_the_link_checker_finds_a_missing_file_and_a_missing_anchor(tmp_path: Path) -> None:
-    (tmp_path / "a.md").write_text("# Title `x` (y)\n\n## Title `x` (y)\n\n```\n# not a heading\n```\n")
-    assert anchors((tmp_path / "a.md").read_text()) == {"title-x-y", "title-x-y-1"}
-    page = tmp_path / "p.md"
-    page.write_text("[ok](a.md#title-x-y) [ok2](a.md#title-x-y-1) `[code](gone.md)` [f](gone.md) "
-                    "[h](a.md#not-a-heading) [self](#nope)\n```\n[in code](gone2.md)\n```\n")
-    assert broken_links(page) == ["gone.md (no such file)",
-                                  "a.md#not-a-heading (no heading with that anchor)",
-                                  "#nope (no heading with that anchor)"]
 
 
 def test_readme_is_under_the_line_limit() -> None:

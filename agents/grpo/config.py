@@ -92,7 +92,7 @@ class GRPOConfig:
     uses 0.04; None: the policy's preset). Here the reference is the initial policy, which for the
     tabular table is uniform, so
     beta also keeps exploration alive: it is what stops the collapse onto one well-formed wrong answer
-    (see README, "What made tabular GRPO robust")."""
+    (see docs/agent.md, "What made tabular GRPO robust")."""
 
     kl_estimator: str = "k3"
     """Estimator of KL(pi_theta || pi_ref): "k3" = r - log r - 1, r = pi_ref/pi_theta (DeepSeekMath eq. 4,
@@ -535,8 +535,8 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 
 
 #: Named presets. "paper": the papers' values (DeepSeekMath; the lesson's G = 8). "tabular", "mlp": the
-#: per-policy defaults, measured on rlvr/Arithmetic-v0 over 10 seeds (README, "What made tabular GRPO
-#: robust"; ``python -m benchmarks.grpo_targets``); a field they do not set takes the paper's value.
+#: per-policy defaults, measured on rlvr/Arithmetic-v0 over 10 seeds (docs/agent.md, "What made tabular
+#: GRPO robust"; ``python -m benchmarks.grpo_targets``); a field they do not set takes the paper's value.
 #:
 #: * tabular: with the paper's std-normalised advantage the agent collapsed on 10 of 10 seeds: a group
 #:   whose only difference is one well-formed (0.1) answer among malformed (0.0) ones gets advantages as
@@ -555,14 +555,15 @@ def _choice(name: str, value: object, table: dict[str, Any]) -> None:
 #:   runs (3/10) were never solved under sampling. mu = 1, beta = 0.02 on seeds 0-9: 0/10 such drops
 #:   at 300k steps, median steps to solved 53k instead of 88k (``python -m benchmarks.tabular_hold``;
 #:   0/10 at 1M too; beta = 0.005 left 2 of 10 seeds unsolved: the KL is also the table's exploration
-#:   floor). Reported on fresh seeds in docs/agent.md ("Solved, then lost?").
+#:   floor). Reported on fresh seeds in docs/agent.md, "What made tabular GRPO robust" ("Solved, then
+#:   lost?").
 #: * mlp: the paper's advantage works when the KL anchor is strong: with beta = 0.04 (the lesson's upper
 #:   end) 8 of 10 seeds reached 100% and the rest collapsed onto one wrong answer for a target; with
 #:   beta = 0.2 all 10 did, and the policy keeps ~0.2 nats of entropy (the reference is the random
 #:   initial network, so beta here is an exploration floor: the lesson's "raise beta" hint).
 #:   B = 8 prompts per iteration with G = 16 generalised to held-out prompts better than B = 2-4.
 #: * countdown: the mlp preset changed where Countdown N=3 (``rlvr/Countdown-v0``, grammar masks on)
-#:   needed it, measured on seeds 0-1 at 300k steps (README "GRPO on Countdown";
+#:   needed it, measured on seeds 0-1 at 300k steps (docs/countdown.md, "GRPO on Countdown";
 #:   ``python -m benchmarks.countdown`` reports fresh seeds). length_weight = 0: under masks every
 #:   answer is well-formed, so the k1.5 term is the only thing telling answers of a failed group apart
 #:   and it pays the shortest (one number + EOS): every seed collapsed to length 2 (held-out greedy

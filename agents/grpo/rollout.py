@@ -1,6 +1,6 @@
 """Rolling out groups: B prompts, G episodes each, all B x G advancing in lockstep.
 
-Group members share their start in one of two ways (DESIGN.md, "Prompt replay"):
+Group members share their start in one of two ways (docs/agent.md, "The GRPO agent"):
 
 * **replay**: the env's ``reset()`` reports ``info["prompt"]`` and ``reset(options={"prompt": p})``
   starts exactly on ``p`` (every ``rlvr_env`` env). The first member of a group draws the prompt with a

@@ -36,7 +36,7 @@ BASE_PRESET, BASE, ENV_KWARGS = _best_countdown_setting()
 EVAL_PROMPTS, EVAL_K = 256, 8
 #: Run-file format; bump to invalidate stored runs when the per-run record changes.
 RUN_FORMAT = 1
-#: The lesson's beta range (README, "The GRPO agent"): its two ends.
+#: The lesson's beta range (``GRPOConfig.beta``: 0.001-0.04): its two ends.
 LESSON_BETAS = (0.001, 0.04)
 #: Env steps per run (every claim; at --budget-scale 1). Chosen on seeds 0-1: the base configuration's
 #: rollout solve rate climbs from ~0.05 to ~0.4 in it (0.6 at 300k), so every claim sees learning.
