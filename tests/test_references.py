@@ -9,6 +9,8 @@ An anchor must be one GitHub gives a heading of that page; a quoted section must
 the part of it before its first ``": "`` or ``" ("``, in any case.
 In ``rlvr_env``, ``agents`` and ``benchmarks`` every string is read too (an error message naming a page
 is a reference); in ``tests`` only docstrings and comments (test data names pages that do not exist).
+And no reference a reader cannot follow at all: no tracker number in the code, the pages or the committed
+result tables (history goes in CHANGELOG.md).
 """
 
 from __future__ import annotations
@@ -159,6 +161,16 @@ def broken_references(text: str, root: Path = ROOT) -> list[str]:
     return broken
 
 
+#: a reference to a tracker a reader of the tree cannot look up (history goes in CHANGELOG.md)
+_TRACKER = re.compile(r"\bissues? ?#?[0-9]+|(?<![\w&])#[0-9]{2,}\b|\bthe issue'?s? goal", re.I)
+
+
+def tracker_references(text: str) -> list[str]:
+    """Each line of ``text`` that cites a tracker entry: the word for one with a number, a ``#`` with
+    two or more digits, or that entry's "goal"."""
+    return [line.strip() for line in text.splitlines() if _TRACKER.search(line)]
+
+
 def _modules(packages: tuple[str, ...]) -> list[Path]:
     return [path for package in packages for path in sorted((ROOT / package).rglob("*.py"))]
 
@@ -230,3 +242,23 @@ def test_the_reference_checker_finds_a_broken_reference_planted_in_real_code() -
     planted = source.replace('docs/envs.md, "Rendering"', 'docs/envs.md, "Rendering frames"', 1)
     assert [r for t in prose_of(planted, every_string=True) for r in broken_references(t)] == [
         'docs/envs.md, "Rendering frames" (no heading of that name)']
+
+
+def test_no_tracker_numbers_in_the_code_the_docs_or_the_result_tables() -> None:
+    """The code, README.md, the docs pages and the committed result tables (not the stored run files)."""
+    results = [md for md in sorted((ROOT / "benchmarks" / "results").rglob("*.md"))
+               if "runs" not in md.relative_to(ROOT).parts]
+    found = {}
+    for path in [*_modules(CODE_PACKAGES + TEST_PACKAGES), *PAGES, *results]:
+        lines = tracker_references(path.read_text(encoding="utf-8"))
+        if lines:
+            found[path.relative_to(ROOT).as_posix()] = lines
+    assert found == {}, f"tracker references (say what the thing is; history goes in CHANGELOG.md): {found}"
+
+
+def test_the_tracker_check_finds_each_form() -> None:
+    issue, hash_ = "iss" + "ue", "#"  # spelled apart, so this file does not cite a tracker itself
+    text = (f"fixed in {issue} 12\n{issue.title()} {hash_}7 item 3\nsee {hash_}34.\nThe {issue}'s goal: 0.5\n"
+            f"colour {hash_}fff, step {hash_}3, pages 12-14, {issue}d by hand\n")
+    assert tracker_references(text) == [f"fixed in {issue} 12", f"{issue.title()} {hash_}7 item 3",
+                                        f"see {hash_}34.", f"The {issue}'s goal: 0.5"]
