@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import time
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +30,8 @@ from agents.grpo.objective import (
     terminal_token_rewards,
     token_entropies,
 )
-from agents.grpo.policies import (
-    POLICY_NAMES,
-    TABULAR_DEFAULT_LR,
-    Policy,
-    TabularPolicy,
-    apply_mask,
-    check_tabular_observations,
-    log_softmax,
-)
+from agents.grpo.policies import Policy, apply_mask, log_softmax
+from agents.grpo.registry import policy_class, registered_name
 from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from agents.grpo.rollout import (
     GroupBatch,
@@ -54,7 +46,7 @@ from agents.grpo.rollout import (
 from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
-__all__ = ["GRPO", "Callback", "make_policy"]
+__all__ = ["GRPO", "Callback"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,13 +123,15 @@ class GRPO:
         config: the hyperparameters (:class:`GRPOConfig`). Fields it leaves unset (None), and all of
             them when ``config`` is None, take ``policy``'s preset (``GRPOConfig.preset(policy)``);
             ``GRPOConfig.preset("paper")`` is the papers' values. The resolved config is ``self.config``.
-        policy: ``"tabular"`` (NumPy softmax table), ``"mlp"`` (SB3 PPO's actor network) or
-            ``"transformer"`` (a causal transformer over ``observation="tokens"``,
-            :mod:`agents.grpo.transformer`); the neural ones need the ``torch`` extra
-            (``pip install "rlvr-env[torch]"``).
+        policy: a registered name, ``"tabular"`` (NumPy softmax table), ``"mlp"`` (SB3 PPO's actor
+            network) or ``"transformer"`` (a causal transformer over ``observation="tokens"``,
+            :mod:`agents.grpo.transformer`), or any :class:`agents.grpo.policies.Policy` subclass
+            (:mod:`agents.grpo.registry`; docs/agent.md, "Add a policy architecture"); the neural ones
+            need the ``torch`` extra (``pip install "rlvr-env[torch]"``).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
-        policy_kwargs: for ``"mlp"``: ``net_arch`` (default ``[64, 64]``) and ``activation``.
+        policy_kwargs: keyword arguments of the policy's constructor; for ``"mlp"``: ``net_arch``
+            (default ``[64, 64]``) and ``activation``.
         verbose: 0 silent, 1 one line per logged iteration, 2 SB3's full tables (needs SB3).
         log_interval: iterations between logger dumps.
         log_dir: if set, also write SB3 logger CSV (and TensorBoard when ``tensorboard=True``) there
@@ -158,7 +152,7 @@ class GRPO:
         self,
         env: str | gym.Env,
         config: GRPOConfig | None = None,
-        policy: str = "tabular",
+        policy: str | type[Policy] = "tabular",
         seed: int = 0,
         *,
         env_kwargs: dict[str, Any] | None = None,
@@ -172,13 +166,12 @@ class GRPO:
         eval_k: int = 16,
         eval_prompts: int | None = None,
     ) -> None:
-        if policy not in POLICY_NAMES:
-            raise ValueError(f"policy={policy!r} is not one of {POLICY_NAMES}")
+        policy_cls = policy_class(policy)  # a registered name or a Policy class (ValueError otherwise)
         if config is None:
             config = GRPOConfig()
         if not isinstance(config, GRPOConfig):
             raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
-        config = config.resolve(policy)  # unset fields take the policy's preset
+        config = config.resolve(policy_cls.preset)  # unset fields take the policy's preset
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a non-negative integer")
         if verbose not in (0, 1, 2):
@@ -193,7 +186,7 @@ class GRPO:
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
-        if isinstance(env, str) and policy == "transformer":  # it reads the token context
+        if isinstance(env, str) and policy_cls.token_observation:  # it reads the token context
             self.env_kwargs.setdefault("observation", "tokens")
         if isinstance(env, str):
             self.env_id = env
@@ -215,7 +208,8 @@ class GRPO:
             raise ValueError(f"Discrete action space must start at 0, got {self.env.action_space}")
 
         self.config = config
-        self.policy_name = policy
+        #: the registered name of the policy's class (what a checkpoint stores; None: not registered)
+        self.policy_name = policy if isinstance(policy, str) else registered_name(policy_cls)
         self.seed = int(seed)
         self.policy_kwargs = dict(policy_kwargs or {})
         self.verbose, self.log_interval = verbose, log_interval
@@ -224,23 +218,12 @@ class GRPO:
         self.n_actions = int(self.env.action_space.n)
         self.group_mode: GroupMode = detect_group_mode(self.env)
         self.rng = np.random.default_rng(self.seed)
-        if policy == "tabular":
-            check_tabular_observations(self.env)
         self.max_episode_length = self._max_episode_length()
         # The config becomes the loss's constants once, here (Clip-Cov draws with the agent's generator).
         self._loss_settings = config.loss_settings(self.max_episode_length, self.rng)
-        self.feature_slices = self._tabular_slices() if policy == "tabular" else None
-        self.policy: Policy = make_policy(
-            policy,
-            self.observation_space,
-            self.n_actions,
-            config.learning_rate,
-            self.seed,
-            feature_slices=self.feature_slices,
-            max_grad_norm=config.max_grad_norm,
-            tabular_optimizer=config.tabular_optimizer,
-            policy_kwargs=self.policy_kwargs,
-        )
+        #: the observation segments a tabular policy keys its rows on (None: the whole observation)
+        self.feature_slices = self._tabular_slices()
+        self.policy: Policy = policy_cls.build(self, self.policy_kwargs)
         #: whether advantages come from a learned critic (``advantage="gae"``): the critic is a value
         #: network started from the policy's current weights (``policy.critic``, agents.grpo.torch_policy)
         self.uses_critic = config.advantage in CRITIC_ESTIMATORS
@@ -661,52 +644,3 @@ class GRPO:
         """
         model: GRPO = checkpoint.load(cls, path, env)
         return model
-
-
-def make_policy(
-    kind: str,
-    observation_space: gym.Space,
-    n_actions: int,
-    learning_rate: float | None,
-    seed: int,
-    *,
-    feature_slices: Sequence[slice] | None = None,
-    max_grad_norm: float | None = None,
-    tabular_optimizer: str = "sgd",
-    policy_kwargs: dict[str, Any] | None = None,
-) -> Policy:
-    """Build a policy by name ("tabular", "mlp" or "transformer"). Here, not in
-    :mod:`agents.grpo.policies`, because the neural policies build on that module; torch is imported only
-    for them (``ImportError`` naming the ``torch`` extra when it is not installed)."""
-    kwargs = dict(policy_kwargs or {})
-    if kind == "tabular":
-        if kwargs:
-            raise ValueError(f"the tabular policy takes no policy_kwargs, got {sorted(kwargs)}")
-        if learning_rate is None:
-            learning_rate = TABULAR_DEFAULT_LR[tabular_optimizer]
-        return TabularPolicy(
-            observation_space, n_actions, learning_rate, feature_slices, optimizer=tabular_optimizer
-        )
-    if kind == "mlp":
-        from agents.grpo.mlp import MLPPolicy  # lazy: torch
-
-        return MLPPolicy(
-            observation_space,
-            n_actions,
-            3e-4 if learning_rate is None else learning_rate,
-            seed=seed,
-            max_grad_norm=max_grad_norm,
-            **kwargs,
-        )
-    if kind == "transformer":  # a causal transformer over observation="tokens"
-        from agents.grpo.transformer import TransformerPolicy  # lazy: torch
-
-        return TransformerPolicy(
-            observation_space,
-            n_actions,
-            3e-4 if learning_rate is None else learning_rate,
-            seed=seed,
-            max_grad_norm=max_grad_norm,
-            **kwargs,
-        )
-    raise ValueError(f"policy={kind!r} is not one of {POLICY_NAMES}")

@@ -34,6 +34,7 @@ class MLPPolicy(TorchPolicy):
     """SB3 PPO's actor (``net_arch=[64, 64]``, Tanh, orthogonal init) trained by GRPO."""
 
     kind = "mlp"
+    preset = "mlp"
 
     def __init__(
         self,

@@ -268,6 +268,8 @@ class TransformerPolicy(TorchPolicy):
     """
 
     kind = "transformer"
+    preset = "transformer"
+    token_observation = True
 
     def __init__(self, observation_space: gym.Space, n_actions: int, learning_rate: float, *, seed: int,
                  max_grad_norm: float | None = 0.5, dtype: str = "float32", **arch: Any) -> None:
