@@ -86,7 +86,7 @@ def test_config_rejects_variant_combinations_that_would_do_nothing() -> None:
         GRPOConfig(dual_clip_c=3.0, policy_loss="gspo")
     with pytest.raises(ValueError, match="policy_loss='gspo' needs loss_aggregation='seq_mean_token_mean'"):
         GRPOConfig(policy_loss="gspo", loss_aggregation="token_mean")
-    with pytest.raises(ValueError, match="KL-Cov does not clip"):
+    with pytest.raises(ValueError, match="'kl_cov': it does not clip"):
         GRPOConfig(policy_loss="kl_cov", clip_eps_high=0.28)
 
 
@@ -647,8 +647,8 @@ def test_the_config_becomes_the_loss_settings_once_at_construction(monkeypatch) 
     s = model._loss_settings
     assert (s.beta, s.kl_estimator, s.aggregation, s.policy_loss, s.max_length) == (
         0.02, "k2", "seq_mean_token_sum", "clip_cov", 5)  # Arithmetic's max_length
-    assert s.surrogate == SurrogateSettings(0.15, 0.3, None, cfg.kl_cov_ratio, cfg.kl_cov_coef, 0.05,
-                                            (0.5, 4.0), model.rng)
+    assert s.surrogate == SurrogateSettings(0.15, 0.3, clip_cov_ratio=0.05, clip_cov_lb=0.5, clip_cov_ub=4.0,
+                                            rng=model.rng)
     assert s.surrogate.rng is model.rng  # Clip-Cov draws with the agent's seeded generator
     assert GRPO(ENV, GRPOConfig(), seed=0)._loss_settings.surrogate.rng is None  # only clip_cov keeps it
     with pytest.raises(ValueError, match="resolve the config first"):
