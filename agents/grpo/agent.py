@@ -14,7 +14,7 @@ import numpy as np
 
 from agents.evaluation import SuccessReport, greedy_success, success_report
 from agents.grpo import checkpoint, hooks
-from agents.grpo.callbacks import Callback, make_callbacks
+from agents.grpo.callbacks import Callback, CallbackRunner, make_callbacks
 from agents.grpo.config import GRPOConfig
 from agents.grpo.hooks import GroupHook, GroupHooks
 from agents.grpo.objective import (
@@ -34,6 +34,7 @@ from agents.grpo.policies import Policy, apply_mask, log_softmax
 from agents.grpo.registry import policy_class, registered_name
 from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from agents.grpo.rollout import (
+    Collected,
     GroupBatch,
     GroupMode,
     collect_groups,
@@ -46,7 +47,7 @@ from agents.grpo.rollout import (
 from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
-__all__ = ["GRPO", "Callback"]
+__all__ = ["GRPO", "Advantages", "Callback"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +93,27 @@ class _CriticTargets:
     values: np.ndarray
     returns: np.ndarray
     first_pass: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Advantages:
+    """One iteration's advantages (:meth:`GRPO.compute_advantages`): ``per_answer`` (B, G), one per
+    trained answer (with a critic, the mean of its tokens'; None when no group is trained), which the
+    group hooks see and the group estimators' update reads; with a critic, ``per_token`` (N, L), the
+    advantage of every token, and ``critic``, its targets."""
+
+    per_answer: np.ndarray | None
+    per_token: np.ndarray | None = None
+    critic: _CriticTargets | None = None
+
+
+@dataclasses.dataclass
+class _Clock:
+    """Where ``learn`` started counting: the step count, and the time (moved on by evaluations, which
+    the fps and ``train_seconds`` leave out)."""
+
+    start_steps: int
+    start_time: float
 
 
 class GRPO:
@@ -250,6 +272,7 @@ class GRPO:
         #: phase timing of ``learn`` (:mod:`agents.grpo.profiling`): ``model.timer = PhaseTimer()`` turns
         #: it on; the default :data:`~agents.grpo.profiling.NO_TIMER` costs nothing and times nothing
         self.timer: NoTimer | PhaseTimer = NO_TIMER
+        self._clock = _Clock(0, time.perf_counter())
 
     def _max_episode_length(self) -> int | None:
         task = getattr(self.env.unwrapped, "task", None)
@@ -275,76 +298,26 @@ class GRPO:
         the number of *additional* steps. ``callback``: ``fn(model, metrics)`` after each iteration
         (False stops), an SB3 ``BaseCallback`` / ``CallbackList``, or a list of these; an SB3
         callback's ``on_step`` runs once per iteration (:mod:`agents.grpo.callbacks`).
+
+        Each iteration is four template steps a subclass can override, as SB3's ``OnPolicyAlgorithm``
+        has: :meth:`collect_rollouts`, :meth:`compute_advantages`, :meth:`update` and :meth:`record`.
         """
         callbacks = make_callbacks(callback)
-        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
-            raise ValueError(f"total_timesteps={total_timesteps!r} must be an integer")
-        if total_timesteps < 1:
-            raise ValueError(f"total_timesteps={total_timesteps} must be positive")
-        if reset_num_timesteps:
-            self.num_timesteps, self.iterations = 0, 0
-        goal = self.num_timesteps + int(total_timesteps)
-        if self.verbose or self.log_dir is not None:
-            _ = self.logger  # set up (and import torch for) SB3's logger before the clock starts
+        goal = self._setup_learn(total_timesteps, reset_num_timesteps)
         bar = hooks.progress_bar(progress_bar, int(total_timesteps))
         if callbacks is not None:
             callbacks.start(self, locals(), globals())
-        start_steps, start_time = self.num_timesteps, time.perf_counter()
+        self._clock = _Clock(self.num_timesteps, time.perf_counter())
         try:
             while self.num_timesteps < goal:
-                if callbacks is not None:
-                    callbacks.rollout_start()
-                # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
-                timer = self.timer
-                got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards,
-                                     self.config, goal - self.num_timesteps, timer)
-                if callbacks is not None:
-                    callbacks.rollout_end()
-                train_stats: dict[str, float] = {}
-                adv = None  # (B, G) one advantage per answer (for the critic: its tokens' mean)
-                adv_tok = None  # (N, L) the critic's advantage of every token
-                targets = None
-                if got.train is not None:
-                    with timer.phase("advantage"):
-                        if self.uses_critic:  # token-level GAE from the critic's values
-                            adv_tok, targets = self._critic_advantages(got.train, got.train_rewards)
-                            lengths = np.maximum(got.train.mask.sum(axis=1), 1.0)
-                            adv = ((adv_tok * got.train.mask).sum(axis=1) / lengths).reshape(
-                                got.train_rewards.shape)
-                        else:
-                            adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
-                                got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
-                                lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),
-                            )  # (B, G)
-                self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv,
+                got = self.collect_rollouts(goal, callbacks)
+                adv = self.compute_advantages(got)
+                self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv.per_answer,
                                        self.iterations + 1, self.num_timesteps)
-                if got.train is not None and adv is not None:
-                    with timer.phase("update"):  # mu clipped epochs
-                        if targets is None:
-                            train_stats = self._update(got.train, adv.reshape(-1))
-                        else:
-                            train_stats = self._update(got.train, adv_tok, targets)
+                train_stats = self.update(got, adv)
                 self.num_timesteps += got.sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
-                elapsed = time.perf_counter() - start_time
-                metrics = {
-                    **rollout_metrics(got.sampled, got.rewards),
-                    **train_stats,
-                    "time/fps": (self.num_timesteps - start_steps) / max(elapsed, 1e-9),
-                    "time/iterations": float(self.iterations),
-                    "time/total_timesteps": float(self.num_timesteps),
-                }
-                if self.config.dynamic_sampling:
-                    metrics["rollout/sampling_rounds"] = float(got.rounds)
-                    metrics["rollout/trained_groups"] = float(len(got.train_groups))
-                if self.eval_freq and self.iterations % self.eval_freq == 0:
-                    eval_start = time.perf_counter()
-                    for split in ("train", "test"):
-                        rep = self.success(split, k=self.eval_k, n_prompts=self.eval_prompts)
-                        metrics.update(rep.as_dict(f"eval/{split}_"))
-                    start_time += time.perf_counter() - eval_start  # fps counts training only
-                self.last_metrics = metrics
-                self._log(metrics)
+                metrics = self.record(got, train_stats)
                 if bar is not None:  # the bar's total is the budget; the last iteration may run past it
                     bar.update(min(got.sampled.n_steps, int(total_timesteps) - bar.n))
                 if callbacks is not None and not callbacks.step(self, metrics, locals()):
@@ -352,13 +325,94 @@ class GRPO:
             if callbacks is not None:
                 callbacks.end()
         finally:
-            self.train_seconds = time.perf_counter() - start_time
-            if bar is not None:
-                over = self.num_timesteps - goal
-                if over > 0:
-                    bar.set_postfix_str(f"+{over} steps to finish the last iteration", refresh=True)
-                bar.close()
+            self._end_learn(bar, goal)
         return self
+
+    def _setup_learn(self, total_timesteps: int, reset_num_timesteps: bool) -> int:
+        """Check the budget, reset the counters (unless continuing) and set up the logger; returns the
+        step count to reach."""
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
+            raise ValueError(f"total_timesteps={total_timesteps!r} must be an integer")
+        if total_timesteps < 1:
+            raise ValueError(f"total_timesteps={total_timesteps} must be positive")
+        if reset_num_timesteps:
+            self.num_timesteps, self.iterations = 0, 0
+        if self.verbose or self.log_dir is not None:
+            _ = self.logger  # set up (and import torch for) SB3's logger before the clock starts
+        return self.num_timesteps + int(total_timesteps)
+
+    def _end_learn(self, bar: Any, goal: int) -> None:
+        self.train_seconds = time.perf_counter() - self._clock.start_time
+        if bar is not None:
+            over = self.num_timesteps - goal
+            if over > 0:
+                bar.set_postfix_str(f"+{over} steps to finish the last iteration", refresh=True)
+            bar.close()
+
+    def collect_rollouts(self, goal: int, callbacks: CallbackRunner | None = None) -> Collected:
+        """Draw prompts, run G episodes each (several rounds under dynamic sampling) and score them
+        (verifier reward + length term, :meth:`_group_rewards`), spending at most the steps left before
+        ``goal``; the callbacks' rollout start and end bracket it."""
+        if callbacks is not None:
+            callbacks.rollout_start()
+        got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards, self.config,
+                             goal - self.num_timesteps, self.timer)
+        if callbacks is not None:
+            callbacks.rollout_end()
+        return got
+
+    def compute_advantages(self, got: Collected) -> Advantages:
+        """The advantages of the groups to train on: ``config.advantage``'s group estimator, or with a
+        critic token-level GAE from its values (:meth:`_critic_advantages`). Empty when no group is
+        trained on (dynamic sampling found none)."""
+        if got.train is None:
+            return Advantages(None)
+        with self.timer.phase("advantage"):
+            if self.uses_critic:  # token-level GAE from the critic's values
+                adv_tok, targets = self._critic_advantages(got.train, got.train_rewards)
+                lengths = np.maximum(got.train.mask.sum(axis=1), 1.0)
+                per_answer = (adv_tok * got.train.mask).sum(axis=1) / lengths
+                return Advantages(per_answer.reshape(got.train_rewards.shape), adv_tok, targets)
+            return Advantages(ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
+                got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
+                lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),
+            ))  # (B, G)
+
+    def update(self, got: Collected, adv: Advantages) -> dict[str, float]:
+        """mu clipped epochs on the trained groups with their advantages (:meth:`_train_epochs`); the
+        training metrics (``train/*``), empty when nothing was trained."""
+        if got.train is None or adv.per_answer is None:
+            return {}
+        with self.timer.phase("update"):  # mu clipped epochs
+            if adv.critic is None:
+                return self._train_epochs(got.train, adv.per_answer.reshape(-1))
+            assert adv.per_token is not None
+            return self._train_epochs(got.train, adv.per_token, adv.critic)
+
+    def record(self, got: Collected, train_stats: dict[str, float]) -> dict[str, float]:
+        """The iteration's metrics (rollout, train, time; every ``eval_freq`` iterations the evaluation's,
+        whose time the fps leaves out), kept in ``last_metrics`` and sent to the logger."""
+        clock = self._clock
+        elapsed = time.perf_counter() - clock.start_time
+        metrics = {
+            **rollout_metrics(got.sampled, got.rewards),
+            **train_stats,
+            "time/fps": (self.num_timesteps - clock.start_steps) / max(elapsed, 1e-9),
+            "time/iterations": float(self.iterations),
+            "time/total_timesteps": float(self.num_timesteps),
+        }
+        if self.config.dynamic_sampling:
+            metrics["rollout/sampling_rounds"] = float(got.rounds)
+            metrics["rollout/trained_groups"] = float(len(got.train_groups))
+        if self.eval_freq and self.iterations % self.eval_freq == 0:
+            eval_start = time.perf_counter()
+            for split in ("train", "test"):
+                rep = self.success(split, k=self.eval_k, n_prompts=self.eval_prompts)
+                metrics.update(rep.as_dict(f"eval/{split}_"))
+            clock.start_time += time.perf_counter() - eval_start  # fps counts training only
+        self.last_metrics = metrics
+        self._log(metrics)
+        return metrics
 
     def _group_rewards(self, batch: GroupBatch) -> np.ndarray:
         rewards = batch.returns.reshape(batch.n_groups, batch.group_size).copy()  # (B, G)
@@ -384,8 +438,8 @@ class GRPO:
             token_rewards, values, batch.mask, self.config.gamma, self.config.lam)
         return adv_tok, _CriticTargets(values=values, returns=returns, first_pass=first_pass)
 
-    def _update(self, batch: GroupBatch, adv: np.ndarray,
-                critic: _CriticTargets | None = None) -> dict[str, float]:
+    def _train_epochs(self, batch: GroupBatch, adv: np.ndarray,
+                      critic: _CriticTargets | None = None) -> dict[str, float]:
         """mu epochs of clipped steps over the batch with the advantages ``adv``: (N,) one per answer,
         broadcast to its tokens (the group estimators), or (N, L) one per token (the critic's); the
         same loss reads both. Minibatches hold whole groups. With a critic (``critic`` given), each
