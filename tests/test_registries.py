@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,9 @@ def test_a_registered_loss_reads_its_own_config_field_and_changes_the_update() -
         GRPO(ENV, _config(policy_loss="test_scaled_pg"), seed=0, env_kwargs=KW)
     with pytest.raises(ValueError, match="'test_scaled_pg' is already registered"):
         register_policy_loss("test_scaled_pg")(scaled_policy_gradient)
+    settings = two._loss_settings  # what a Ray worker receives: it pickles and copies as it is
+    assert pickle.loads(pickle.dumps(settings)) == settings == copy.deepcopy(settings)
+    assert pickle.loads(pickle.dumps(settings)).surrogate.pg_scale == 2.0
 
 
 @register_advantage("test_sign")

@@ -85,9 +85,16 @@ class SurrogateSettings:
     def __hash__(self) -> int:
         return hash((tuple(sorted(self._values.items())), id(self.rng)))
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any], np.random.Generator | None]]:
+        return _rebuild_settings, (self._values, self.rng)  # pickling (Ray) and copying
+
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
         return f"SurrogateSettings({inner}{', rng=...' if self.rng is not None else ''})"
+
+
+def _rebuild_settings(values: dict[str, Any], rng: np.random.Generator | None) -> SurrogateSettings:
+    return SurrogateSettings(rng=rng, **values)
 
 
 SurrogateFn = Callable[
