@@ -2,9 +2,10 @@
 demonstrations before RL; Guo et al. 2025, section 2.3.1).
 
 An ``rlvr_env`` task that knows a solution per prompt (Countdown keeps its generating expression in
-``prompt.info()["solution_tokens"]``) provides demonstrations; :func:`behaviour_clone` fits the MLP
+``prompt.info()["solution_tokens"]``) provides demonstrations; :func:`behaviour_clone` fits a torch
 policy to them by maximum likelihood (cross-entropy on each demonstrated token, under the same grammar
-masks as decoding); :func:`warm_start` does that to a GRPO agent and makes the cloned policy its KL
+masks as decoding; the loop is :func:`agents.supervised.fit`, shared with the R1 cold start);
+:func:`warm_start` does that to a GRPO agent and makes the cloned policy its KL
 reference, as in the papers. Because the MLP policy *is* SB3 PPO's actor, :func:`copy_actor_to_sb3`
 puts the same cloned actor into an SB3 PPO or sb3-contrib MaskablePPO model (its critic stays fresh),
 so every contender can start from one policy.
@@ -13,8 +14,7 @@ so every contender can start from one policy.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -22,24 +22,17 @@ import numpy as np
 
 from agents.evaluation import as_token_env
 from agents.extras import missing_extra
+from agents.supervised import Batch, Demonstrations, fit
 from rlvr_env.tasks.base import Prompt
 
 try:
     import torch
+
+    from agents.grpo.torch_policy import TorchPolicy
 except ImportError as err:  # installed without the torch extra
     raise missing_extra("behaviour cloning (agents.bc)", "torch") from err
 
 __all__ = ["Demonstrations", "behaviour_clone", "copy_actor_to_sb3", "demonstrations", "warm_start"]
-
-
-@dataclass(frozen=True)
-class Demonstrations:
-    """Token-level demonstrations: one row per demonstrated token."""
-
-    obs: np.ndarray  # (T, obs_dim) observation before the token
-    masks: np.ndarray  # (T, V) the grammar mask at that step
-    actions: np.ndarray  # (T,) the demonstrated token
-    prompts: tuple[Prompt, ...]  # the prompts they come from
 
 
 def demonstrations(
@@ -99,44 +92,34 @@ def behaviour_clone(
     seed: int = 0,
     masked: bool = True,
 ) -> list[float]:
-    """Fit an :class:`agents.grpo.mlp.MLPPolicy` to ``demos`` by minibatch cross-entropy (Adam),
-    under the demonstrations' grammar masks when ``masked``. Returns the mean loss of each epoch.
-    The policy's RL optimiser and reference network are left alone (see :func:`warm_start`)."""
-    from agents.grpo.mlp import _masked_log_softmax
-
+    """Fit a torch policy (e.g. :class:`agents.grpo.mlp.MLPPolicy`) to ``demos`` by cross-entropy (Adam
+    at the constant ``learning_rate``, :func:`agents.supervised.fit`) on minibatches of ``batch_size``
+    rows in a fresh seeded order each epoch, under the demonstrations' grammar masks when ``masked``.
+    Returns the mean loss of each epoch. The policy's RL optimiser and reference network are left alone
+    (see :func:`warm_start`)."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs={epochs!r} must be a positive integer")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} must be a positive integer")
-    net = policy.net
-    opt = torch.optim.Adam(net.parameters(), lr=learning_rate, eps=1e-5)
     rng = np.random.default_rng(seed)
     t = len(demos.actions)
-    x_all = policy._input(demos.obs)
-    a_all = torch.as_tensor(demos.actions)
-    losses = []
-    for _ in range(epochs):
-        order = rng.permutation(t)
-        total = 0.0
-        for start in range(0, t, batch_size):
-            idx = order[start : start + batch_size]
-            logp = _masked_log_softmax(net(x_all[idx]), demos.masks[idx] if masked else None)
-            loss = -logp[torch.arange(len(idx)), a_all[idx]].mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += float(loss.detach()) * len(idx)
-        losses.append(total / t)
-    return losses
+
+    def shuffled() -> Iterator[list[Batch]]:
+        for _ in range(epochs):
+            order = rng.permutation(t)
+            yield [(order[start : start + batch_size], None) for start in range(0, t, batch_size)]
+
+    return fit(policy, demos, shuffled(), learning_rate=learning_rate, masked=masked)
 
 
 def warm_start(model: Any, demos: Demonstrations, **bc_kwargs: Any) -> list[float]:
-    """Behaviour-clone a GRPO agent's MLP policy on ``demos``, then make the clone its frozen KL
+    """Behaviour-clone a GRPO agent's torch policy on ``demos``, then make the clone its frozen KL
     reference and restart its RL optimiser (as DeepSeek-R1 starts RL from the cold-start checkpoint); a
     critic (``advantage="gae"``) starts again from the clone.
     ``bc_kwargs`` go to :func:`behaviour_clone` (``masked`` defaults to the agent's ``use_masks``)."""
-    if getattr(model, "policy_name", None) != "mlp":
-        raise ValueError("warm_start needs a GRPO agent with policy='mlp'")
+    if not isinstance(getattr(model, "policy", None), TorchPolicy):
+        raise ValueError(f"warm_start needs a GRPO agent with a torch policy (e.g. policy='mlp'), not "
+                         f"{type(getattr(model, 'policy', model)).__name__}")
     bc_kwargs.setdefault("masked", model.use_masks)
     bc_kwargs.setdefault("seed", model.seed)
     losses = behaviour_clone(model.policy, demos, **bc_kwargs)

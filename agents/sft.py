@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
-from agents.bc import Demonstrations
 from agents.grpo.config import COLD_START
 from agents.evaluation import as_token_env
+from agents.supervised import Batch, Demonstrations, fit
 from rlvr_env.tasks.base import Prompt
 from rlvr_env.vector import TokenVectorEnv
 
@@ -39,7 +39,7 @@ _CHUNK = 4096  # answers replayed per vector-env batch
 
 @dataclass(frozen=True)
 class AnswerDemonstrations(Demonstrations):
-    """Token-level demonstrations (:class:`agents.bc.Demonstrations`) whose rows are whole answers in
+    """Token-level demonstrations (:class:`agents.supervised.Demonstrations`) whose rows are whole answers in
     order, ``lengths`` (n,) tokens each, so answer i is rows ``sum(lengths[:i]) ..`` onwards."""
 
     lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -114,17 +114,6 @@ def demonstrations(env: gym.Env, n: int, seed: int) -> AnswerDemonstrations:
                                 np.concatenate(act_parts), prompts=(),
                                 lengths=np.array([len(a) for a in answers], dtype=np.int64),
                                 numbers=np.asarray(numbers), targets=np.asarray(targets))
-
-
-def _log_prob(policy: Any, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None) -> torch.Tensor:
-    """(T,) log-probs with gradient of any torch policy: its own ``log_prob`` (the transformer: one pass
-    per answer), else the MLP's network on its input encoding."""
-    if hasattr(policy, "log_prob"):
-        return policy.log_prob(obs, actions, masks)
-    from agents.grpo.mlp import _masked_log_softmax
-
-    logp_all = _masked_log_softmax(policy.net(policy._input(obs)), masks)
-    return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]
 
 
 def _pair_rows(demos: Any, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +194,8 @@ def supervised_fit(
 ) -> list[float]:
     """Fit a torch policy to ``demos`` by cross-entropy on each demonstrated token (under the grammar
     masks when ``masked``): Adam, the step size decayed by a cosine from ``learning_rate`` to a tenth of
-    it. Returns each epoch's mean loss (nats per demonstrated token).
+    it (the loop is :func:`agents.supervised.fit`, shared with behaviour cloning). Returns each epoch's
+    mean loss (nats per demonstrated token).
 
     Minibatches hold whole prompts with all their demonstrated answers (about ``batch_size``
     solutions per step, in a seeded prompt order), each distinct answer once with its count as
@@ -222,9 +212,6 @@ def supervised_fit(
     batch_size = _positive_int("batch_size", batch_size)
     if not learning_rate > 0:
         raise ValueError(f"learning_rate={learning_rate!r} must be positive")
-    net = policy.net
-    params = [p for p in net.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=learning_rate, eps=1e-5)
     # Plain token-level demonstrations (agents.bc) count each token as its own "answer".
     lengths = getattr(demos, "lengths", None)
     if lengths is None:
@@ -243,38 +230,27 @@ def supervised_fit(
         steps_per_epoch = math.ceil(len(copy_of) / batch_size)
     steps_total = epochs * steps_per_epoch
     rng = np.random.default_rng(seed)
-    losses, step = [], 0
-    for _ in range(epochs):
-        total, count = 0.0, 0.0
-        if minibatch == "prompts":
-            order = rng.permutation(n_prompts)
-            batches = []
-            for first in range(0, n_prompts, per_step):
-                which = by_prompt[_answer_rows(prompt_start, np.sort(order[first : first + per_step]))]
-                batches.append((which, counts[which]))
-        else:
-            order = rng.permutation(len(copy_of))
-            batches = [np.unique(copy_of[order[first : first + batch_size]], return_counts=True)
-                       for first in range(0, len(copy_of), batch_size)]
-        for which, weight in batches:
-            rows = _answer_rows(bounds, answers[which])
-            weights = torch.as_tensor(np.repeat(weight, lengths[answers[which]]),
-                                      dtype=next(net.parameters()).dtype)  # (rows,) copies of each answer
-            for group in opt.param_groups:
-                group["lr"] = _step_size(learning_rate, step, steps_total, warmup)
-            logp = _log_prob(policy, demos.obs[rows], demos.actions[rows],
-                             demos.masks[rows] if masked else None)
-            loss = -(weights * logp).sum() / weights.sum()
-            opt.zero_grad()
-            loss.backward()
-            if max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-            opt.step()
-            total += float(loss.detach()) * float(weights.sum())
-            count += float(weights.sum())
-            step += 1
-        losses.append(total / count)
-    return losses
+
+    def minibatches() -> Iterator[list[Batch]]:
+        """Each epoch's minibatches: the rows of its distinct answers, each row weighted by its
+        answer's count."""
+        for _ in range(epochs):
+            if minibatch == "prompts":
+                order = rng.permutation(n_prompts)
+                batches = []
+                for first in range(0, n_prompts, per_step):
+                    which = by_prompt[_answer_rows(prompt_start, np.sort(order[first : first + per_step]))]
+                    batches.append((which, counts[which]))
+            else:
+                order = rng.permutation(len(copy_of))
+                batches = [np.unique(copy_of[order[first : first + batch_size]], return_counts=True)
+                           for first in range(0, len(copy_of), batch_size)]
+            yield [(_answer_rows(bounds, answers[which]), np.repeat(weight, lengths[answers[which]]))
+                   for which, weight in batches]
+
+    return fit(policy, demos, minibatches(), learning_rate=learning_rate, masked=masked,
+               max_grad_norm=max_grad_norm,
+               step_size=lambda step: _step_size(learning_rate, step, steps_total, warmup))
 
 
 def cold_start(model: Any, n: int, *, epochs: int = COLD_START["epochs"],

@@ -86,7 +86,7 @@ def test_config_rejects_variant_combinations_that_would_do_nothing() -> None:
         GRPOConfig(dual_clip_c=3.0, policy_loss="gspo")
     with pytest.raises(ValueError, match="policy_loss='gspo' needs loss_aggregation='seq_mean_token_mean'"):
         GRPOConfig(policy_loss="gspo", loss_aggregation="token_mean")
-    with pytest.raises(ValueError, match="KL-Cov does not clip"):
+    with pytest.raises(ValueError, match="'kl_cov': it does not clip"):
         GRPOConfig(policy_loss="kl_cov", clip_eps_high=0.28)
 
 
@@ -599,7 +599,7 @@ def test_reference_logprobs_come_from_the_frozen_reference(policy: str, monkeypa
 
     monkeypatch.setattr(agent_module, "grpo_token_loss", spy)
     batch = model._runner.collect(model.policy, model.rng)
-    model._update(batch, np.ones(batch.returns.shape[0]))
+    model._train_epochs(batch, np.ones(batch.returns.shape[0]))
     logp_old, logp_ref, mask = seen[0]
     valid = mask > 0
     obs, actions = batch.obs[valid], batch.actions[valid]
@@ -647,8 +647,8 @@ def test_the_config_becomes_the_loss_settings_once_at_construction(monkeypatch) 
     s = model._loss_settings
     assert (s.beta, s.kl_estimator, s.aggregation, s.policy_loss, s.max_length) == (
         0.02, "k2", "seq_mean_token_sum", "clip_cov", 5)  # Arithmetic's max_length
-    assert s.surrogate == SurrogateSettings(0.15, 0.3, None, cfg.kl_cov_ratio, cfg.kl_cov_coef, 0.05,
-                                            (0.5, 4.0), model.rng)
+    assert s.surrogate == SurrogateSettings(0.15, 0.3, clip_cov_ratio=0.05, clip_cov_lb=0.5, clip_cov_ub=4.0,
+                                            rng=model.rng)
     assert s.surrogate.rng is model.rng  # Clip-Cov draws with the agent's seeded generator
     assert GRPO(ENV, GRPOConfig(), seed=0)._loss_settings.surrogate.rng is None  # only clip_cov keeps it
     with pytest.raises(ValueError, match="resolve the config first"):
@@ -692,8 +692,8 @@ def test_dynamic_sampling_counts_every_rolled_out_step_and_trains_on_untied_grou
     monkeypatch.setattr(model._runner, "collect",
                         lambda *a: rolled.append((b := original_collect(*a)).n_steps) or b)
     trained: list = []
-    original_update = model._update
-    monkeypatch.setattr(model, "_update", lambda batch, adv: trained.append(
+    original_update = model._train_epochs
+    monkeypatch.setattr(model, "_train_epochs", lambda batch, adv: trained.append(
         (batch.returns.reshape(batch.n_groups, -1).copy(), batch.n_groups)) or original_update(batch, adv))
     rounds: list[float] = []
     model.learn(4000, callback=lambda m, met: rounds.append(met["rollout/sampling_rounds"]))
@@ -712,7 +712,7 @@ def test_dynamic_sampling_stops_at_the_round_budget(monkeypatch) -> None:
                                  dynamic_sampling_max_rounds=3, length_weight=0.0), seed=0,
                  env_kwargs={"format_weight": 0.0, "accuracy_weight": 0.0})
     updates: list = []
-    monkeypatch.setattr(model, "_update", lambda *a: updates.append(1) or {})
+    monkeypatch.setattr(model, "_train_epochs", lambda *a: updates.append(1) or {})
     model.learn(120)
     assert model.last_metrics["rollout/sampling_rounds"] == 3.0
     assert model.last_metrics["rollout/trained_groups"] == 0.0 and not updates
@@ -732,7 +732,7 @@ def test_mask_truncated_removes_truncated_answers_from_the_loss(monkeypatch) -> 
     batch = model._runner.collect(model.policy, model.rng)
     assert batch.truncated is not None and batch.truncated.any() and not batch.truncated.all()
     assert np.all(batch.lengths[batch.truncated] == 12)  # cut off at Countdown's max_length
-    model._update(batch, np.ones(batch.returns.shape[0]))
+    model._train_epochs(batch, np.ones(batch.returns.shape[0]))
     mask = seen[0]
     assert np.all(mask[batch.truncated] == 0)
     np.testing.assert_array_equal(mask[~batch.truncated], batch.mask[~batch.truncated])

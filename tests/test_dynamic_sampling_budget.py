@@ -15,7 +15,7 @@ def test_dynamic_sampling_stops_at_the_step_budget_before_the_round_limit(monkey
     model = GRPO("rlvr/Arithmetic-v0", GRPOConfig(group_size=4, prompts_per_iter=2, dynamic_sampling=True,
                                                   dynamic_sampling_max_rounds=50, length_weight=0.0),
                  seed=0, env_kwargs={"format_weight": 0.0, "accuracy_weight": 0.0})
-    monkeypatch.setattr(model, "_update", lambda *a: pytest.fail("a tied batch must not be trained on"))
+    monkeypatch.setattr(model, "_train_epochs", lambda *a: pytest.fail("a tied batch must not be trained on"))
     model.learn(100)  # rounds end once 0 + 40 k >= 100: k = 3
     assert model.iterations == 1
     assert model.last_metrics["rollout/sampling_rounds"] == 3.0

@@ -31,13 +31,13 @@ def _spy_rollouts(model: GRPO, monkeypatch) -> list:
 def _spy_updates(model: GRPO, monkeypatch) -> list[tuple[np.ndarray, np.ndarray]]:
     """(returns (B, G), advantages (B*G,)) of every update the model runs."""
     seen: list[tuple[np.ndarray, np.ndarray]] = []
-    original = model._update
+    original = model._train_epochs
 
     def update(batch, adv):
         seen.append((batch.returns.reshape(batch.n_groups, -1).copy(), adv.copy()))
         return original(batch, adv)
 
-    monkeypatch.setattr(model, "_update", update)
+    monkeypatch.setattr(model, "_train_epochs", update)
     return seen
 
 

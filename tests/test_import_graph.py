@@ -106,9 +106,9 @@ def test_the_graph_is_read_from_every_module_including_lazy_imports() -> None:
     graph = import_graph()
     assert {"rlvr_env", "agents", "agents.grpo.agent", "agents.grpo.mlp"} <= set(graph)
     assert len(graph) > 40 and sum(map(len, graph.values())) > 80
-    # make_policy imports the mlp policy inside the function: the arrow is seen
-    assert "agents.grpo.mlp" in graph["agents.grpo.agent"]
-    assert "agents.grpo.policies" in graph["agents.grpo.mlp"]
+    # the policy registry imports the mlp policy inside a function: the arrow is seen
+    assert "agents.grpo.mlp" in graph["agents.grpo.registry"]
+    assert "agents.grpo.torch_policy" in graph["agents.grpo.mlp"]
 
 
 def test_find_cycle_finds_a_planted_circle() -> None:

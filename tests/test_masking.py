@@ -11,7 +11,8 @@ import torch
 import rlvr_env  # noqa: F401
 from agents.grpo.config import GRPOConfig
 from agents.grpo import GRPO
-from agents.grpo.mlp import MLPPolicy, _masked_log_softmax
+from agents.grpo.mlp import MLPPolicy
+from agents.grpo.torch_policy import masked_log_softmax
 from agents.grpo.objective import LossTerms
 from agents.grpo.policies import TabularPolicy, apply_mask, log_softmax, sample_categorical
 
@@ -48,7 +49,7 @@ def test_mlp_masked_tokens_get_zero_probability_and_no_gradient() -> None:
     rng = np.random.default_rng(1)
     masks = torch.as_tensor(_masks(rng, 64, 9))
     logits = torch.randn(64, 9, dtype=torch.float64, requires_grad=True)
-    logp_all = _masked_log_softmax(logits, masks.numpy())
+    logp_all = masked_log_softmax(logits, masks.numpy())
     assert torch.all(logp_all[~masks] == float("-inf"))
     actions = torch.as_tensor([int(np.flatnonzero(m)[0]) for m in masks.numpy()])
     logp_all[torch.arange(64), actions].sum().backward()

@@ -31,6 +31,7 @@ from agents.grpo.objective import (
     reinforce_pp_baseline_advantages,
     rloo_advantages,
 )
+from agents.grpo.config import GRPOConfig
 from agents.grpo.policies import log_softmax
 
 
@@ -235,7 +236,9 @@ def test_log_ratio_is_clamped_so_extreme_ratios_stay_finite() -> None:
     np.testing.assert_allclose(grad, 0.0)  # clamped (or clipped): constant in logp
     for name in POLICY_LOSSES:
         mask = np.ones((1, 4))
-        settings = SurrogateSettings(rng=np.random.default_rng(0))
+        cfg = GRPOConfig.preset("paper", policy_loss=name)
+        defaults = {f: getattr(cfg, f) for f in POLICY_LOSSES[name].settings}  # what it reads
+        settings = SurrogateSettings(rng=np.random.default_rng(0), **defaults)
         o, g, _ = POLICY_LOSSES[name](logp[None], logp_old[None], adv[None], mask, settings)
         assert np.all(np.isfinite(o)) and np.all(np.isfinite(g)), name
 
@@ -299,7 +302,7 @@ def test_clip_cov_hand_computed_and_gradient() -> None:
     mask = np.ones((1, 4))
     cov = (adv - adv.mean()) * (logp - logp.mean())
     np.testing.assert_allclose(cov, [[1.5, 1.5, 0.0, 0.0]])
-    s = SurrogateSettings(clip_cov_ratio=0.25, clip_cov_bounds=(1.0, 5.0), rng=np.random.default_rng(0))
+    s = SurrogateSettings(clip_cov_ratio=0.25, clip_cov_lb=1.0, clip_cov_ub=5.0, rng=np.random.default_rng(0))
     obj, grad, removed = clip_cov_surrogate(logp, logp_old, adv, mask, s)
     # one token (int(0.25 * 4) = 1) of the two candidates is removed: its value and gradient are 0
     assert removed.sum() == 1 and removed[0, :2].sum() == 1
@@ -309,10 +312,10 @@ def test_clip_cov_hand_computed_and_gradient() -> None:
     assert obj[0][~kept] == 0.0 and grad[0][~kept] == 0.0
     # the same seed draws the same token; a window that holds no token removes nothing
     again = clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings(
-        clip_cov_ratio=0.25, rng=np.random.default_rng(0)))[2]
+        clip_cov_ratio=0.25, clip_cov_lb=1.0, clip_cov_ub=5.0, rng=np.random.default_rng(0)))[2]
     np.testing.assert_array_equal(again, removed)
     none = clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings(
-        clip_cov_bounds=(2.0, 5.0), rng=np.random.default_rng(0)))[2]
+        clip_cov_ratio=2e-4, clip_cov_lb=2.0, clip_cov_ub=5.0, rng=np.random.default_rng(0)))[2]
     assert not none.any()
     with pytest.raises(ValueError, match="clip_cov needs a random generator"):
         clip_cov_surrogate(logp, logp_old, adv, mask, SurrogateSettings())
@@ -325,7 +328,8 @@ def test_clip_cov_gradient_matches_finite_differences(agg: str) -> None:
     adv = adv * 4.0  # covariances reach the (1, 5) window
 
     def terms_at(x: np.ndarray):
-        surrogate = SurrogateSettings(clip_eps=0.2, clip_cov_ratio=0.1, rng=np.random.default_rng(1))
+        surrogate = SurrogateSettings(clip_eps=0.2, clip_cov_ratio=0.1, clip_cov_lb=1.0, clip_cov_ub=5.0,
+                                      rng=np.random.default_rng(1))
         return grpo_token_loss(x, logp_old, logp_ref, adv, mask,
                                LossSettings(beta=0.04, aggregation=agg, policy_loss="clip_cov",
                                             max_length=6, surrogate=surrogate))

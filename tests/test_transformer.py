@@ -160,7 +160,7 @@ def test_entropy_bonus_gradient_matches_autograd() -> None:
     with torch.no_grad():  # away from a near-uniform head, where dH is ~0
         pol.net.head.weight.mul_(30.0)
     weights = np.random.default_rng(0).uniform(0.01, 0.1, size=len(actions))
-    lp = torch.log_softmax(pol._token_logits(pol.net, obs, actions), -1)
+    lp = torch.log_softmax(pol.network_logits(pol.net, obs, actions), -1)
     loss = -(torch.as_tensor(weights) * -(lp.exp() * lp).sum(-1)).sum()
     params = [p for p in pol.net.parameters() if p.requires_grad]
     expected = torch.autograd.grad(loss, params, allow_unused=True)

@@ -107,12 +107,12 @@ def test_sapo_hand_computed_gate() -> None:
     # rho = e^0.5, A = 1, tau = 1: f = sigmoid(e^0.5 - 1) * 4; df/dlogp = 4 s (1 - s) e^0.5
     s = 1 / (1 + math.exp(-(math.exp(0.5) - 1)))
     obj, grad, clipped = sapo_surrogate(np.array([[0.5]]), np.zeros((1, 1)), np.ones((1, 1)), np.ones((1, 1)),
-                                        SurrogateSettings())
+                                        SurrogateSettings(sapo_tau_pos=1.0, sapo_tau_neg=1.05))
     assert obj[0, 0] == pytest.approx(4 * s, abs=1e-15) and not clipped.any()
     assert grad[0, 0] == pytest.approx(4 * s * (1 - s) * math.exp(0.5), abs=1e-15)
     # on-policy it is the plain policy gradient: f(1) = 2 / tau ... and f'(1) = 1
     _, g1, _ = sapo_surrogate(np.zeros((1, 1)), np.zeros((1, 1)), -np.ones((1, 1)), np.ones((1, 1)),
-                              SurrogateSettings(sapo_tau_neg=3.0))
+                              SurrogateSettings(sapo_tau_pos=1.0, sapo_tau_neg=3.0))
     assert g1[0, 0] == pytest.approx(-1.0, abs=1e-15)
 
 

@@ -38,7 +38,8 @@ import rlvr_env  # noqa: F401  (registers the rlvr/* environments)
 from agents.grpo.agent import GRPO
 from agents.grpo.checkpoint import checkpoint_path
 from agents.grpo.config import COLD_START, PRESETS, GRPOConfig, Unset
-from agents.grpo.policies import POLICY_NAMES, TABULAR_DEFAULT_LR
+from agents.grpo.policies import TABULAR_DEFAULT_LR
+from agents.grpo.registry import policy_names
 from rlvr_env.envs import TokenEnv
 
 
@@ -52,7 +53,7 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "GRPOConfig fields (an unset flag takes the value that will run: the --policy's preset, "
         "GRPOConfig.preset(policy), shown per policy)")
-    runs = {policy: GRPOConfig.preset(policy) for policy in POLICY_NAMES if policy in PRESETS}
+    runs = {policy: GRPOConfig.preset(policy) for policy in policy_names() if policy in PRESETS}
     for field in dataclasses.fields(GRPOConfig):
         flag = "--" + field.name.replace("_", "-")
         hint = hints[field.name]
@@ -133,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="rlvr/Arithmetic-v0", help="Gymnasium env id")
     parser.add_argument("--env-kwargs", default="{}", help="JSON dict of gym.make kwargs")
-    parser.add_argument("--policy", default="tabular", choices=POLICY_NAMES)
+    parser.add_argument("--policy", default="tabular", choices=policy_names())
     parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
                         help="start from this named preset instead of the policy's (e.g. countdown); "
                              "flags still override it")
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             model.set_logger(make_logger(model.verbose, args.log_dir, True, tensorboard_dir=args.tensorboard))
         except ImportError as err:
             raise SystemExit(f"error: --tensorboard: {err}") from None
-    if args.policy != "tabular":  # a torch policy: one thread unless asked (see the module docstring)
+    if model.policy.uses_torch:  # a torch policy: one thread unless asked (see the module docstring)
         import torch
 
         torch.set_num_threads(args.threads)

@@ -1,5 +1,6 @@
 """GRPO's advantage estimators: one scalar per answer from its group's rewards (outcome supervision,
-DeepSeekMath section 4.1.2), looked up by name in :data:`ADVANTAGE_ESTIMATORS`; and DAPO's
+DeepSeekMath section 4.1.2), registered by name in :data:`ADVANTAGE_ESTIMATORS` with
+:func:`register_advantage` (a new estimator is one function here, or in your own code); and DAPO's
 dynamic-sampling filter. Shapes: ``B`` groups of ``G`` answers. Part of :mod:`agents.grpo.objective`,
 which re-exports every name."""
 
@@ -16,15 +17,37 @@ __all__ = [
     "grpo_batch_std_advantages",
     "grpo_passk_advantages",
     "informative_groups",
+    "register_advantage",
     "reinforce_pp_baseline_advantages",
     "reinforce_pp_baseline_verl_advantages",
     "rloo_advantages",
 ]
 
+AdvantageFn = Callable[..., np.ndarray]  # (rewards (B, G), eps, unbiased_std, lengths=(B, G) | None)
+#: Group advantage estimators by name (``GRPOConfig.advantage``); :func:`register_advantage` adds one.
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
+
+
+def register_advantage(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Decorator: register ``fn(rewards (B, G), eps, unbiased_std, lengths=None) -> (B, G)`` as
+    ``GRPOConfig(advantage=name)`` (one advantage per answer from its group's rewards; ``lengths`` (B, G)
+    are the answers' token counts). ``ValueError`` for a name that is taken or not a non-empty string."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"an advantage estimator's name must be a non-empty string, got {name!r}")
+    if name in ADVANTAGE_ESTIMATORS:
+        raise ValueError(f"advantage estimator {name!r} is already registered; choose another name")
+
+    def add(fn: AdvantageFn) -> AdvantageFn:
+        ADVANTAGE_ESTIMATORS[name] = fn
+        return fn
+
+    return add
+
 
 # --------------------------------------------------------------------------------------------------
 # Advantages: one scalar per answer, broadcast to its tokens (outcome supervision, DeepSeekMath 4.1.2)
 # --------------------------------------------------------------------------------------------------
+@register_advantage("grpo")
 def grpo_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -49,6 +72,7 @@ def grpo_advantages(
     return np.where(tied, 0.0, centered / (std + eps))
 
 
+@register_advantage("dr_grpo")
 def dr_grpo_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -60,6 +84,7 @@ def dr_grpo_advantages(
     return np.where(tied, 0.0, r - r.mean(axis=1, keepdims=True))
 
 
+@register_advantage("rloo")
 def rloo_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -71,6 +96,7 @@ def rloo_advantages(
     return np.where(tied, 0.0, (r - r.mean(axis=1, keepdims=True)) * g / (g - 1))
 
 
+@register_advantage("grpo_batch_std")
 def grpo_batch_std_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -84,6 +110,7 @@ def grpo_batch_std_advantages(
     return np.where(tied, 0.0, (r - r.mean(axis=1, keepdims=True)) / (std + eps))
 
 
+@register_advantage("reinforce_pp_baseline")
 def reinforce_pp_baseline_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -102,6 +129,7 @@ def reinforce_pp_baseline_advantages(
     return np.where(tied, 0.0, (centred - centred.mean()) / (std + eps))
 
 
+@register_advantage("reinforce_pp_baseline_verl")
 def reinforce_pp_baseline_verl_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -129,6 +157,7 @@ def reinforce_pp_baseline_verl_advantages(
     return (a - m) / np.sqrt(v + 1e-8)
 
 
+@register_advantage("grpo_passk")
 def grpo_passk_advantages(
     rewards: np.ndarray, eps: float = 1e-4, unbiased_std: bool = True, lengths: np.ndarray | None = None
 ) -> np.ndarray:
@@ -144,18 +173,6 @@ def grpo_passk_advantages(
     out = np.zeros_like(r)
     out[np.arange(r.shape[0]), r.argmax(axis=1)] = (top2[:, 0] - top2[:, 1]) / (std + eps)
     return out
-
-
-AdvantageFn = Callable[..., np.ndarray]  # (rewards (B, G), eps, unbiased_std, lengths=(B, G) | None)
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {
-    "grpo": grpo_advantages,
-    "dr_grpo": dr_grpo_advantages,
-    "rloo": rloo_advantages,
-    "grpo_batch_std": grpo_batch_std_advantages,
-    "reinforce_pp_baseline": reinforce_pp_baseline_advantages,
-    "reinforce_pp_baseline_verl": reinforce_pp_baseline_verl_advantages,
-    "grpo_passk": grpo_passk_advantages,
-}
 
 
 def informative_groups(rewards: np.ndarray) -> np.ndarray:

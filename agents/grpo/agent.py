@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import time
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import numpy as np
 
 from agents.evaluation import SuccessReport, greedy_success, success_report
 from agents.grpo import checkpoint, hooks
-from agents.grpo.callbacks import Callback, make_callbacks
+from agents.grpo.callbacks import Callback, CallbackRunner, make_callbacks
 from agents.grpo.config import GRPOConfig
 from agents.grpo.hooks import GroupHook, GroupHooks
 from agents.grpo.objective import (
@@ -31,17 +30,11 @@ from agents.grpo.objective import (
     terminal_token_rewards,
     token_entropies,
 )
-from agents.grpo.policies import (
-    POLICY_NAMES,
-    TABULAR_DEFAULT_LR,
-    Policy,
-    TabularPolicy,
-    apply_mask,
-    check_tabular_observations,
-    log_softmax,
-)
+from agents.grpo.policies import Policy, apply_mask, log_softmax
+from agents.grpo.registry import policy_class, registered_name
 from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from agents.grpo.rollout import (
+    Collected,
     GroupBatch,
     GroupMode,
     collect_groups,
@@ -54,7 +47,7 @@ from agents.grpo.rollout import (
 from rlvr_env.envs import TokenEnv
 from rlvr_env.rewards import length_reward
 
-__all__ = ["GRPO", "Callback", "make_policy"]
+__all__ = ["GRPO", "Advantages", "Callback"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +95,27 @@ class _CriticTargets:
     first_pass: Any = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Advantages:
+    """One iteration's advantages (:meth:`GRPO.compute_advantages`): ``per_answer`` (B, G), one per
+    trained answer (with a critic, the mean of its tokens'; None when no group is trained), which the
+    group hooks see and the group estimators' update reads; with a critic, ``per_token`` (N, L), the
+    advantage of every token, and ``critic``, its targets."""
+
+    per_answer: np.ndarray | None
+    per_token: np.ndarray | None = None
+    critic: _CriticTargets | None = None
+
+
+@dataclasses.dataclass
+class _Clock:
+    """Where ``learn`` started counting: the step count, and the time (moved on by evaluations, which
+    the fps and ``train_seconds`` leave out)."""
+
+    start_steps: int
+    start_time: float
+
+
 class GRPO:
     """Group Relative Policy Optimization (Shao et al. 2024, DeepSeekMath section 4) on a Gymnasium env.
 
@@ -131,13 +145,15 @@ class GRPO:
         config: the hyperparameters (:class:`GRPOConfig`). Fields it leaves unset (None), and all of
             them when ``config`` is None, take ``policy``'s preset (``GRPOConfig.preset(policy)``);
             ``GRPOConfig.preset("paper")`` is the papers' values. The resolved config is ``self.config``.
-        policy: ``"tabular"`` (NumPy softmax table), ``"mlp"`` (SB3 PPO's actor network) or
-            ``"transformer"`` (a causal transformer over ``observation="tokens"``,
-            :mod:`agents.grpo.transformer`); the neural ones need the ``torch`` extra
-            (``pip install "rlvr-env[torch]"``).
+        policy: a registered name, ``"tabular"`` (NumPy softmax table), ``"mlp"`` (SB3 PPO's actor
+            network) or ``"transformer"`` (a causal transformer over ``observation="tokens"``,
+            :mod:`agents.grpo.transformer`), or any :class:`agents.grpo.policies.Policy` subclass
+            (:mod:`agents.grpo.registry`; docs/agent.md, "Add a policy architecture"); the neural ones
+            need the ``torch`` extra (``pip install "rlvr-env[torch]"``).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
-        policy_kwargs: for ``"mlp"``: ``net_arch`` (default ``[64, 64]``) and ``activation``.
+        policy_kwargs: keyword arguments of the policy's constructor; for ``"mlp"``: ``net_arch``
+            (default ``[64, 64]``) and ``activation``.
         verbose: 0 silent, 1 one line per logged iteration, 2 SB3's full tables (needs SB3).
         log_interval: iterations between logger dumps.
         log_dir: if set, also write SB3 logger CSV (and TensorBoard when ``tensorboard=True``) there
@@ -158,7 +174,7 @@ class GRPO:
         self,
         env: str | gym.Env,
         config: GRPOConfig | None = None,
-        policy: str = "tabular",
+        policy: str | type[Policy] = "tabular",
         seed: int = 0,
         *,
         env_kwargs: dict[str, Any] | None = None,
@@ -172,13 +188,12 @@ class GRPO:
         eval_k: int = 16,
         eval_prompts: int | None = None,
     ) -> None:
-        if policy not in POLICY_NAMES:
-            raise ValueError(f"policy={policy!r} is not one of {POLICY_NAMES}")
+        policy_cls = policy_class(policy)  # a registered name or a Policy class (ValueError otherwise)
         if config is None:
             config = GRPOConfig()
         if not isinstance(config, GRPOConfig):
             raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
-        config = config.resolve(policy)  # unset fields take the policy's preset
+        config = config.resolve(policy_cls.preset)  # unset fields take the policy's preset
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a non-negative integer")
         if verbose not in (0, 1, 2):
@@ -193,7 +208,7 @@ class GRPO:
 
         self.env_id: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
-        if isinstance(env, str) and policy == "transformer":  # it reads the token context
+        if isinstance(env, str) and policy_cls.token_observation:  # it reads the token context
             self.env_kwargs.setdefault("observation", "tokens")
         if isinstance(env, str):
             self.env_id = env
@@ -215,7 +230,8 @@ class GRPO:
             raise ValueError(f"Discrete action space must start at 0, got {self.env.action_space}")
 
         self.config = config
-        self.policy_name = policy
+        #: the registered name of the policy's class (what a checkpoint stores; None: not registered)
+        self.policy_name = policy if isinstance(policy, str) else registered_name(policy_cls)
         self.seed = int(seed)
         self.policy_kwargs = dict(policy_kwargs or {})
         self.verbose, self.log_interval = verbose, log_interval
@@ -224,23 +240,12 @@ class GRPO:
         self.n_actions = int(self.env.action_space.n)
         self.group_mode: GroupMode = detect_group_mode(self.env)
         self.rng = np.random.default_rng(self.seed)
-        if policy == "tabular":
-            check_tabular_observations(self.env)
         self.max_episode_length = self._max_episode_length()
         # The config becomes the loss's constants once, here (Clip-Cov draws with the agent's generator).
         self._loss_settings = config.loss_settings(self.max_episode_length, self.rng)
-        self.feature_slices = self._tabular_slices() if policy == "tabular" else None
-        self.policy: Policy = make_policy(
-            policy,
-            self.observation_space,
-            self.n_actions,
-            config.learning_rate,
-            self.seed,
-            feature_slices=self.feature_slices,
-            max_grad_norm=config.max_grad_norm,
-            tabular_optimizer=config.tabular_optimizer,
-            policy_kwargs=self.policy_kwargs,
-        )
+        #: the observation segments a tabular policy keys its rows on (None: the whole observation)
+        self.feature_slices = self._tabular_slices()
+        self.policy: Policy = policy_cls.build(self, self.policy_kwargs)
         #: whether advantages come from a learned critic (``advantage="gae"``): the critic is a value
         #: network started from the policy's current weights (``policy.critic``, agents.grpo.torch_policy)
         self.uses_critic = config.advantage in CRITIC_ESTIMATORS
@@ -267,6 +272,7 @@ class GRPO:
         #: phase timing of ``learn`` (:mod:`agents.grpo.profiling`): ``model.timer = PhaseTimer()`` turns
         #: it on; the default :data:`~agents.grpo.profiling.NO_TIMER` costs nothing and times nothing
         self.timer: NoTimer | PhaseTimer = NO_TIMER
+        self._clock = _Clock(0, time.perf_counter())
 
     def _max_episode_length(self) -> int | None:
         task = getattr(self.env.unwrapped, "task", None)
@@ -292,76 +298,26 @@ class GRPO:
         the number of *additional* steps. ``callback``: ``fn(model, metrics)`` after each iteration
         (False stops), an SB3 ``BaseCallback`` / ``CallbackList``, or a list of these; an SB3
         callback's ``on_step`` runs once per iteration (:mod:`agents.grpo.callbacks`).
+
+        Each iteration is four template steps a subclass can override, as SB3's ``OnPolicyAlgorithm``
+        has: :meth:`collect_rollouts`, :meth:`compute_advantages`, :meth:`update` and :meth:`record`.
         """
         callbacks = make_callbacks(callback)
-        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
-            raise ValueError(f"total_timesteps={total_timesteps!r} must be an integer")
-        if total_timesteps < 1:
-            raise ValueError(f"total_timesteps={total_timesteps} must be positive")
-        if reset_num_timesteps:
-            self.num_timesteps, self.iterations = 0, 0
-        goal = self.num_timesteps + int(total_timesteps)
-        if self.verbose or self.log_dir is not None:
-            _ = self.logger  # set up (and import torch for) SB3's logger before the clock starts
+        goal = self._setup_learn(total_timesteps, reset_num_timesteps)
         bar = hooks.progress_bar(progress_bar, int(total_timesteps))
         if callbacks is not None:
             callbacks.start(self, locals(), globals())
-        start_steps, start_time = self.num_timesteps, time.perf_counter()
+        self._clock = _Clock(self.num_timesteps, time.perf_counter())
         try:
             while self.num_timesteps < goal:
-                if callbacks is not None:
-                    callbacks.rollout_start()
-                # Draw prompts, run G episodes each (several rounds under dynamic sampling), score them.
-                timer = self.timer
-                got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards,
-                                     self.config, goal - self.num_timesteps, timer)
-                if callbacks is not None:
-                    callbacks.rollout_end()
-                train_stats: dict[str, float] = {}
-                adv = None  # (B, G) one advantage per answer (for the critic: its tokens' mean)
-                adv_tok = None  # (N, L) the critic's advantage of every token
-                targets = None
-                if got.train is not None:
-                    with timer.phase("advantage"):
-                        if self.uses_critic:  # token-level GAE from the critic's values
-                            adv_tok, targets = self._critic_advantages(got.train, got.train_rewards)
-                            lengths = np.maximum(got.train.mask.sum(axis=1), 1.0)
-                            adv = ((adv_tok * got.train.mask).sum(axis=1) / lengths).reshape(
-                                got.train_rewards.shape)
-                        else:
-                            adv = ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
-                                got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
-                                lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),
-                            )  # (B, G)
-                self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv,
+                got = self.collect_rollouts(goal, callbacks)
+                adv = self.compute_advantages(got)
+                self._group_hooks.emit(got.sampled, got.rewards, got.train_groups, adv.per_answer,
                                        self.iterations + 1, self.num_timesteps)
-                if got.train is not None and adv is not None:
-                    with timer.phase("update"):  # mu clipped epochs
-                        if targets is None:
-                            train_stats = self._update(got.train, adv.reshape(-1))
-                        else:
-                            train_stats = self._update(got.train, adv_tok, targets)
+                train_stats = self.update(got, adv)
                 self.num_timesteps += got.sampled.n_steps  # every rolled-out step, kept or dropped
                 self.iterations += 1
-                elapsed = time.perf_counter() - start_time
-                metrics = {
-                    **rollout_metrics(got.sampled, got.rewards),
-                    **train_stats,
-                    "time/fps": (self.num_timesteps - start_steps) / max(elapsed, 1e-9),
-                    "time/iterations": float(self.iterations),
-                    "time/total_timesteps": float(self.num_timesteps),
-                }
-                if self.config.dynamic_sampling:
-                    metrics["rollout/sampling_rounds"] = float(got.rounds)
-                    metrics["rollout/trained_groups"] = float(len(got.train_groups))
-                if self.eval_freq and self.iterations % self.eval_freq == 0:
-                    eval_start = time.perf_counter()
-                    for split in ("train", "test"):
-                        rep = self.success(split, k=self.eval_k, n_prompts=self.eval_prompts)
-                        metrics.update(rep.as_dict(f"eval/{split}_"))
-                    start_time += time.perf_counter() - eval_start  # fps counts training only
-                self.last_metrics = metrics
-                self._log(metrics)
+                metrics = self.record(got, train_stats)
                 if bar is not None:  # the bar's total is the budget; the last iteration may run past it
                     bar.update(min(got.sampled.n_steps, int(total_timesteps) - bar.n))
                 if callbacks is not None and not callbacks.step(self, metrics, locals()):
@@ -369,13 +325,94 @@ class GRPO:
             if callbacks is not None:
                 callbacks.end()
         finally:
-            self.train_seconds = time.perf_counter() - start_time
-            if bar is not None:
-                over = self.num_timesteps - goal
-                if over > 0:
-                    bar.set_postfix_str(f"+{over} steps to finish the last iteration", refresh=True)
-                bar.close()
+            self._end_learn(bar, goal)
         return self
+
+    def _setup_learn(self, total_timesteps: int, reset_num_timesteps: bool) -> int:
+        """Check the budget, reset the counters (unless continuing) and set up the logger; returns the
+        step count to reach."""
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
+            raise ValueError(f"total_timesteps={total_timesteps!r} must be an integer")
+        if total_timesteps < 1:
+            raise ValueError(f"total_timesteps={total_timesteps} must be positive")
+        if reset_num_timesteps:
+            self.num_timesteps, self.iterations = 0, 0
+        if self.verbose or self.log_dir is not None:
+            _ = self.logger  # set up (and import torch for) SB3's logger before the clock starts
+        return self.num_timesteps + int(total_timesteps)
+
+    def _end_learn(self, bar: Any, goal: int) -> None:
+        self.train_seconds = time.perf_counter() - self._clock.start_time
+        if bar is not None:
+            over = self.num_timesteps - goal
+            if over > 0:
+                bar.set_postfix_str(f"+{over} steps to finish the last iteration", refresh=True)
+            bar.close()
+
+    def collect_rollouts(self, goal: int, callbacks: CallbackRunner | None = None) -> Collected:
+        """Draw prompts, run G episodes each (several rounds under dynamic sampling) and score them
+        (verifier reward + length term, :meth:`_group_rewards`), spending at most the steps left before
+        ``goal``; the callbacks' rollout start and end bracket it."""
+        if callbacks is not None:
+            callbacks.rollout_start()
+        got = collect_groups(self._runner, self.policy, self.rng, self._group_rewards, self.config,
+                             goal - self.num_timesteps, self.timer)
+        if callbacks is not None:
+            callbacks.rollout_end()
+        return got
+
+    def compute_advantages(self, got: Collected) -> Advantages:
+        """The advantages of the groups to train on: ``config.advantage``'s group estimator, or with a
+        critic token-level GAE from its values (:meth:`_critic_advantages`). Empty when no group is
+        trained on (dynamic sampling found none)."""
+        if got.train is None:
+            return Advantages(None)
+        with self.timer.phase("advantage"):
+            if self.uses_critic:  # token-level GAE from the critic's values
+                adv_tok, targets = self._critic_advantages(got.train, got.train_rewards)
+                lengths = np.maximum(got.train.mask.sum(axis=1), 1.0)
+                per_answer = (adv_tok * got.train.mask).sum(axis=1) / lengths
+                return Advantages(per_answer.reshape(got.train_rewards.shape), adv_tok, targets)
+            return Advantages(ADVANTAGE_ESTIMATORS[self.config.advantage](  # type: ignore[index]
+                got.train_rewards, self.config.adv_eps, self.config.unbiased_std,
+                lengths=got.train.mask.sum(axis=1).reshape(got.train_rewards.shape),
+            ))  # (B, G)
+
+    def update(self, got: Collected, adv: Advantages) -> dict[str, float]:
+        """mu clipped epochs on the trained groups with their advantages (:meth:`_train_epochs`); the
+        training metrics (``train/*``), empty when nothing was trained."""
+        if got.train is None or adv.per_answer is None:
+            return {}
+        with self.timer.phase("update"):  # mu clipped epochs
+            if adv.critic is None:
+                return self._train_epochs(got.train, adv.per_answer.reshape(-1))
+            assert adv.per_token is not None
+            return self._train_epochs(got.train, adv.per_token, adv.critic)
+
+    def record(self, got: Collected, train_stats: dict[str, float]) -> dict[str, float]:
+        """The iteration's metrics (rollout, train, time; every ``eval_freq`` iterations the evaluation's,
+        whose time the fps leaves out), kept in ``last_metrics`` and sent to the logger."""
+        clock = self._clock
+        elapsed = time.perf_counter() - clock.start_time
+        metrics = {
+            **rollout_metrics(got.sampled, got.rewards),
+            **train_stats,
+            "time/fps": (self.num_timesteps - clock.start_steps) / max(elapsed, 1e-9),
+            "time/iterations": float(self.iterations),
+            "time/total_timesteps": float(self.num_timesteps),
+        }
+        if self.config.dynamic_sampling:
+            metrics["rollout/sampling_rounds"] = float(got.rounds)
+            metrics["rollout/trained_groups"] = float(len(got.train_groups))
+        if self.eval_freq and self.iterations % self.eval_freq == 0:
+            eval_start = time.perf_counter()
+            for split in ("train", "test"):
+                rep = self.success(split, k=self.eval_k, n_prompts=self.eval_prompts)
+                metrics.update(rep.as_dict(f"eval/{split}_"))
+            clock.start_time += time.perf_counter() - eval_start  # fps counts training only
+        self.last_metrics = metrics
+        self._log(metrics)
+        return metrics
 
     def _group_rewards(self, batch: GroupBatch) -> np.ndarray:
         rewards = batch.returns.reshape(batch.n_groups, batch.group_size).copy()  # (B, G)
@@ -401,8 +438,8 @@ class GRPO:
             token_rewards, values, batch.mask, self.config.gamma, self.config.lam)
         return adv_tok, _CriticTargets(values=values, returns=returns, first_pass=first_pass)
 
-    def _update(self, batch: GroupBatch, adv: np.ndarray,
-                critic: _CriticTargets | None = None) -> dict[str, float]:
+    def _train_epochs(self, batch: GroupBatch, adv: np.ndarray,
+                      critic: _CriticTargets | None = None) -> dict[str, float]:
         """mu epochs of clipped steps over the batch with the advantages ``adv``: (N,) one per answer,
         broadcast to its tokens (the group estimators), or (N, L) one per token (the critic's); the
         same loss reads both. Minibatches hold whole groups. With a critic (``critic`` given), each
@@ -661,52 +698,3 @@ class GRPO:
         """
         model: GRPO = checkpoint.load(cls, path, env)
         return model
-
-
-def make_policy(
-    kind: str,
-    observation_space: gym.Space,
-    n_actions: int,
-    learning_rate: float | None,
-    seed: int,
-    *,
-    feature_slices: Sequence[slice] | None = None,
-    max_grad_norm: float | None = None,
-    tabular_optimizer: str = "sgd",
-    policy_kwargs: dict[str, Any] | None = None,
-) -> Policy:
-    """Build a policy by name ("tabular", "mlp" or "transformer"). Here, not in
-    :mod:`agents.grpo.policies`, because the neural policies build on that module; torch is imported only
-    for them (``ImportError`` naming the ``torch`` extra when it is not installed)."""
-    kwargs = dict(policy_kwargs or {})
-    if kind == "tabular":
-        if kwargs:
-            raise ValueError(f"the tabular policy takes no policy_kwargs, got {sorted(kwargs)}")
-        if learning_rate is None:
-            learning_rate = TABULAR_DEFAULT_LR[tabular_optimizer]
-        return TabularPolicy(
-            observation_space, n_actions, learning_rate, feature_slices, optimizer=tabular_optimizer
-        )
-    if kind == "mlp":
-        from agents.grpo.mlp import MLPPolicy  # lazy: torch
-
-        return MLPPolicy(
-            observation_space,
-            n_actions,
-            3e-4 if learning_rate is None else learning_rate,
-            seed=seed,
-            max_grad_norm=max_grad_norm,
-            **kwargs,
-        )
-    if kind == "transformer":  # a causal transformer over observation="tokens"
-        from agents.grpo.transformer import TransformerPolicy  # lazy: torch
-
-        return TransformerPolicy(
-            observation_space,
-            n_actions,
-            3e-4 if learning_rate is None else learning_rate,
-            seed=seed,
-            max_grad_norm=max_grad_norm,
-            **kwargs,
-        )
-    raise ValueError(f"policy={kind!r} is not one of {POLICY_NAMES}")

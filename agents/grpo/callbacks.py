@@ -11,7 +11,7 @@ SB3 call                    when GRPO makes it
 ``on_rollout_start``        before each iteration draws its prompts and runs its groups
 ``on_rollout_end``          after the groups are verified, before the update
 ``on_step``                 **once per iteration**, after its update (``self.locals`` then holds the
-                            loop's locals: ``metrics``, ``got`` (the groups), ``adv`` (advantages));
+                            loop's locals: ``metrics``, ``got`` (the groups), ``adv`` (its ``Advantages``));
                             returning False stops training, as the callable's False does
 ``on_training_end``         when ``learn`` returns (also after a stop)
 ==========================  =====================================================================

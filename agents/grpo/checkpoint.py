@@ -1,6 +1,8 @@
 """GRPO checkpoints: a zip of ``grpo.json`` (metadata, the resolved config, the generator state) and
 ``policy.npz`` (the policy's arrays; with ``advantage="gae"`` also the critic's, ``critic.*``), plus
-``optimizer.pt`` (torch's Adam state) for the neural policies and ``critic_optimizer.pt`` (the critic's).
+``optimizer.pt`` (torch's Adam state) for the torch policies and ``critic_optimizer.pt`` (the critic's).
+The policy is stored by its registered name (:mod:`agents.grpo.registry`); loading finds the class there,
+so a custom policy class loads once it is registered again, and a class never registered cannot be saved.
 
 Nothing in a checkpoint is ever unpickled: arrays are read with ``allow_pickle=False`` and the optimiser
 state with ``weights_only=True``. The format tag :data:`CHECKPOINT_FORMAT` names the layout; a file
@@ -26,10 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.grpo.config import GRPOConfig
-from agents.grpo.policies import POLICY_NAMES
-
-#: Policies whose optimiser state (torch) is saved beside their arrays.
-NEURAL_POLICIES = ("mlp", "transformer")
+from agents.grpo.registry import policy_names
 
 __all__ = ["CHECKPOINT_FORMAT", "checkpoint_path", "load", "save"]
 
@@ -47,6 +46,10 @@ def checkpoint_path(path: str | Path) -> Path:
 def save(model: Any, path: str | Path) -> Path:
     """Write ``model`` (an :class:`agents.grpo.GRPO`) atomically to :func:`checkpoint_path` of ``path``,
     creating missing parent folders (see the module docstring); returns the path written."""
+    if model.policy_name is None:
+        raise ValueError(
+            f"the policy class {type(model.policy).__qualname__} is not registered, and a checkpoint names "
+            "its policy: register it first (agents.grpo.registry.register_policy(name, cls))")
     meta = {
         "format": CHECKPOINT_FORMAT,
         "policy": model.policy_name,
@@ -76,8 +79,8 @@ def save(model: Any, path: str | Path) -> Path:
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("grpo.json", meta_text)
         zf.writestr("policy.npz", arrays.getvalue())
-        if model.policy_name in NEURAL_POLICIES:
-            import torch  # the mlp policy exists, so torch is installed
+        if model.policy.uses_torch:
+            import torch  # a torch policy exists, so torch is installed
 
             opt = io.BytesIO()
             torch.save(model.policy.optimizer_state(), opt)
@@ -131,8 +134,8 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
     if model.n_actions != meta["n_actions"]:
         raise ValueError(f"{path} has {meta['n_actions']} actions, the env has {model.n_actions}")
     model.policy.load_state(arrays)
-    if opt_bytes is not None and policy in NEURAL_POLICIES:
-        import torch  # the mlp model above was built, so torch is installed
+    if opt_bytes is not None and model.policy.uses_torch:
+        import torch  # the torch policy above was built, so torch is installed
 
         try:
             state = torch.load(io.BytesIO(opt_bytes), weights_only=True)
@@ -175,8 +178,10 @@ def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     missing = [k for k in required if k not in meta]
     if missing:
         raise ValueError(f"{path}: grpo.json lacks {missing}")
-    if meta["policy"] not in POLICY_NAMES:
-        raise ValueError(f"{path}: unknown policy {meta['policy']!r}")
+    if meta["policy"] not in policy_names():
+        raise ValueError(
+            f"{path}: its policy {meta['policy']!r} is not registered (registered: {policy_names()}); "
+            f"register its class first (agents.grpo.registry.register_policy({meta['policy']!r}, cls))")
     return meta
 
 

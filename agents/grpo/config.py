@@ -32,7 +32,6 @@ from agents.grpo.objective import (
     CRITIC_ESTIMATORS,
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
-    PER_ANSWER_LOSSES,
     POLICY_LOSSES,
     SEQ_MEAN_ROWS,
     LossSettings,
@@ -345,17 +344,19 @@ class GRPOConfig:
                     "(it clamps the ratio before the clip, for either sign of the advantage) disagree; TRL "
                     "recommends delta > 1 + epsilon"
                 )
-            if self.policy_loss != "vanilla":
+            readers = [name for name, loss in POLICY_LOSSES.items() if "dual_clip_c" in loss.settings]
+            if self.policy_loss not in readers:
                 raise ValueError(
-                    f"dual_clip_c={self.dual_clip_c!r} applies to policy_loss='vanilla' only, not "
-                    f"{self.policy_loss!r} (verl applies clip_ratio_c only there too)"
+                    f"dual_clip_c={self.dual_clip_c!r} applies to "
+                    f"{' / '.join(f'policy_loss={name!r}' for name in readers)} only, not "
+                    f"{self.policy_loss!r} (verl applies clip_ratio_c only to its vanilla loss too)"
                 )
-        if self.policy_loss == "kl_cov" and self.clip_eps_high not in (None, UNSET):
+        if not POLICY_LOSSES[self.policy_loss].clip_high and self.clip_eps_high not in (None, UNSET):
             raise ValueError(
-                f"clip_eps_high={self.clip_eps_high!r} has no effect with policy_loss='kl_cov': KL-Cov "
-                "does not clip the ratio"
+                f"clip_eps_high={self.clip_eps_high!r} has no effect with policy_loss={self.policy_loss!r}: "
+                "it does not clip the ratio"
             )
-        if self.policy_loss in PER_ANSWER_LOSSES and self.loss_aggregation != "seq_mean_token_mean":
+        if POLICY_LOSSES[self.policy_loss].per_answer and self.loss_aggregation != "seq_mean_token_mean":
             raise ValueError(
                 f"policy_loss={self.policy_loss!r} needs loss_aggregation='seq_mean_token_mean', not "
                 f"{self.loss_aggregation!r}: its objective is one number per answer, so each answer is "
@@ -405,7 +406,9 @@ class GRPOConfig:
         """The settings :func:`agents.grpo.objective.grpo_token_loss` reads, built from this (resolved)
         config: the one place a config field becomes a loss constant. ``max_length`` is the fixed length
         of "seq_mean_token_sum" (``token_sum_norm`` when set, else this one: the env's maximum episode
-        length); ``rng`` is the generator Clip-Cov draws its tokens with (kept only for "clip_cov")."""
+        length); ``rng`` is the generator a loss registered with ``uses_rng`` draws with (Clip-Cov's tokens).
+        The policy loss gets the config fields it registered
+        (:func:`agents.grpo.surrogates.register_policy_loss`)."""
         if self.beta is None or self.clip_eps_high is UNSET:
             what = "beta" if self.beta is None else "clip_eps_high"
             raise ValueError(f"{what} is unset: resolve the config first (GRPOConfig.resolve(policy))")
@@ -422,18 +425,13 @@ class GRPOConfig:
                     "loss_aggregation='seq_mean_token_sum' divides by a fixed maximum length, and this "
                     "env declares none (no task max_length, no spec max_episode_steps); set token_sum_norm"
                 )
-        surrogate = SurrogateSettings(
-            clip_eps=self.clip_eps,
-            clip_eps_high=self.clip_eps_high,
-            dual_clip_c=self.dual_clip_c,
-            kl_cov_ratio=self.kl_cov_ratio,
-            kl_cov_coef=self.kl_cov_coef,
-            clip_cov_ratio=self.clip_cov_ratio,
-            clip_cov_bounds=(self.clip_cov_lb, self.clip_cov_ub),
-            rng=rng if self.policy_loss == "clip_cov" else None,
-            sapo_tau_pos=self.sapo_tau_pos,
-            sapo_tau_neg=self.sapo_tau_neg,
-        )
+        loss = POLICY_LOSSES[self.policy_loss]
+        missing = [name for name in loss.settings if not hasattr(self, name)]
+        if missing:
+            raise ValueError(f"policy_loss={self.policy_loss!r} reads the settings {missing}, which are not "
+                             f"fields of {type(self).__name__}; add them as fields (docs/agent.md)")
+        surrogate = SurrogateSettings(rng=rng if loss.uses_rng else None,
+                                      **{name: getattr(self, name) for name in loss.settings})
         return LossSettings(beta=self.beta, kl_estimator=self.kl_estimator, aggregation=self.loss_aggregation,
                             policy_loss=self.policy_loss, max_length=None if norm is None else int(norm),
                             surrogate=surrogate, seq_mean_rows=self.seq_mean_rows)
@@ -459,8 +457,8 @@ class GRPOConfig:
                 f"advantage={self.advantage!r} needs a value network, and the tabular policy has none; "
                 "use policy='mlp' or 'transformer'"
             )
-        if self.policy_loss == "kl_cov" and "clip_eps_high" in filled:
-            filled["clip_eps_high"] = None  # KL-Cov clips nothing; a preset's clip-higher does not apply
+        if not POLICY_LOSSES[self.policy_loss].clip_high and "clip_eps_high" in filled:
+            filled["clip_eps_high"] = None  # e.g. KL-Cov clips nothing; a preset's clip-higher does not apply
         return dataclasses.replace(self, **filled) if filled else self
 
     @classmethod

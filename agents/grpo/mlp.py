@@ -19,8 +19,6 @@ import gymnasium as gym
 import numpy as np
 
 from agents.extras import missing_extra
-from agents.grpo.objective import entropy_bonus
-from agents.grpo.policies import LossFn, UpdateStats
 from agents.grpo.torch_policy import TorchPolicy
 
 try:
@@ -32,21 +30,11 @@ except ImportError as err:  # installed without the torch extra: the tabular pol
 __all__ = ["MLPPolicy"]
 
 
-def _masked_log_softmax(logits: torch.Tensor, masks: np.ndarray | None) -> torch.Tensor:
-    """log-softmax over the tokens ``masks`` allows (-inf elsewhere). ``masked_fill`` passes no gradient
-    to masked logits, and every allowed token's log-prob is finite, so gradients stay finite."""
-    if masks is None:
-        return torch.log_softmax(logits, dim=-1)
-    m = torch.as_tensor(np.asarray(masks, dtype=bool).reshape(logits.shape))
-    if not bool(m.any(dim=-1).all()):
-        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
-    return torch.log_softmax(logits.masked_fill(~m, float("-inf")), dim=-1)
-
-
 class MLPPolicy(TorchPolicy):
     """SB3 PPO's actor (``net_arch=[64, 64]``, Tanh, orthogonal init) trained by GRPO."""
 
     kind = "mlp"
+    preset = "mlp"
 
     def __init__(
         self,
@@ -113,16 +101,8 @@ class MLPPolicy(TorchPolicy):
             return nn.functional.one_hot(x.reshape(-1).long(), self._one_hot).double()
         return x.reshape(x.shape[0], -1).double()
 
-    def logits(self, obs: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            return self._forward(self.net, self._input(obs)).numpy()
-
-    def reference_logp(
-        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
-    ) -> np.ndarray:
-        with torch.inference_mode():
-            logp_all = _masked_log_softmax(self._forward(self.reference, self._input(obs)), masks)
-            return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].numpy()
+    def network_logits(self, net: nn.Module, obs: np.ndarray, actions: np.ndarray | None) -> torch.Tensor:
+        return self._forward(net, self._input(obs))  # type: ignore[arg-type]
 
     def _value_network(self) -> nn.Sequential:
         """The network with its action head replaced by a zero-initialised value head (SB3 PPO's critic
@@ -136,34 +116,3 @@ class MLPPolicy(TorchPolicy):
         nn.init.zeros_(head.bias)
         critic[-1] = head
         return critic
-
-    def _critic_forward(self, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
-        assert self.critic is not None
-        return self._forward(self.critic, self._input(obs))[:, 0]  # type: ignore[arg-type]
-
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None,
-               masks: np.ndarray | None = None) -> UpdateStats:
-        logits = self._forward(self.net, self._input(obs))  # (T, V)
-        logp_all = _masked_log_softmax(logits, masks)  # (T, V); -inf where masked
-        logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
-        terms = loss_fn(logp.detach().numpy())
-        params = self.optimizer.param_groups[0]["params"]  # net.parameters(), in order, without the walk
-        for param in params:  # optimizer.zero_grad()'s default (set_to_none), minus its overhead
-            param.grad = None
-        # The objective's math lives in NumPy (agents.grpo.objective); autograd only chains its gradient
-        # with respect to logp (and, for the entropy bonus, the logits) through the network.
-        tensors, grads = [logp], [torch.as_tensor(terms.grad_logp.reshape(-1))]
-        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
-            _, d_bonus = entropy_bonus(logp_all.detach().numpy(), entropy_weights)
-            tensors.append(logits)
-            grads.append(torch.as_tensor(-d_bonus))
-        torch.autograd.backward(tensors, grads)
-        if self.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-        self.optimizer.step()
-        with torch.no_grad():
-            # Zero the -inf log-probs of masked tokens before the sum (0 * -inf is NaN).
-            plogp = torch.where(torch.isfinite(logp_all), logp_all.exp() * logp_all, 0.0)
-            entropy = float(-plogp.sum(-1).mean()) if len(actions) else 0.0
-        return UpdateStats(terms, entropy)

@@ -27,6 +27,7 @@ from agents.grpo.advantages import (  # noqa: F401  (re-exported: the objective'
     grpo_batch_std_advantages,
     grpo_passk_advantages,
     informative_groups,
+    register_advantage,
     reinforce_pp_baseline_advantages,
     reinforce_pp_baseline_verl_advantages,
     rloo_advantages,
@@ -40,10 +41,9 @@ from agents.grpo.value import (  # noqa: F401  (re-exported)
     terminal_token_rewards,
 )
 from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
-    ALL_ROWS_POLICY_LOSSES,
     LOG_RATIO_CLAMP,
-    PER_ANSWER_LOSSES,
     POLICY_LOSSES,
+    PolicyLoss,
     SurrogateSettings,
     cispo_surrogate,
     clip_cov_surrogate,
@@ -52,12 +52,12 @@ from agents.grpo.surrogates import (  # noqa: F401  (re-exported)
     geo_mean_surrogate,
     gspo_surrogate,
     kl_cov_surrogate,
+    register_policy_loss,
     sapo_surrogate,
 )
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
-    "ALL_ROWS_POLICY_LOSSES",
     "CRITIC_ESTIMATORS",
     "ValueLossTerms",
     "clipped_value_loss",
@@ -69,6 +69,7 @@ __all__ = [
     "LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
     "POLICY_LOSSES",
+    "PolicyLoss",
     "LossSettings",
     "LossTerms",
     "SurrogateSettings",
@@ -79,13 +80,14 @@ __all__ = [
     "entropy_bonus",
     "gspo_surrogate",
     "informative_groups",
+    "register_advantage",
     "kl_cov_surrogate",
     "geo_mean_surrogate",
     "sapo_surrogate",
     "high_entropy_tokens",
     "non_empty_rows",
     "token_entropies",
-    "PER_ANSWER_LOSSES",
+    "register_policy_loss",
     "SEQ_MEAN_ROWS",
     "grpo_passk_advantages",
     "reinforce_pp_baseline_verl_advantages",
@@ -293,8 +295,8 @@ def grpo_token_loss(
     """The GRPO loss ``-sum_t w_t [surrogate_t - beta * KL_t]`` and its gradient.
 
     The weights ``w_t`` are the aggregation's, with ``seq_mean_rows`` deciding which answers a seq-mean
-    counts. One exception, verl's: under ``seq_mean_rows="non_empty"`` a policy loss in
-    :data:`ALL_ROWS_POLICY_LOSSES` (GMPO's ``geo_mean``) still averages its policy term over every answer
+    counts. One exception, verl's: under ``seq_mean_rows="non_empty"`` a policy loss registered with
+    ``all_rows`` (GMPO's ``geo_mean``) still averages its policy term over every answer
     (verl's ``torch.mean``) while the KL term counts the non-empty answers (verl's ``agg_loss``).
 
     Args:
@@ -308,13 +310,12 @@ def grpo_token_loss(
             applies ``top_entropy_quantile``.
     """
     weights = loss_weights(mask, settings)  # (N, L), zero on padding
-    policy_weights = weights  # the policy term's weights (every answer for ALL_ROWS_POLICY_LOSSES)
+    policy_loss = POLICY_LOSSES[settings.policy_loss]
+    policy_weights = weights  # the policy term's weights (every answer for an all_rows loss)
     if (settings.aggregation.startswith("seq_mean") and settings.seq_mean_rows != "all"
-            and settings.policy_loss in ALL_ROWS_POLICY_LOSSES):
+            and policy_loss.all_rows):
         policy_weights = LOSS_AGGREGATIONS[settings.aggregation](mask, settings.max_length)
-    surrogate, d_surrogate, clipped = POLICY_LOSSES[settings.policy_loss](
-        logp, logp_old, adv, mask, settings.surrogate
-    )
+    surrogate, d_surrogate, clipped = policy_loss(logp, logp_old, adv, mask, settings.surrogate)
     if policy_tokens is not None:
         surrogate, d_surrogate = surrogate * policy_tokens, d_surrogate * policy_tokens
     kl, d_kl = KL_ESTIMATORS[settings.kl_estimator](logp, logp_ref)

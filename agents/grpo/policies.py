@@ -1,6 +1,6 @@
-"""Policies the GRPO agent can train: the lesson's tabular softmax (NumPy only) and, lazily imported,
-a torch MLP whose network is SB3 PPO's actor (:mod:`agents.grpo.mlp`, which imports this module, never
-the other way round: the agent picks the policy class, see :func:`agents.grpo.agent.make_policy`).
+"""Policies the GRPO agent can train: the :class:`Policy` base, and the lesson's tabular softmax (NumPy
+only). The torch policies build on this module (:mod:`agents.grpo.torch_policy`, :mod:`agents.grpo.mlp`,
+:mod:`agents.grpo.transformer`), never the other way round; :mod:`agents.grpo.registry` names them all.
 
 Both implement :class:`Policy`. The trainer never sees a gradient formula: it passes
 ``loss_fn(logp) -> LossTerms`` (from :mod:`agents.grpo.objective`) to :meth:`Policy.update`, and the policy
@@ -13,6 +13,7 @@ import abc
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -29,10 +30,8 @@ __all__ = [
     "apply_mask",
     "TABULAR_DEFAULT_LR",
     "check_tabular_observations",
-    "POLICY_NAMES",
 ]
 
-POLICY_NAMES = ("tabular", "mlp", "transformer")
 LossFn = Callable[[np.ndarray], LossTerms]
 
 
@@ -73,10 +72,37 @@ class UpdateStats:
 
 
 class Policy(abc.ABC):
-    """A stochastic policy over ``Discrete(n)`` actions, trained by :class:`agents.grpo.GRPO`."""
+    """A stochastic policy over ``Discrete(n)`` actions, trained by :class:`agents.grpo.GRPO`.
+
+    A policy declares on its class what the agent needs to know about it: ``preset`` (the
+    :data:`agents.grpo.config.PRESETS` entry whose values fill the config fields left unset),
+    ``token_observation`` (it reads the token context: an env id is made with
+    ``observation="tokens"``), ``uses_torch`` (a checkpoint saves its torch optimiser state) and
+    :meth:`build` (how the agent constructs it). Register it by name with
+    :func:`agents.grpo.registry.register_policy`, or pass the class as ``policy=``.
+    """
 
     kind: str
     n_actions: int
+    #: the config preset of this policy (:meth:`agents.grpo.config.GRPOConfig.resolve`)
+    preset: ClassVar[str] = "paper"
+    #: whether the policy reads the token context (``observation="tokens"``) rather than features
+    token_observation: ClassVar[bool] = False
+    #: whether the policy has a torch optimiser (``optimizer_state``) that checkpoints save
+    uses_torch: ClassVar[bool] = False
+    #: the step size when the config leaves ``learning_rate`` unset (and the preset too)
+    default_learning_rate: ClassVar[float] = 3e-4
+
+    @classmethod
+    def build(cls, model: Any, policy_kwargs: dict[str, Any]) -> Policy:
+        """The policy for the :class:`agents.grpo.GRPO` agent ``model`` (its ``observation_space``,
+        ``n_actions``, resolved ``config`` and ``seed`` are set): by default
+        ``cls(observation_space, n_actions, learning_rate, seed=seed, max_grad_norm=...,
+        **policy_kwargs)``, the constructor of the torch policies."""
+        lr = model.config.learning_rate
+        return cls(model.observation_space, model.n_actions,  # type: ignore[call-arg]
+                   cls.default_learning_rate if lr is None else lr, seed=model.seed,
+                   max_grad_norm=model.config.max_grad_norm, **policy_kwargs)
 
     @abc.abstractmethod
     def logits(self, obs: np.ndarray) -> np.ndarray:
@@ -182,6 +208,21 @@ class TabularPolicy(Policy):
     """
 
     kind = "tabular"
+    preset = "tabular"
+
+    @classmethod
+    def build(cls, model: Any, policy_kwargs: dict[str, Any]) -> TabularPolicy:
+        """Refuses envs a table cannot learn (:func:`check_tabular_observations`); keys rows on the
+        agent's ``feature_slices``; the step size is the config's, else its optimiser's default
+        (:data:`TABULAR_DEFAULT_LR`)."""
+        if policy_kwargs:
+            raise ValueError(f"the tabular policy takes no policy_kwargs, got {sorted(policy_kwargs)}")
+        check_tabular_observations(model.env)
+        optimizer = model.config.tabular_optimizer
+        lr = model.config.learning_rate
+        if lr is None:
+            lr = TABULAR_DEFAULT_LR[optimizer]
+        return cls(model.observation_space, model.n_actions, lr, model.feature_slices, optimizer=optimizer)
 
     def __init__(
         self,

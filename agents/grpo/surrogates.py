@@ -1,20 +1,26 @@
-"""The importance ratio and the policy-gradient surrogates of GRPO's variants, one per
-:data:`POLICY_LOSSES` entry, each returning its value and its derivative with respect to ``logp``.
-Shapes: ``N`` episodes, ``L`` token positions. Part of :mod:`agents.grpo.objective`, which re-exports
-every name."""
+"""The importance ratio and the policy-gradient surrogates of GRPO's variants, each registered in
+:data:`POLICY_LOSSES` by :func:`register_policy_loss` (verl's ``register_policy_loss`` is the model) with
+the :class:`agents.grpo.config.GRPOConfig` fields it reads, and returning its value and its derivative
+with respect to ``logp``. Shapes: ``N`` episodes, ``L`` token positions. Part of
+:mod:`agents.grpo.objective`, which re-exports every name.
+
+A new variant is one function here and, when it has a constant of its own, one ``GRPOConfig`` field
+(docs/agent.md, "Add a loss variant"): the registration names the fields, and
+:meth:`GRPOConfig.loss_settings` copies exactly those into the :class:`SurrogateSettings` the function
+reads them from (``s.clip_eps``, ``s.sapo_tau_pos``, ...)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 __all__ = [
-    "ALL_ROWS_POLICY_LOSSES",
     "LOG_RATIO_CLAMP",
-    "PER_ANSWER_LOSSES",
     "POLICY_LOSSES",
+    "PolicyLoss",
     "SurrogateSettings",
     "cispo_surrogate",
     "clip_cov_surrogate",
@@ -23,6 +29,7 @@ __all__ = [
     "geo_mean_surrogate",
     "gspo_surrogate",
     "kl_cov_surrogate",
+    "register_policy_loss",
     "sapo_surrogate",
 ]
 
@@ -38,33 +45,119 @@ __all__ = [
 LOG_RATIO_CLAMP = 20.0
 
 
-@dataclass(frozen=True)
 class SurrogateSettings:
-    """The clip constants of a policy loss (``GRPOConfig`` fields of the same meaning).
+    """The constants of a policy loss, read as attributes named after their ``GRPOConfig`` fields
+    (``s.clip_eps``, ``s.kl_cov_ratio``, ...), and ``rng``, the agent's generator for a loss that draws
+    (Clip-Cov). :meth:`agents.grpo.config.GRPOConfig.loss_settings` fills in the fields the loss
+    registered; a direct call names them: ``SurrogateSettings(clip_eps=0.2, sapo_tau_pos=1.0,
+    sapo_tau_neg=1.05)``. The PPO clip's constants default to the paper's symmetric clip
+    (``clip_eps`` 0.2, ``clip_eps_high`` None: ``clip_eps``, ``dual_clip_c`` None: off); reading any other
+    constant that was not given raises ``AttributeError`` naming it. Immutable; equal when the
+    constants are equal and the generator is the same object."""
 
-    * ``clip_eps``: epsilon (PPO; epsilon_low in DAPO): the ratio is clipped below at ``1 - clip_eps``.
-    * ``clip_eps_high``: DAPO's epsilon_high ("clip-higher", Yu et al. 2025 section 3.1): the upper
-      clip ``1 + clip_eps_high``; None means ``clip_eps`` (symmetric PPO clip).
-    * ``dual_clip_c``: the dual-clip constant c > 1 (Ye et al. 2020, "Mastering Complex Control in MOBA
-      Games"): for A < 0 the objective is bounded below by ``c * A``; None turns it off.
-    * ``kl_cov_ratio``, ``kl_cov_coef``: KL-Cov's k (fraction of tokens) and its KL weight (Cui et al.
-      2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617).
-    * ``clip_cov_ratio``, ``clip_cov_bounds``, ``rng``: Clip-Cov's fraction r of tokens, the covariance
-      window (omega_low, omega_high) they are drawn from, and the generator that draws them (same paper).
-    * ``sapo_tau_pos``, ``sapo_tau_neg``: SAPO's gate temperatures for A > 0 and A <= 0 (Gao et al.
-      2025, arXiv 2511.20347; verl ``tau_pos`` / ``tau_neg``, TRL ``sapo_temperature_pos`` / ``_neg``).
-    """
+    __slots__ = ("_values", "rng")
+    _values: dict[str, Any]
+    rng: np.random.Generator | None
 
-    clip_eps: float = 0.2
-    clip_eps_high: float | None = None
-    dual_clip_c: float | None = None
-    kl_cov_ratio: float = 2e-4
-    kl_cov_coef: float = 0.1
-    clip_cov_ratio: float = 2e-4
-    clip_cov_bounds: tuple[float, float] = (1.0, 5.0)
-    rng: np.random.Generator | None = None
-    sapo_tau_pos: float = 1.0
-    sapo_tau_neg: float = 1.05
+    def __init__(self, clip_eps: float = 0.2, clip_eps_high: float | None = None,
+                 dual_clip_c: float | None = None, *, rng: np.random.Generator | None = None,
+                 **own: Any) -> None:
+        values = {"clip_eps": clip_eps, "clip_eps_high": clip_eps_high, "dual_clip_c": dual_clip_c, **own}
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "rng", rng)
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"this policy loss reads the setting {name!r}, which its SurrogateSettings do "
+                             f"not hold (they hold {sorted(values)}); register the loss with "
+                             f"settings=(..., {name!r})")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"SurrogateSettings are immutable (tried to set {name!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SurrogateSettings):
+            return NotImplemented
+        return self._values == other._values and self.rng is other.rng
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self._values.items())), id(self.rng)))
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any], np.random.Generator | None]]:
+        return _rebuild_settings, (self._values, self.rng)  # pickling (Ray) and copying
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        return f"SurrogateSettings({inner}{', rng=...' if self.rng is not None else ''})"
+
+
+def _rebuild_settings(values: dict[str, Any], rng: np.random.Generator | None) -> SurrogateSettings:
+    return SurrogateSettings(rng=rng, **values)
+
+
+SurrogateFn = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, SurrogateSettings],
+    tuple[np.ndarray, np.ndarray, np.ndarray],
+]
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A registered policy loss: the surrogate ``fn(logp, logp_old, adv, mask, settings)`` (each (N, L);
+    returns the per-token objective, its derivative with respect to ``logp`` and a bool mask of clipped
+    tokens), called through this object, and what it declares about itself (:func:`register_policy_loss`)."""
+
+    name: str
+    fn: SurrogateFn
+    settings: tuple[str, ...] = ()
+    per_answer: bool = False
+    all_rows: bool = False
+    clip_high: bool = True
+    uses_rng: bool = False
+
+    def __call__(self, logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray,
+                 settings: SurrogateSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.fn(logp, logp_old, adv, mask, settings)
+
+
+#: Policy losses by verl's ``actor.policy_loss.loss_mode`` names (and any registered one).
+POLICY_LOSSES: dict[str, PolicyLoss] = {}
+
+
+def register_policy_loss(name: str, *, settings: Iterable[str] = (), per_answer: bool = False,
+                         all_rows: bool = False, clip_high: bool = True, uses_rng: bool = False
+                         ) -> Callable[[SurrogateFn], SurrogateFn]:
+    """Decorator: register a surrogate as ``GRPOConfig(policy_loss=name)``.
+
+    Args:
+        settings: the ``GRPOConfig`` fields it reads (``s.<field>``); :meth:`GRPOConfig.loss_settings`
+            passes exactly these. A config that sets ``dual_clip_c`` for a loss that does not read it
+            is refused.
+        per_answer: its objective is one number per answer, so the loss must weight each answer once
+            (the config requires ``loss_aggregation="seq_mean_token_mean"``).
+        all_rows: its answer mean counts every answer of the minibatch whatever ``seq_mean_rows`` says
+            (verl's ``geo_mean`` takes ``torch.mean`` over its answers, an empty one adding 0, while its KL
+            and entropy terms go through ``agg_loss``, which divides by the non-empty answers).
+        clip_high: whether clip-higher means anything to it; False refuses an explicit ``clip_eps_high``
+            and drops a preset's (KL-Cov clips nothing).
+        uses_rng: it draws with the agent's seeded generator (``s.rng``).
+
+    ``ValueError`` for a name that is taken or not a non-empty string."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a policy loss name must be a non-empty string, got {name!r}")
+    if name in POLICY_LOSSES:
+        raise ValueError(f"policy loss {name!r} is already registered; choose another name")
+    names = tuple(settings)
+    if not all(isinstance(f, str) and f for f in names):
+        raise ValueError(f"settings={names!r} must name GRPOConfig fields")
+
+    def add(fn: SurrogateFn) -> SurrogateFn:
+        POLICY_LOSSES[name] = PolicyLoss(name, fn, names, per_answer, all_rows, clip_high, uses_rng)
+        return fn
+
+    return add
 
 
 def clip_ratio(ratio: np.ndarray, clip_eps: float, clip_eps_high: float | None = None) -> np.ndarray:
@@ -119,6 +212,7 @@ def clipped_surrogate(
     return objective, grad, use_clipped
 
 
+@register_policy_loss("vanilla", settings=("clip_eps", "clip_eps_high", "dual_clip_c"))
 def _vanilla_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -126,6 +220,7 @@ def _vanilla_surrogate(
     return clipped_surrogate(logp, logp_old, adv, s.clip_eps, s.clip_eps_high, s.dual_clip_c)
 
 
+@register_policy_loss("gspo", settings=("clip_eps", "clip_eps_high"), per_answer=True)
 def gspo_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -152,6 +247,7 @@ def gspo_surrogate(
     return objective, grad, use_clipped
 
 
+@register_policy_loss("cispo", settings=("clip_eps", "clip_eps_high"))
 def cispo_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -169,6 +265,7 @@ def cispo_surrogate(
     return weight * adv * logp, weight * adv, weight != ratio
 
 
+@register_policy_loss("kl_cov", settings=("kl_cov_ratio", "kl_cov_coef"), clip_high=False)
 def kl_cov_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,14 +297,17 @@ def kl_cov_surrogate(
     return objective, grad, selected
 
 
+@register_policy_loss("clip_cov", settings=("clip_eps", "clip_eps_high", "clip_cov_ratio", "clip_cov_lb",
+                                            "clip_cov_ub"), uses_rng=True)
 def clip_cov_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Clip-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617):
     PPO-clip per token, except that ``max(1, int(clip_cov_ratio * T))`` of the T real tokens, drawn at
     random (with ``s.rng``) among those PPO did not clip whose centred covariance ``(A_t - mean A) *
-    (logp_t - mean logp)`` lies strictly inside ``clip_cov_bounds``, are removed from the loss (value and
-    gradient zero): the high-covariance updates that drive entropy down are skipped. As in verl's
+    (logp_t - mean logp)`` lies strictly inside (``clip_cov_lb``, ``clip_cov_ub``), are removed from the
+    loss (value and gradient zero): the high-covariance updates that drive entropy down are skipped. As
+    in verl's
     ``clip_cov`` loss; ``clipped`` marks PPO-clipped and removed tokens.
     """
     if s.rng is None:
@@ -219,7 +319,7 @@ def clip_cov_surrogate(
     if n_valid:
         a, lp = adv[valid], logp[valid]
         cov = (a - a.mean()) * (lp - lp.mean())  # (T,)
-        lo, hi = s.clip_cov_bounds
+        lo, hi = s.clip_cov_lb, s.clip_cov_ub
         candidates = np.flatnonzero((cov > lo) & (cov < hi) & ~clipped[valid])
         k = min(max(1, int(s.clip_cov_ratio * n_valid)), len(candidates))
         flat = np.zeros(n_valid, dtype=bool)
@@ -228,6 +328,7 @@ def clip_cov_surrogate(
     return np.where(removed, 0.0, objective), np.where(removed, 0.0, grad), clipped | removed
 
 
+@register_policy_loss("sapo", settings=("sapo_tau_pos", "sapo_tau_neg"), per_answer=True)
 def sapo_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -247,6 +348,8 @@ def sapo_surrogate(
     return objective, grad, np.zeros(logp.shape, dtype=bool)
 
 
+@register_policy_loss("geo_mean", settings=("clip_eps", "clip_eps_high"), per_answer=True,
+                      all_rows=True)
 def geo_mean_surrogate(
     logp: np.ndarray, logp_old: np.ndarray, adv: np.ndarray, mask: np.ndarray, s: SurrogateSettings
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -274,25 +377,3 @@ def geo_mean_surrogate(
     value = np.broadcast_to(seq_adv * np.exp(m.sum(axis=1, keepdims=True) / lengths), logp.shape)
     grad = np.where(clipped, 0.0, value) * mask
     return value, grad, clipped & (mask > 0)
-
-
-SurrogateFn = Callable[
-    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, SurrogateSettings],
-    tuple[np.ndarray, np.ndarray, np.ndarray],
-]
-#: Policy losses by verl's ``actor.policy_loss.loss_mode`` names.
-POLICY_LOSSES: dict[str, SurrogateFn] = {
-    "vanilla": _vanilla_surrogate,
-    "gspo": gspo_surrogate,
-    "cispo": cispo_surrogate,
-    "kl_cov": kl_cov_surrogate,
-    "clip_cov": clip_cov_surrogate,
-    "sapo": sapo_surrogate,
-    "geo_mean": geo_mean_surrogate,
-}
-#: Policy losses whose objective is one number per answer, so the loss must weight each answer once.
-PER_ANSWER_LOSSES = frozenset({"gspo", "sapo", "geo_mean"})
-#: Policy losses whose answer mean counts every answer of the minibatch whatever ``seq_mean_rows`` says:
-#: verl's ``geo_mean`` takes ``torch.mean`` over its answers (an empty one adds 0), while its KL and entropy
-#: terms go through ``agg_loss``, which divides by the non-empty answers.
-ALL_ROWS_POLICY_LOSSES = frozenset({"geo_mean"})

@@ -1,7 +1,10 @@
-"""What the torch policies (``mlp``, ``transformer``) share: parameters, arrays and optimiser state for
-checkpoints, and the learned critic of ``advantage="gae"``. Each subclass holds ``self.net`` (trained),
-``self.reference`` (the frozen KL reference) and ``self.optimizer``, and names itself in ``kind`` for
-error messages.
+"""What the torch policies (``mlp``, ``transformer``, and any registered one) share: the masked
+log-softmax, the log-probabilities of sampled tokens (with gradient for the supervised fit, without for
+the KL reference), the RL update, parameters, arrays and optimiser state for checkpoints, and the
+learned critic of ``advantage="gae"``. A subclass holds ``self.net`` (trained), ``self.reference`` (the
+frozen KL reference), ``self.optimizer`` and ``self.max_grad_norm``, names itself in ``kind`` for error
+messages, and implements one method, :meth:`TorchPolicy.network_logits` (the (T, V) logits of token
+rows under a network); :meth:`TorchPolicy._value_network` too if it serves ``advantage="gae"``.
 
 The critic (:meth:`TorchPolicy.init_critic`) is a separate value network started from the policy's
 current weights: a copy of the policy's network whose action head is replaced by a one-output value head
@@ -19,7 +22,8 @@ from collections.abc import Callable
 import numpy as np
 
 from agents.extras import missing_extra
-from agents.grpo.policies import Policy
+from agents.grpo.objective import entropy_bonus
+from agents.grpo.policies import LossFn, Policy, UpdateStats
 from agents.grpo.value import ValueLossTerms
 
 try:
@@ -27,14 +31,37 @@ try:
 except ImportError as err:  # installed without the torch extra: the tabular policy still works
     raise missing_extra("the neural policies (agents.grpo.torch_policy)", "torch") from err
 
-__all__ = ["TorchPolicy"]
+__all__ = ["TorchPolicy", "masked_log_softmax"]
+
+
+def masked_log_softmax(logits: torch.Tensor, masks: np.ndarray | None) -> torch.Tensor:
+    """log-softmax over the tokens ``masks`` allows (-inf elsewhere). ``masked_fill`` passes no gradient
+    to masked logits, and every allowed token's log-prob is finite, so gradients stay finite."""
+    if masks is None:
+        return torch.log_softmax(logits, dim=-1)
+    m = torch.as_tensor(np.asarray(masks, dtype=bool).reshape(logits.shape))
+    if not bool(m.any(dim=-1).all()):
+        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
+    return torch.log_softmax(logits.masked_fill(~m, float("-inf")), dim=-1)
+
+
+def _taken(logp_all: torch.Tensor, actions: np.ndarray) -> torch.Tensor:
+    """(T,) the entries of (T, V) log-probabilities at the taken ``actions`` (T,)."""
+    return logp_all[torch.arange(len(actions)), torch.as_tensor(np.asarray(actions))]
 
 
 class TorchPolicy(Policy):
     """A :class:`Policy` whose network and reference are torch modules (checkpoint arrays ``net.*`` and
-    ``ref.*``; the optimiser's state is saved beside them by :mod:`agents.grpo.checkpoint`)."""
+    ``ref.*``; the optimiser's state is saved beside them by :mod:`agents.grpo.checkpoint`).
+
+    A subclass's constructor takes ``(observation_space, n_actions, learning_rate, *, seed,
+    max_grad_norm, **policy_kwargs)`` (what :meth:`agents.grpo.policies.Policy.build` passes) and sets
+    ``net``, ``reference``, ``optimizer`` and ``max_grad_norm``; it implements
+    :meth:`network_logits`. Everything else (rollout logits, reference log-probs, the update, the
+    supervised fit's log-probs, checkpoints, the critic) is here."""
 
     kind = "torch"
+    uses_torch = True
     net: torch.nn.Module
     reference: torch.nn.Module
     optimizer: torch.optim.Optimizer
@@ -42,6 +69,66 @@ class TorchPolicy(Policy):
     #: the value network of ``advantage="gae"`` (None without one) and its own optimiser
     critic: torch.nn.Module | None = None
     critic_optimizer: torch.optim.Optimizer | None = None
+
+    # -- the one method a subclass implements ----------------------------------------------------
+    def network_logits(self, net: torch.nn.Module, obs: np.ndarray, actions: np.ndarray | None
+                       ) -> torch.Tensor:
+        """(T, V) logits of the observation rows ``obs`` (T, ...) under ``net`` (``self.net``,
+        ``self.reference`` or ``self.critic``, whose one output column is the value), with autograd.
+        ``actions`` (T,) are the tokens taken from those rows (a sequence model reads a whole answer in
+        one teacher-forced pass from them); None when only the logits are wanted."""
+        raise NotImplementedError(f"the {self.kind} policy does not implement network_logits")
+
+    # -- log-probabilities and the update (one implementation for every torch policy) ------------
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.network_logits(self.net, obs, None).double().numpy()
+
+    def log_prob(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
+                 ) -> torch.Tensor:
+        """(T,) log-probabilities of ``actions`` under the trained network, with gradient (renormalised
+        over the tokens ``masks`` (T, V) allows, when given): what the supervised fit
+        (:mod:`agents.supervised`) maximises."""
+        return _taken(masked_log_softmax(self.network_logits(self.net, obs, actions), masks), actions)
+
+    def reference_logp(self, obs: np.ndarray, actions: np.ndarray,
+                       masks: np.ndarray | None = None) -> np.ndarray:
+        with torch.inference_mode():
+            logp_all = masked_log_softmax(self.network_logits(self.reference, obs, actions), masks)
+            return _taken(logp_all, actions).double().numpy()
+
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
+               entropy_weights: np.ndarray | None = None,
+               masks: np.ndarray | None = None) -> UpdateStats:
+        self._drop_caches()  # the weights change: what was cached from them goes stale
+        logits = self.network_logits(self.net, obs, actions)  # (T, V)
+        logp_all = masked_log_softmax(logits, masks)  # (T, V); -inf where masked
+        logp = _taken(logp_all, actions)  # (T,)
+        terms = loss_fn(logp.detach().double().numpy())
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        for param in params:  # optimizer.zero_grad()'s default (set_to_none), minus its overhead
+            param.grad = None
+        # The objective's math lives in NumPy (agents.grpo.objective); autograd only chains its gradient
+        # with respect to logp (and, for the entropy bonus, the logits) through the network.
+        tensors = [logp]
+        grads = [torch.as_tensor(terms.grad_logp.reshape(-1), dtype=logp.dtype)]
+        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
+            _, d_bonus = entropy_bonus(logp_all.detach().double().numpy(), entropy_weights)
+            tensors.append(logits)
+            grads.append(torch.as_tensor(-d_bonus, dtype=logits.dtype))
+        torch.autograd.backward(tensors, grads)
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            # Zero the -inf log-probs of masked tokens before the sum (0 * -inf is NaN).
+            plogp = torch.where(torch.isfinite(logp_all), logp_all.exp() * logp_all, 0.0)
+            entropy = float(-plogp.sum(-1).mean()) if len(actions) else 0.0
+        return UpdateStats(terms, entropy)
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The trained network's trainable parameters (what the supervised fit's optimiser steps)."""
+        return [p for p in self.net.parameters() if p.requires_grad]
 
     # -- the critic (advantage="gae") -------------------------------------------------------------
     def _value_network(self) -> torch.nn.Module:
@@ -51,7 +138,8 @@ class TorchPolicy(Policy):
     def _critic_forward(self, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
         """(T,) the critic's values of the token rows ``obs`` (T, ...) (``actions`` (T,) chain the rows of
         one answer, as the policy's teacher-forced pass reads them)."""
-        raise NotImplementedError(f"the {self.kind} policy has no value network")
+        assert self.critic is not None
+        return self.network_logits(self.critic, obs, actions)[:, 0]
 
     def init_critic(self, learning_rate: float) -> None:
         """Start the critic from the policy's current weights (module docstring), with a fresh Adam
@@ -102,7 +190,7 @@ class TorchPolicy(Policy):
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
         if self.critic is not None and self.critic_optimizer is not None:
             self.init_critic(self.critic_optimizer.param_groups[0]["lr"])
-        self._loaded()
+        self._drop_caches()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
@@ -137,7 +225,8 @@ class TorchPolicy(Policy):
                         "with finite values"
                     )
             module.load_state_dict({k: torch.as_tensor(arrays[prefix + k]) for k in expected})
-        self._loaded()
+        self._drop_caches()
 
-    def _loaded(self) -> None:
-        """Called after :meth:`load_state` (a subclass drops what it cached from the old weights)."""
+    def _drop_caches(self) -> None:
+        """Called whenever the weights change (an update, :meth:`load_state`, a restart): a subclass drops
+        what it cached from the old weights (the transformer's KV cache)."""

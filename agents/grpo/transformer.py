@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -44,8 +43,6 @@ try:
 except ImportError as err:  # installed without the torch extra: the tabular policy still works
     raise missing_extra("the transformer policy (agents.grpo.transformer)", "torch") from err
 
-from agents.grpo.objective import entropy_bonus
-from agents.grpo.policies import LossFn, UpdateStats
 from agents.grpo.torch_policy import TorchPolicy
 from rlvr_env.token_obs import PAD, TokenContextSpace
 
@@ -257,15 +254,6 @@ def build_network(space: gym.Space, n_actions: int, seed: int, dtype: str = "flo
     return net.to(_DTYPES[dtype])
 
 
-def _masked_log_softmax(logits: torch.Tensor, masks: np.ndarray | None) -> torch.Tensor:
-    if masks is None:
-        return torch.log_softmax(logits, dim=-1)
-    m = torch.as_tensor(np.asarray(masks, dtype=bool).reshape(logits.shape))
-    if not bool(m.any(dim=-1).all()):
-        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
-    return torch.log_softmax(logits.masked_fill(~m, float("-inf")), dim=-1)
-
-
 def _row_hash(ids: np.ndarray) -> np.ndarray:
     """(n,) int64 polynomial hash of context rows (wrapping arithmetic); equal rows, equal hashes."""
     return (ids * _HASH[: ids.shape[1]]).sum(axis=1)
@@ -280,6 +268,8 @@ class TransformerPolicy(TorchPolicy):
     """
 
     kind = "transformer"
+    preset = "transformer"
+    token_observation = True
 
     def __init__(self, observation_space: gym.Space, n_actions: int, learning_rate: float, *, seed: int,
                  max_grad_norm: float | None = 0.5, dtype: str = "float32", **arch: Any) -> None:
@@ -361,13 +351,18 @@ class TransformerPolicy(TorchPolicy):
         last = np.flatnonzero(np.append(~cont[1:], True))  # (S,) the last row of each answer
         return chain, last
 
-    def _token_logits(self, net: TinyLM, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
-        """(T, V) logits of token rows (contexts ``obs`` (T, C)) in one pass: each distinct answer is
-        computed once, and each distinct prompt once for all its answers (:meth:`TinyLM.answer_hidden`)."""
+    def network_logits(self, net: nn.Module, obs: np.ndarray, actions: np.ndarray | None) -> torch.Tensor:
+        """(T, V) logits of token rows (contexts ``obs`` (T, C)) in one teacher-forced pass (``actions``
+        chain the rows of one answer; without them each row is its own answer): each distinct answer is
+        computed once, and each distinct prompt once for all its answers (:meth:`TinyLM.answer_hidden`).
+        Rollouts use :meth:`logits` instead, which keeps a KV cache."""
+        assert isinstance(net, TinyLM)
         ids = np.asarray(obs, dtype=np.int64).reshape(-1, self.context_length)
-        actions = np.asarray(actions, dtype=np.int64).reshape(-1)
         t = answer_lengths(ids, self.prompt_width)
-        chain, last = self._chains(ids, actions, t)
+        if actions is None:  # nothing chains the rows: each is its own answer
+            chain = last = np.arange(len(ids))
+        else:
+            chain, last = self._chains(ids, np.asarray(actions, dtype=np.int64).reshape(-1), t)
         p = self.prompt_width
         width = p + int(t.max())
         answers, answer_of = _unique_rows(ids[last, :width])  # (A, W), (S,)
@@ -381,46 +376,6 @@ class TransformerPolicy(TorchPolicy):
         flat = torch.cat([last_h, answer_h.reshape(-1, last_h.shape[-1])])
         return net.head(flat[torch.as_tensor(index)])
 
-    def log_prob(self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
-                 ) -> torch.Tensor:
-        """(T,) log-probabilities of ``actions`` with gradient (the supervised cold start uses it)."""
-        logp_all = _masked_log_softmax(self._token_logits(self.net, obs, actions), masks)
-        return logp_all[torch.arange(len(actions)), torch.as_tensor(np.asarray(actions))]
-
-    def reference_logp(self, obs: np.ndarray, actions: np.ndarray,
-                       masks: np.ndarray | None = None) -> np.ndarray:
-        with torch.inference_mode():
-            logp_all = _masked_log_softmax(self._token_logits(self.reference, obs, actions), masks)
-            return logp_all[torch.arange(len(actions)), torch.as_tensor(actions)].double().numpy()
-
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None,
-               masks: np.ndarray | None = None) -> UpdateStats:
-        self._cache = None  # the weights change: cached keys and values go stale
-        logits = self._token_logits(self.net, obs, actions)  # (T, V)
-        logp_all = _masked_log_softmax(logits, masks)
-        logp = logp_all[torch.arange(len(actions)), torch.as_tensor(actions)]  # (T,)
-        terms = loss_fn(logp.detach().double().numpy())
-        self.optimizer.zero_grad()
-        tensors = [logp]
-        grads = [torch.as_tensor(terms.grad_logp.reshape(-1), dtype=logp.dtype)]
-        if entropy_weights is not None:
-            _, d_bonus = entropy_bonus(logp_all.detach().double().numpy(), entropy_weights)
-            tensors.append(logits)
-            grads.append(torch.as_tensor(-d_bonus, dtype=logits.dtype))
-        torch.autograd.backward(tensors, grads)
-        if self.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
-        self.optimizer.step()
-        with torch.no_grad():
-            plogp = torch.where(torch.isfinite(logp_all), logp_all.exp() * logp_all, 0.0)
-            entropy = float(-plogp.sum(-1).mean()) if len(actions) else 0.0
-        return UpdateStats(terms, entropy)
-
-    # -- cold start and checkpoints ---------------------------------------------------------------
-    def parameters(self) -> Sequence[nn.Parameter]:
-        return list(self.net.parameters())
-
     # -- the critic of advantage="gae" (agents.grpo.torch_policy) ---------------------------------
     def _value_network(self) -> TinyLM:
         critic = copy.deepcopy(self.net)
@@ -429,11 +384,7 @@ class TransformerPolicy(TorchPolicy):
         nn.init.zeros_(critic.head.bias)
         return critic
 
-    def _critic_forward(self, obs: np.ndarray, actions: np.ndarray) -> torch.Tensor:
-        assert self.critic is not None
-        return self._token_logits(self.critic, obs, actions)[:, 0]  # type: ignore[arg-type]
-
-    def _loaded(self) -> None:
+    def _drop_caches(self) -> None:
         self._cache = None
 
 
@@ -523,4 +474,4 @@ def copy_from_sb3(sb3_model: Any, target: TinyLM | TransformerPolicy) -> None:
                              "head.weight": policy.action_net.weight.detach().to(dst["head.weight"].dtype),
                              "head.bias": policy.action_net.bias.detach().to(dst["head.bias"].dtype)})
     if isinstance(target, TransformerPolicy):
-        target._cache = None
+        target._drop_caches()

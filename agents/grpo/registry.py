@@ -1,0 +1,115 @@
+"""Policies by name: what ``GRPO(env, policy=...)`` accepts besides a :class:`Policy` class (as SB3 takes
+``"MlpPolicy"`` or a policy class).
+
+The built-in names are ``"tabular"`` (:class:`agents.grpo.policies.TabularPolicy`, NumPy only),
+``"mlp"`` (:class:`agents.grpo.mlp.MLPPolicy`) and ``"transformer"``
+(:class:`agents.grpo.transformer.TransformerPolicy`); the torch ones are imported when first asked for,
+so naming the tabular policy never imports torch. :func:`register_policy` adds a name for any
+:class:`Policy` subclass; a checkpoint stores the name and :meth:`agents.grpo.GRPO.load` finds the class
+here again (a class that was never registered trains, but cannot be saved: a checkpoint names no code).
+
+What a policy needs from the agent it declares on its class, not here: its config preset
+(``Policy.preset``), whether it reads the token context (``Policy.token_observation``), whether a
+checkpoint saves a torch optimiser (``Policy.uses_torch``), and how it is built
+(:meth:`Policy.build`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar, overload
+
+from agents.grpo.policies import Policy, TabularPolicy
+
+__all__ = ["policy_class", "policy_names", "register_policy", "registered_name"]
+
+P = TypeVar("P", bound=type[Policy])
+
+
+def _mlp() -> type[Policy]:
+    from agents.grpo.mlp import MLPPolicy  # lazy: torch
+
+    return MLPPolicy
+
+
+def _transformer() -> type[Policy]:
+    from agents.grpo.transformer import TransformerPolicy  # lazy: torch
+
+    return TransformerPolicy
+
+
+#: name -> the class, or a function that imports it (the torch policies: imported on first use)
+_POLICIES: dict[str, type[Policy] | Callable[[], type[Policy]]] = {
+    "tabular": TabularPolicy,
+    "mlp": _mlp,
+    "transformer": _transformer,
+}
+
+
+def _load(name: str) -> type[Policy]:
+    entry = _POLICIES[name]
+    if isinstance(entry, type):
+        return entry
+    cls = entry()
+    _POLICIES[name] = cls
+    return cls
+
+
+@overload
+def register_policy(name: str) -> Callable[[P], P]: ...
+
+
+@overload
+def register_policy(name: str, cls: P) -> P: ...
+
+
+def register_policy(name: str, cls: P | None = None) -> P | Callable[[P], P]:
+    """Register ``cls`` (a :class:`Policy` subclass) under ``name``, so ``GRPO(env, policy=name)`` builds
+    it and a checkpoint of it loads. As a decorator: ``@register_policy("linear")`` above the class.
+    ``ValueError`` for a name that is not a non-empty string, a class that is not a ``Policy``
+    subclass, or a name already registered to another class (registering the same class again is a
+    no-op)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a policy name must be a non-empty string, got {name!r}")
+
+    def add(policy_cls: P) -> P:
+        if not (isinstance(policy_cls, type) and issubclass(policy_cls, Policy)):
+            raise ValueError(f"register_policy({name!r}, ...) needs a subclass of "
+                             f"agents.grpo.policies.Policy, got {policy_cls!r}")
+        if name in _POLICIES and _load(name) is not policy_cls:
+            raise ValueError(f"policy name {name!r} is already registered to {_load(name).__qualname__}; "
+                             "choose another name")
+        _POLICIES[name] = policy_cls
+        return policy_cls
+
+    return add if cls is None else add(cls)
+
+
+def policy_names() -> tuple[str, ...]:
+    """Every registered policy name, the built-in ones first."""
+    return tuple(_POLICIES)
+
+
+def policy_class(policy: str | type[Policy]) -> type[Policy]:
+    """The class a ``policy=`` argument names: a registered name, or a :class:`Policy` subclass itself.
+    ``ValueError`` naming the value and the registered names otherwise."""
+    if isinstance(policy, str):
+        if policy not in _POLICIES:
+            raise ValueError(f"policy={policy!r} is not one of the registered policies {policy_names()}; "
+                             "register a Policy class with agents.grpo.registry.register_policy")
+        return _load(policy)
+    if isinstance(policy, type) and issubclass(policy, Policy):
+        return policy
+    raise ValueError(f"policy={policy!r} must be a registered name {policy_names()} or a subclass of "
+                     "agents.grpo.policies.Policy")
+
+
+def registered_name(cls: type[Policy]) -> str | None:
+    """The name ``cls`` is registered under (None when it is not). A built-in torch policy that has not
+    been imported yet is not ``cls`` (``cls`` exists, so its module was imported), so nothing is loaded
+    here that is not loaded already."""
+    for name, entry in _POLICIES.items():
+        if entry is cls or (not isinstance(entry, type) and getattr(cls, "kind", None) == name
+                            and _load(name) is cls):
+            return name
+    return None
