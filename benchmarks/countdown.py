@@ -57,6 +57,7 @@ from benchmarks.core.common import (
     write_results,
 )
 from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.store import run_key
 from benchmarks.core.study import seeds_argument
 from benchmarks.core.stats import iqm_ci, ratio_ci
 
@@ -120,10 +121,7 @@ def maskable_task(seed: int, budget: int, env_kwargs: dict[str, Any], eval_promp
 
 
 def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
-    import hashlib
-
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return Task(fn, spec, f"{group}__s{spec['seed']}__{digest}", group=group, label=f"{group} s{spec['seed']}")
+    return Task(fn, spec, run_key(group, spec), group=group, label=f"{group} s{spec['seed']}")
 
 
 def grpo_run(spec: dict[str, Any]) -> dict[str, Any]:

@@ -38,16 +38,14 @@ from benchmarks.core.common import (
     write_results,
 )
 from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.store import run_key
 from benchmarks.core.study import seeds_argument
 
 ENV_ID = "rlvr/Arithmetic-v0"
 
 
 def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
-    import hashlib
-
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return Task(f"benchmarks.grpo_targets:{fn}", spec, f"{group}__s{spec['seed']}__{digest}", group=group,
+    return Task(f"benchmarks.grpo_targets:{fn}", spec, run_key(group, spec), group=group,
                 label=f"{group} s{spec['seed']}")
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
 import io
 import json
 import re
@@ -63,6 +62,7 @@ from benchmarks.core.common import (
     write_results,
 )
 from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.store import run_key
 from benchmarks.core.study import seeds_argument
 from benchmarks.r1_report import (AGENT_ALGOS, ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, SB3_ALGOS, base_name,
                                   headline, markdown, summarize)
@@ -212,11 +212,6 @@ def _sb3_model(spec: dict[str, Any], scorer: Any) -> Any:
 
 
 # -- the study ----------------------------------------------------------------------------------------
-def _key(group: str, spec: dict[str, Any]) -> str:
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{group}__s{spec['seed']}__{digest}"
-
-
 def base_tasks(args: argparse.Namespace) -> list[Task]:
     """Stage 1's runs: the recipe's base and each smaller one per seed, plus the unmasked base when the
     unmasked PPO arm is among ``args.arms``."""
@@ -229,7 +224,7 @@ def base_tasks(args: argparse.Namespace) -> list[Task]:
             spec = {"seed": seed, "env_kwargs": args.env_kwargs, "policy_kwargs": {}, "eval": args.eval,
                     "sft": sft}
             name = base_name(sft)
-            tasks.append(Task("benchmarks.r1:base_run", spec, _key(name, spec), group=name,
+            tasks.append(Task("benchmarks.r1:base_run", spec, run_key(name, spec), group=name,
                               label=f"{name} s{seed}"))
     return tasks
 
@@ -263,7 +258,7 @@ def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, An
                         "sb3": sb3}
                 if AGENT_ALGOS.get(algo):
                     spec["grpo"] = dict(AGENT_ALGOS[algo])
-                tasks.append(Task("benchmarks.r1:rl_run", spec, _key(name, spec), group=name,
+                tasks.append(Task("benchmarks.r1:rl_run", spec, run_key(name, spec), group=name,
                                   label=f"{name} s{seed}"))
     return tasks
 

@@ -21,8 +21,6 @@ repeated command reuses them. The table goes to ``benchmark-runs/r1_base/`` unle
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import time
 from typing import Any
@@ -42,6 +40,7 @@ from benchmarks.core.common import (
     write_results,
 )
 from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.store import run_key
 from benchmarks.core.study import seeds_argument
 
 ENV_ID = "rlvr/Countdown-v0"
@@ -122,8 +121,7 @@ def tasks(args: argparse.Namespace) -> list[Task]:
         for seed in seeds:
             spec = {"seed": seed, **_merge(GRID[name]),
                     "eval": {"k": args.eval_k, "prompts": args.eval_prompts}}
-            digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-            out.append(Task("benchmarks.r1_base:base_cell", spec, f"{name}__s{seed}__{digest}", group=name,
+            out.append(Task("benchmarks.r1_base:base_cell", spec, run_key(name, spec), group=name,
                             label=f"{name} s{seed}"))
     return out
 

@@ -13,7 +13,6 @@ weights the CLI recipe (``python -m agents.grpo ... --sft N``) would give it. Ea
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 
@@ -27,6 +26,7 @@ from agents.grpo.agent import GRPO
 from agents.sft import cold_start
 
 from benchmarks.core.common import LOCAL_OUT, write_json
+from benchmarks.core.store import digest
 
 #: Never committed: tuning runs on the choosing seeds (the bases are a cache).
 OUT = LOCAL_OUT / "r1_tune"
@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> dict:
     sft = {"n": args.sft, "epochs": args.sft_epochs, "lr": args.sft_lr, "batch_size": args.sft_batch_size,
            "minibatch": args.sft_minibatch, "warmup": args.sft_warmup}
     net = model.policy.net  # the resolved architecture and initialisation, defaults included
-    key = json.dumps({"env_kwargs": model.env_kwargs, "policy_kwargs": policy_kwargs, "sft": sft,
-                      "arch": {**net.arch, "init": net.init}, "seed": args.seed}, sort_keys=True)
-    base_path = OUT / "bases" / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".npz")
+    key = {"env_kwargs": model.env_kwargs, "policy_kwargs": policy_kwargs, "sft": sft,
+           "arch": {**net.arch, "init": net.init}, "seed": args.seed}
+    base_path = OUT / "bases" / (digest(key, 16) + ".npz")
     eval_args = argparse.Namespace(eval_k=args.eval_k, eval_prompts=None)
     record: dict = {"name": args.name, "seed": args.seed, "sft": sft, "policy_kwargs": policy_kwargs,
                     "env_kwargs": model.env_kwargs, "config": model.config.to_dict(),

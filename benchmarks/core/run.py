@@ -42,7 +42,7 @@ from benchmarks.core.common import limit_threads
 from benchmarks.core.store import LIBRARIES
 from benchmarks.core.store import library_versions as store_versions
 from benchmarks.core.executor import Task
-from benchmarks.core.study import CONTENDERS, RUN_FORMAT, THRESHOLDS, RunSpec
+from benchmarks.core.study import CONTENDERS, KEY_TAG, THRESHOLDS, RunSpec
 
 __all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_task",
            "TIMING_FIELDS"]
@@ -316,7 +316,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         collapse_rule = "same greedy answer for every train prompt, train success < 1"
     record: dict[str, Any] = {
         "key": spec.key,
-        "format": RUN_FORMAT,
+        "format": KEY_TAG,
         "spec": spec.to_dict(),
         "contender": spec.contender,
         "label": contender.label,

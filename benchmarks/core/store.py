@@ -29,10 +29,12 @@ from typing import Any
 
 from benchmarks.core.common import write_atomically
 
-__all__ = ["CODE_VERSION", "STORE_FORMAT", "RunFileError", "checksum", "code_version", "fingerprint",
-           "check_run", "library_versions", "load_run", "quarantine", "save_run", "wrap"]
+__all__ = ["CODE_VERSION", "STORE_FORMAT", "RunFileError", "checksum", "code_version", "digest",
+           "fingerprint", "check_run", "library_versions", "load_run", "quarantine", "run_key", "save_run",
+           "wrap"]
 
-#: The run file's layout; a file of another format is set aside.
+#: The run file's layout; a file of another format is set aside. The one format constant: a study's run
+#: keys carry no version of their own (what a run measures is versioned by :data:`CODE_VERSION`).
 STORE_FORMAT = 3
 #: Bumped when a code change alters what a run measures (a metric's definition, the evaluator, a run
 #: function's output): every stored run then trains again. Commits that do not alter records leave it.
@@ -58,6 +60,19 @@ def library_versions(dists: tuple[str, ...] = LIBRARIES) -> dict[str, str | None
 def code_version(libraries: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What "the same code" means for a stored run: :data:`CODE_VERSION` and the library versions."""
     return {"code": CODE_VERSION, "libraries": dict(library_versions() if libraries is None else libraries)}
+
+
+def digest(obj: Any, length: int = 12) -> str:
+    """The first ``length`` hex digits of the SHA-256 of ``obj`` as JSON with sorted keys: the one hash
+    every run key is made of. It uses ``json.dumps``' default separators (not :func:`_canonical`'s),
+    the form every stored key was made with, so it never changes."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:length]
+
+
+def run_key(arm: str, spec: Mapping[str, Any]) -> str:
+    """The run key of ``arm`` (a setting under comparison) with ``spec``: ``<arm>__s<seed>__<digest>``, the
+    digest of the whole spec (seed included)."""
+    return f"{arm}__s{spec['seed']}__{digest(spec)}"
 
 
 def _canonical(obj: Any) -> bytes:

@@ -11,8 +11,6 @@ Seeds: reported studies use seeds from 10 up (the GRPO agent's presets were chos
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,16 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.core.common import LOCAL_OUT, RESULTS_DIR
+from benchmarks.core.store import digest
 
 __all__ = [
     "CONTENDERS", "Contender", "DEFAULT_STUDY", "VERDICT_COLUMNS", "EVALS_PER_RUN", "HPARAMS_DIR",
     "LOCAL_OUT", "REFERENCES",
-    "RESULTS_DIR", "RUN_FORMAT", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
+    "RESULTS_DIR", "KEY_TAG", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
     "hparams_path", "parse_contenders", "parse_seeds", "resolve_hyperparams", "seeds_argument",
 ]
 
-#: Bumped when what a run measures changes, so stale per-run files are not reused.
-RUN_FORMAT = 2
+#: The tag every stored run key and record of a study carries: fixed, since changing it would change every
+#: key (a change of what a run measures bumps :data:`benchmarks.core.store.CODE_VERSION` instead).
+KEY_TAG = 2
 # A GRPO spec carries its whole resolved GRPOConfig (the policy's preset plus any tuned overrides), so a
 # change of the agent's preset changes the run key and old runs are not reused; SB3 specs carry only
 # what differs from SB3's defaults.
@@ -185,15 +185,14 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        parts: list[Any] = [RUN_FORMAT, self.hyperparams, self.eval_every, list(self.eval_splits)]
+        parts: list[Any] = [KEY_TAG, self.hyperparams, self.eval_every, list(self.eval_splits)]
         # Only non-default fields join the digest, so runs written before they existed keep their keys.
         extra = {k: v for k, v in (("env_kwargs", self.env_kwargs), ("eval_prompts", self.eval_prompts),
                                    ("sampled_k", self.sampled_k)) if v}
         if extra:
             parts.append(extra)
-        digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:10]
         env_slug = re.sub(r"[^A-Za-z0-9]+", "-", self.env_id).strip("-")
-        return f"{self.contender}__{env_slug}__b{self.budget}__s{self.seed}__{digest}"
+        return f"{self.contender}__{env_slug}__b{self.budget}__s{self.seed}__{digest(parts, 10)}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

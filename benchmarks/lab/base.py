@@ -34,8 +34,9 @@ def _best_countdown_setting() -> tuple[str, dict[str, Any], dict[str, Any]]:
 BASE_PRESET, BASE, ENV_KWARGS = _best_countdown_setting()
 #: Held-out evaluation after training: prompts and sampled answers per prompt.
 EVAL_PROMPTS, EVAL_K = 256, 8
-#: Run-file format; bump to invalidate stored runs when the per-run record changes.
-RUN_FORMAT = 1
+#: The tag every stored lab run's spec carries: fixed, since changing it would change every run's name (a
+#: change of what a run measures bumps :data:`benchmarks.core.store.CODE_VERSION` instead).
+KEY_TAG = 1
 #: The lesson's beta range (README, "The GRPO agent"): its two ends.
 LESSON_BETAS = (0.001, 0.04)
 #: Env steps per run (every claim; at --budget-scale 1). Chosen on seeds 0-1: the base configuration's
@@ -91,7 +92,7 @@ def run_key(arm: Arm, seed: int, budget: int) -> dict[str, Any]:
     different claims with the same settings (e.g. the base configuration) share their runs."""
     config = arm_config(BASE, arm.overrides, "mlp")
     return {
-        "format": RUN_FORMAT,
+        "format": KEY_TAG,
         "seed": seed,
         "budget": budget,
         "env_id": ENV_ID,

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.executor import Task
-from benchmarks.lab.base import EVAL_PROMPTS, RUN_FORMAT, Arm, arm_config
+from benchmarks.lab.base import EVAL_PROMPTS, KEY_TAG, Arm, arm_config
 from benchmarks.lab.runner import GroupObserver, run_name
 
 __all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "base_tasks", "run_from_base", "state_digest",
@@ -78,7 +78,7 @@ def run_key(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: 
     (:func:`weights_digest`) included, so a retrained base makes its arms train again."""
     config = arm_config(dict(_preset()), arm.overrides, POLICY)
     return {
-        "format": RUN_FORMAT,
+        "format": KEY_TAG,
         "regime": "r1",
         "seed": seed,
         "budget": budget if arm.rl else 0,

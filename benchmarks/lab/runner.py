@@ -9,8 +9,6 @@ both estimators are computed. Then it scores the run on held-out prompts. It wri
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.executor import Task
+from benchmarks.core.store import digest
 from benchmarks.lab.base import EVAL_K, EVAL_PROMPTS, Arm, run_key
 
 __all__ = ["GroupObserver", "ITERATION_METRICS", "run_arm", "run_name", "task_for"]
@@ -32,8 +31,7 @@ def run_name(key: Mapping[str, Any]) -> str:
     """The run file's stem: a digest of the settings and the seed. Arms of different claims with equal
     settings (e.g. the base configuration) share one run."""
     settings = {k: v for k, v in key.items() if k != "seed"}
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{digest}_seed{key['seed']}"
+    return f"{digest(settings)}_seed{key['seed']}"
 
 
 def task_for(arm: Arm, seed: int, budget: int) -> Task:
