@@ -56,9 +56,10 @@ from benchmarks.core.common import (
     output_folder,
     write_results,
 )
-from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.executor import Run, run_all
+from benchmarks.core.baselines import single_number_floor
 from benchmarks.core.store import run_key
-from benchmarks.core.study import seeds_argument
+from benchmarks.core.common import seeds_argument
 from benchmarks.core.stats import iqm_ci, ratio_ci
 
 ENV_ID = "rlvr/Countdown-v0"
@@ -81,11 +82,6 @@ WARM_CONFIG = {"beta": 0.04}
 BEST = "+ lookahead obs"
 
 
-def single_number_floor(env: Any, prompts: list[Any]) -> float:
-    """Held-out success of the single-number answer: the share of prompts with a number equal to the target."""
-    return float(np.mean([p.target in p.numbers for p in prompts]))
-
-
 def _report(predict: Any, env: Any, prompts: list[Any], masked: bool) -> dict[str, float]:
     from agents.evaluation import success_report
 
@@ -106,7 +102,7 @@ def _prompts(task: dict[str, Any], n: int) -> dict[str, list[Any]]:
 
 def grpo_task(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
               eval_prompts: int, eval_every: int, demos: int = 0, task: dict[str, Any] | None = None,
-              part: str = "") -> Task:
+              part: str = "") -> Run:
     spec = {"seed": seed, "budget": budget, "cfg": cfg, "env_kwargs": env_kwargs, "preset": preset,
             "eval_prompts": eval_prompts, "eval_every": eval_every, "demos": demos,
             "task": TASK if task is None else task}
@@ -114,14 +110,14 @@ def grpo_task(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str,
 
 
 def maskable_task(seed: int, budget: int, env_kwargs: dict[str, Any], eval_prompts: int, eval_every: int,
-                  demos: int = 0, part: str = "") -> Task:
+                  demos: int = 0, part: str = "") -> Run:
     spec = {"seed": seed, "budget": budget, "env_kwargs": env_kwargs, "eval_prompts": eval_prompts,
             "eval_every": eval_every, "demos": demos}
     return _task("benchmarks.countdown:maskable_run", spec, f"maskable_ppo_{part}")
 
 
-def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
-    return Task(fn, spec, run_key(group, spec), group=group, label=f"{group} s{spec['seed']}")
+def _task(fn: str, spec: dict[str, Any], group: str) -> Run:
+    return Run(fn, spec, run_key(group, spec), arm=group, label=f"{group} s{spec['seed']}")
 
 
 def grpo_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -451,8 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for part in plan.values() for t in _flatten(part)]
     t0 = time.perf_counter()
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
-    outcome = run_tasks(tasks, out, address=address, workers=None if address else args.workers,
-                        progress=not args.quiet, desc="countdown", log=print)
+    outcome = run_all(tasks, out, address=address, workers=None if address else args.workers,
+                      progress=not args.quiet, desc="countdown", log=print)
     if outcome.failures:
         print(f"{len(outcome.failures)} run(s) failed:\n" + "\n".join(outcome.failures), file=sys.stderr)
         return 1
@@ -476,8 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _flatten(plan: Any) -> list[Task]:
-    if isinstance(plan, Task):
+def _flatten(plan: Any) -> list[Run]:
+    if isinstance(plan, Run):
         return [plan]
     items = plan.values() if isinstance(plan, dict) else plan
     return [t for item in items for t in _flatten(item)]
@@ -485,7 +481,7 @@ def _flatten(plan: Any) -> list[Task]:
 
 def _assemble(plan: Any, records: dict[str, dict[str, Any]]) -> Any:
     """``plan`` with each task replaced by its record (without the executor's stamps)."""
-    if isinstance(plan, Task):
+    if isinstance(plan, Run):
         return {k: v for k, v in records[plan.key].items() if k not in ("execution", "git_commit")}
     if isinstance(plan, dict):
         return {k: _assemble(v, records) for k, v in plan.items()}

@@ -37,16 +37,16 @@ from benchmarks.core.common import (
     output_folder,
     write_results,
 )
-from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import run_key
-from benchmarks.core.study import seeds_argument
+from benchmarks.core.common import seeds_argument
 
 ENV_ID = "rlvr/Arithmetic-v0"
 
 
-def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
-    return Task(f"benchmarks.grpo_targets:{fn}", spec, run_key(group, spec), group=group,
-                label=f"{group} s{spec['seed']}")
+def _task(fn: str, spec: dict[str, Any], group: str) -> Run:
+    return Run(f"benchmarks.grpo_targets:{fn}", spec, run_key(group, spec), arm=group,
+               label=f"{group} s{spec['seed']}")
 
 
 def arithmetic_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -225,8 +225,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     ]
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
-    outcome = run_tasks(jobs + generic_jobs, out, address=address, workers=None if address else args.workers,
-                        progress=not args.quiet, desc="grpo_targets")
+    outcome = run_all(jobs + generic_jobs, out, address=address, workers=None if address else args.workers,
+                      progress=not args.quiet, desc="grpo_targets")
     if outcome.failures:
         raise RuntimeError(f"{len(outcome.failures)} run(s) failed:\n" + "\n".join(outcome.failures))
     strip = ("execution", "git_commit")

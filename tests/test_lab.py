@@ -41,7 +41,7 @@ def test_single_answer_floor_is_countdowns_single_number_floor_on_the_lab_prompt
     import gymnasium as gym
 
     from agents.evaluation import evaluation_prompts
-    from benchmarks.countdown import single_number_floor
+    from benchmarks.core.baselines import single_number_floor
 
     env = gym.make(lab.ENV_ID, **lab.ENV_KWARGS)
     prompts = evaluation_prompts(env, "test", lab.base.EVAL_PROMPTS, seed=0)
@@ -116,11 +116,11 @@ def test_earlier_run_keys_match_only_the_runs_they_record() -> None:
     assert matches_earlier(earlier, key)
     # a new field set away from its default is another run, as is any recorded field that differs
     assert not matches_earlier(earlier, lab.run_key(lab.Arm("t", "t", {"epochs": 12,
-                                                                      "top_entropy_quantile": 0.2}), 100, 1000))
+                                                                       "top_entropy_quantile": 0.2}), 100, 1000))
     assert not matches_earlier(earlier, lab.run_key(lab.Arm("e", "e", {"epochs": 4}), 100, 1000))
     assert not matches_earlier(earlier, lab.run_key(arm, 101, 1000))
     assert not matches_earlier(earlier, lab.run_key(lab.Arm("k", "k", {"policy_loss": "kl_cov", "epochs": 12,
-                                                                      "clip_eps_high": None}), 100, 1000))
+                                                                       "clip_eps_high": None}), 100, 1000))
     gone = json.loads(json.dumps(earlier))
     gone["config"]["removed_field"] = 1
     assert not matches_earlier(gone, key)

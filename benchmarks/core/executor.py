@@ -1,9 +1,10 @@
-"""The one executor: every experiment's runs go to Ray through :func:`run_tasks`, from a laptop to a cluster.
+"""The one executor: every experiment's runs go to Ray through :func:`run_all`, from a laptop to a cluster.
 
-A run is a :class:`Task`: a named run function (``"module:function"``, imported by the worker) and a
+A run is a :class:`Run`: a named run function (``"module:function"``, imported by the worker) and a
 JSON-able spec; the function returns the run's record (a JSON-able dict) and writes nothing. The GRPO-vs-PPO
-runs (:func:`benchmarks.core.run.run_spec`), the lab's arms, the Countdown study's and the GRPO targets'
-runs are all tasks of this executor, so each experiment runs on a cluster with ``--ray-address``.
+runs (:func:`benchmarks.compare.run.run_spec`), the lab's arms, the Countdown study's and the GRPO targets'
+runs are all runs of this executor (each one Ray task), so each experiment runs on a cluster with
+``--ray-address``. ``docs/experiments.md`` shows a new experiment on it.
 
 - Only the driver writes files: each record goes atomically into ``<out>/runs/<key>.json`` with its key,
   fingerprint and checksum (:mod:`benchmarks.core.store`), so a cluster needs no shared filesystem. A
@@ -57,7 +58,7 @@ from benchmarks.core.common import (
 )
 from benchmarks.core.store import RunFileError, check_run, code_version, fingerprint, load_run, save_run
 
-__all__ = ["CONNECT_TIMEOUT", "MAX_RETRIES", "Outcome", "Task", "git_commit", "ray_session", "run_tasks",
+__all__ = ["CONNECT_TIMEOUT", "MAX_RETRIES", "Outcome", "Run", "git_commit", "ray_session", "run_all",
            "worker_version"]
 
 #: Times Ray resubmits a run whose worker process died before giving up on that run.
@@ -67,14 +68,14 @@ CONNECT_TIMEOUT = 20.0
 
 
 @dataclass(frozen=True)
-class Task:
-    """One run: ``fn(spec) -> record``. ``key`` names its run file; ``group`` is what ``--rerun`` names
-    (a contender, an arm); ``label`` shows on the progress bar."""
+class Run:
+    """One run: ``fn(spec) -> record``. ``key`` names its run file; ``arm`` is the setting under comparison
+    it belongs to, what ``--rerun`` names; ``label`` shows on the progress bar."""
 
     fn: str | Callable[[dict[str, Any]], dict[str, Any]]
     spec: Mapping[str, Any]
     key: str
-    group: str = ""
+    arm: str = ""
     label: str = ""
 
     @property
@@ -88,7 +89,7 @@ class Task:
 
 @dataclass
 class Outcome:
-    """What :func:`run_tasks` gives back: records by key (stored and new), one message per failed run and
+    """What :func:`run_all` gives back: records by key (stored and new), one message per failed run and
     the failed runs' keys (``missing``), how many runs there were (``total``) and were found on disk
     (``found``), and how many needed more than one attempt."""
 
@@ -99,8 +100,8 @@ class Outcome:
     total: int = 0
     found: int = 0
 
-    def ordered(self, tasks: Iterable[Task]) -> list[dict[str, Any]]:
-        return [self.records[t.key] for t in tasks if t.key in self.records]
+    def ordered(self, runs: Iterable[Run]) -> list[dict[str, Any]]:
+        return [self.records[r.key] for r in runs if r.key in self.records]
 
     @property
     def complete(self) -> bool:
@@ -319,8 +320,8 @@ class ray_session:  # noqa: N801 - used as a context manager, like open()
             ray.shutdown()
 
 
-def run_tasks(
-    tasks: Sequence[Task],
+def run_all(
+    runs: Sequence[Run],
     out: Path,
     *,
     address: str | None = None,
@@ -331,9 +332,9 @@ def run_tasks(
     max_retries: int = MAX_RETRIES,
     log: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Run every task whose run file in ``out/runs`` is missing or fails its checks, one Ray task each,
-    saving each record as it returns; ``rerun`` names groups whose stored runs are replaced. A committed
-    ``out`` gets its new run files only when every task succeeded (see the module's docstring)."""
+    """Train every run whose run file in ``out/runs`` is missing or fails its checks, one Ray task each,
+    saving each record as it returns; ``rerun`` names arms whose stored runs are replaced. A committed
+    ``out`` gets its new run files only when every run succeeded (see the module's docstring)."""
     from tqdm.auto import tqdm
 
     out = Path(out)
@@ -342,19 +343,19 @@ def run_tasks(
     for folder in dict.fromkeys((out, run_dir, stage_dir)):  # every folder written, before anything trains
         check_writable(folder)
     rerun = set(rerun)
-    unique = list({t.key: t for t in tasks}.values())  # a task listed twice runs once
+    unique = list({t.key: t for t in runs}.values())  # a run listed twice trains once
     outcome = Outcome(total=len(unique))
-    todo: list[Task] = []
-    for task in unique:
+    todo: list[Run] = []
+    for run in unique:
         stored = None
-        if task.group not in rerun:
-            stored = load_run(stage_dir / f"{task.key}.json", task.key, task.fingerprint)
+        if run.arm not in rerun:
+            stored = load_run(stage_dir / f"{run.key}.json", run.key, run.fingerprint)
             if stored is None and stage_dir != run_dir:
-                stored = _committed_run(run_dir / f"{task.key}.json", task)
+                stored = _committed_run(run_dir / f"{run.key}.json", run)
         if stored is not None:
-            outcome.records[task.key] = stored
+            outcome.records[run.key] = stored
         else:
-            todo.append(task)
+            todo.append(run)
     outcome.found = len(outcome.records)
     if log is not None:
         log(f"{desc}: {outcome.total} run(s): {outcome.found} found on disk, {len(todo)} to run"
@@ -374,13 +375,13 @@ def run_tasks(
     return outcome
 
 
-def _committed_run(path: Path, task: Task) -> dict[str, Any] | None:
+def _committed_run(path: Path, run: Run) -> dict[str, Any] | None:
     """A committed run file's record if it passes every check; a file that fails is left where it is (a
     committed folder changes only when the whole study succeeds) and the run trains again."""
     if not path.exists():
         return None
     try:
-        return check_run(path, task.key, task.fingerprint)
+        return check_run(path, run.key, run.fingerprint)
     except RunFileError as err:
         print(f"warning: run file {path} {err.detail}; training the run again (the file is replaced once "
               "every run of the study succeeded)", file=sys.stderr)
@@ -400,7 +401,7 @@ def _promote(outcome: Outcome, stage_dir: Path, run_dir: Path) -> None:
         print(f"{moved} new run file(s) moved into {run_dir}", file=sys.stderr)
 
 
-def _submit(todo: Sequence[Task], outcome: Outcome, *, run_dir: Path, address: str | None,
+def _submit(todo: Sequence[Run], outcome: Outcome, *, run_dir: Path, address: str | None,
             workers: int | None, progress: bool, desc: str, max_retries: int, tqdm: Any) -> None:
     """Send ``todo`` to Ray and collect each record into ``outcome`` (saved in ``run_dir``) as it returns."""
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -420,9 +421,9 @@ def _submit(todo: Sequence[Task], outcome: Outcome, *, run_dir: Path, address: s
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
-                    task = pending.pop(ref)
-                    _collect(ray, ref, task, driver, commit, run_dir, outcome)
-                    bar.set_postfix_str(task.label or task.key, refresh=False)
+                    run = pending.pop(ref)
+                    _collect(ray, ref, run, driver, commit, run_dir, outcome)
+                    bar.set_postfix_str(run.label or run.key, refresh=False)
                     bar.update(1)
         except KeyboardInterrupt:
             for ref in pending:
@@ -435,33 +436,33 @@ def _submit(todo: Sequence[Task], outcome: Outcome, *, run_dir: Path, address: s
             bar.close()
 
 
-def _collect(ray: Any, ref: Any, task: Task, driver: Mapping[str, Any], commit: str | None, run_dir: Path,
+def _collect(ray: Any, ref: Any, run: Run, driver: Mapping[str, Any], commit: str | None, run_dir: Path,
              outcome: Outcome) -> None:
-    """Take one finished task's result: check the worker's code version, stamp it, write the run file."""
+    """Take one finished run's result: check the worker's code version, stamp it, write the run file."""
     try:
         result = ray.get(ref)
     except Exception as err:  # this run only; the others go on
         trace = "".join(traceback.format_exception(err))
-        outcome.failures.append(f"{task.key}: {err!r}\n{trace}")
-        outcome.missing.append(task.key)
+        outcome.failures.append(f"{run.key}: {err!r}\n{trace}")
+        outcome.missing.append(run.key)
         return
     if result["worker"] != driver:
         outcome.failures.append(
-            f"{task.key}: the worker on {result['host']} runs other code ({result['worker']}) than this "
+            f"{run.key}: the worker on {result['host']} runs other code ({result['worker']}) than this "
             f"driver ({dict(driver)}); install the same checkout and libraries on every node. Not saved.")
-        outcome.missing.append(task.key)
+        outcome.missing.append(run.key)
         print(f"error: {outcome.failures[-1]}", file=sys.stderr)
         return
     record = result["record"]
     record["git_commit"] = commit
     record["execution"] = {"worker": result["worker"], "host": result["host"], "attempts": result["attempt"],
-                           "fn": task.fn_name}
+                           "fn": run.fn_name}
     if result["attempt"] > 1:
         outcome.retried += 1
     try:
-        save_run(run_dir, task.key, task.fingerprint, record)
+        save_run(run_dir, run.key, run.fingerprint, record)
     except OSError as err:  # this run is lost, the others are kept
-        outcome.failures.append(f"{task.key}: could not write its run file in {run_dir}: {err}")
-        outcome.missing.append(task.key)
+        outcome.failures.append(f"{run.key}: could not write its run file in {run_dir}: {err}")
+        outcome.missing.append(run.key)
         return
-    outcome.records[task.key] = record
+    outcome.records[run.key] = record

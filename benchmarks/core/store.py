@@ -29,9 +29,9 @@ from typing import Any
 
 from benchmarks.core.common import write_atomically
 
-__all__ = ["CODE_VERSION", "STORE_FORMAT", "RunFileError", "checksum", "code_version", "digest",
-           "fingerprint", "check_run", "library_versions", "load_run", "quarantine", "run_key", "save_run",
-           "wrap"]
+__all__ = ["CODE_VERSION", "STORED_NAMES", "STORE_FORMAT", "RunFileError", "checksum", "code_version",
+           "digest", "fingerprint", "check_run", "library_versions", "load_run", "quarantine", "run_key",
+           "save_run", "wrap"]
 
 #: The run file's layout; a file of another format is set aside. The one format constant: a study's run
 #: keys carry no version of their own (what a run measures is versioned by :data:`CODE_VERSION`).
@@ -79,9 +79,20 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
 
 
+#: Run functions that moved since runs of theirs were stored, by their new name: the fingerprint names a
+#: function as its stored runs do, so moving code (which changes no number) never retrains a study.
+STORED_NAMES = {
+    "benchmarks.compare.run:run_spec": "benchmarks.core.run:run_spec",
+    "benchmarks.core.bases:base_run": "benchmarks.r1:base_run",
+    "benchmarks.r1.base_search:base_cell": "benchmarks.r1_base:base_cell",
+}
+
+
 def fingerprint(fn: str, spec: Mapping[str, Any], version: Mapping[str, Any] | None = None) -> str:
-    """SHA-256 of the run function's name, its whole spec and the code version."""
-    payload = {"fn": fn, "spec": spec, "version": code_version() if version is None else version}
+    """SHA-256 of the run function's name (as in :data:`STORED_NAMES`), its whole spec and the code
+    version."""
+    payload = {"fn": STORED_NAMES.get(fn, fn), "spec": spec,
+               "version": code_version() if version is None else version}
     return hashlib.sha256(_canonical(payload)).hexdigest()
 
 

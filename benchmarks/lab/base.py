@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import ONE_SEED, Interval, iqm_ci
+from benchmarks.core.stats import Interval, ci, paired, verdict
 
 ENV_ID = "rlvr/Countdown-v0"
 
@@ -120,43 +120,6 @@ def window_mean(rec: dict[str, Any], name: str, last: bool, frac: float = 0.25) 
     return float(w.mean()) if w.size else float("nan")
 
 
-def ci(values: list[float] | np.ndarray, seed: int = 0) -> Interval:
-    arr = np.asarray(values, dtype=float)
-    arr = arr[np.isfinite(arr)]
-    if arr.size == 0:
-        nan = float("nan")
-        return Interval(nan, nan, nan)
-    return iqm_ci(arr, seed=seed)
-
-
-def paired(a: list[float], b: list[float]) -> Interval:
-    """IQM and interval of the per-seed differences a - b (seeds where both are finite)."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    return ci(d)
-
-
-def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
-    """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes ``-margin`` on its
-    side, "disagree" when it lies wholly beyond ``-margin`` on the other side, "inconclusive" otherwise.
-    ``margin`` 0 asks for a strict difference; a positive margin reads "no worse than by ``margin``"
-    (e.g. "at no accuracy cost", "matches"). From one seed: ``"n/a: one seed"`` (no interval to read).
-    """
-    if margin < 0 or not np.isfinite(margin):
-        raise ValueError(f"margin={margin!r} must be a finite number >= 0")
-    if diff.single:  # one seed: a point, not an interval, so no verdict
-        return ONE_SEED
-    if np.isnan(diff.point):
-        return "inconclusive"
-    lo, hi = diff.low * sign, diff.high * sign
-    if sign < 0:
-        lo, hi = hi, lo
-    if lo > -margin:
-        return "agree"
-    if hi < -margin:
-        return "disagree"
-    return "inconclusive"
-
-
 #: What every claim's verdict becomes when no arm learned (no arm above the single-answer floor).
 NO_SIGNAL = "no signal"
 
@@ -164,7 +127,7 @@ NO_SIGNAL = "no signal"
 @functools.cache
 def single_answer_floor(env_kwargs: str | None = None) -> float:
     """The held-out success of the best answer that ignores the prompt's arithmetic: answer the one
-    number equal to the target (:func:`benchmarks.countdown.single_number_floor`), on the lab's own
+    number equal to the target (:func:`benchmarks.core.baselines.single_number_floor`), on the lab's own
     held-out prompts (the :data:`EVAL_PROMPTS` test prompts every run is scored on) of the env made with
     ``env_kwargs`` (JSON; default :data:`ENV_KWARGS`, the mlp regime's)."""
     import json
@@ -173,7 +136,7 @@ def single_answer_floor(env_kwargs: str | None = None) -> float:
 
     import rlvr_env  # noqa: F401  (registers the env ids)
     from agents.evaluation import evaluation_prompts
-    from benchmarks.countdown import single_number_floor
+    from benchmarks.core.baselines import single_number_floor
 
     env = gym.make(ENV_ID, **(ENV_KWARGS if env_kwargs is None else json.loads(env_kwargs)))
     return single_number_floor(env, evaluation_prompts(env, "test", EVAL_PROMPTS, seed=0))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import RunFileError, check_run
 from benchmarks.lab.base import BASE, BASE_PRESET, ENV_ID, ENV_KWARGS, Arm, Claim
 from benchmarks.lab.claims import CLAIMS
@@ -29,7 +29,7 @@ from benchmarks.lab.runner import task_for
 __all__ = ["MLP", "R1", "REGIMES", "Regime", "regime_named"]
 
 #: What a regime needs to build its tasks: per seed, the base's stage-1 task and its record (r1 only).
-Bases = Mapping[int, tuple[Task, dict[str, Any]]]
+Bases = Mapping[int, tuple[Run, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Regime:
     def needs_bases(self) -> bool:
         return self.name != "mlp"
 
-    def base_tasks(self, seeds: Sequence[int]) -> list[Task]:
+    def base_tasks(self, seeds: Sequence[int]) -> list[Run]:
         from benchmarks.lab.base_model import base_tasks
 
         return base_tasks(seeds, self.sft, self.base_eval)
@@ -67,7 +67,7 @@ class Regime:
             return {}
         tasks = self.base_tasks(seeds)
         if train:
-            got = run_tasks(tasks, cache, desc="bases", **executor)
+            got = run_all(tasks, cache, desc="bases", **executor)
             if got.failures:
                 raise RuntimeError(f"{len(got.failures)} base(s) failed:\n" + "\n".join(got.failures))
             return {t.spec["seed"]: (t, got.records[t.key]) for t in tasks}
@@ -80,7 +80,7 @@ class Regime:
             out[t.spec["seed"]] = (t, record)
         return out
 
-    def task(self, claim: Claim, arm: Arm, seed: int, budget: int, bases: Bases) -> Task:
+    def task(self, claim: Claim, arm: Arm, seed: int, budget: int, bases: Bases) -> Run:
         """The executor task of ``arm`` of ``claim`` on ``seed`` for ``budget`` env steps."""
         if not self.needs_bases:
             if not arm.rl:
@@ -112,7 +112,7 @@ MLP = Regime("mlp", CLAIMS, "100-107", "", ENV_KWARGS, "mlp", BASE_PRESET, BASE,
 
 def _r1_regime() -> Regime:
     from agents.grpo.config import PRESETS
-    from benchmarks import r1
+    from benchmarks.core.bases import RECIPE_SFT
     from benchmarks.lab import dapo, dr_grpo, kimi, yue
     from benchmarks.lab.base_model import ENV_KWARGS as R1_ENV_KWARGS
 
@@ -132,14 +132,14 @@ def _r1_regime() -> Regime:
         "kimi": dataclasses.replace(kimi.CLAIM, budget=budget),
         "yue": yue.CLAIM,
     }
-    sft = r1.RECIPE_SFT
+    sft = RECIPE_SFT
     return Regime(
         "r1", claims, "10-14", "r1", R1_ENV_KWARGS, "transformer", "transformer",
         dict(PRESETS["transformer"]),
         "Seeds {seeds} (the R1 study's reported seeds; nothing was tuned here: the preset is the R1 study's, "
         "the arms are the MLP lab's claims').",
         f"every arm starts from its seed's R1 base (the transformer cold-started on {sft['n']:,} train-split "
-        f"solutions, {sft['epochs']} epochs: `benchmarks.r1:base_run`, the R1 study's cached run) with",
+        f"solutions, {sft['epochs']} epochs: `benchmarks.core.bases:base_run`, the R1 study's cached run) with",
         extra_notes=(
             "The preset's `length_weight=0` is what Dr. GRPO's and DAPO's arms keep (their claims are about "
             "the loss aggregation and the clip, and the R1 recipe pays no length term); Kimi's arms set it "

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.executor import Task
+from benchmarks.core.executor import Run
 from benchmarks.core.store import digest
 from benchmarks.lab.base import EVAL_K, EVAL_PROMPTS, Arm, run_key
 
@@ -34,10 +34,10 @@ def run_name(key: Mapping[str, Any]) -> str:
     return f"{digest(settings)}_seed{key['seed']}"
 
 
-def task_for(arm: Arm, seed: int, budget: int) -> Task:
+def task_for(arm: Arm, seed: int, budget: int) -> Run:
     key = run_key(arm, seed, budget)
-    return Task("benchmarks.lab.runner:run_arm", key, run_name(key), group=arm.name,
-                label=f"{arm.name} s{seed}")
+    return Run("benchmarks.lab.runner:run_arm", key, run_name(key), arm=arm.name,
+               label=f"{arm.name} s{seed}")
 
 
 class GroupObserver:

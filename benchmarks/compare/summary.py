@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.stats import ONE_SEED, Interval, iqm_ci, ratio_ci
-from benchmarks.core.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
+from benchmarks.compare.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 
 __all__ = ["summarize"]
 

@@ -1,6 +1,6 @@
 """One run of a study: train one contender on one seed for exactly the budget, evaluating as it goes.
 
-:func:`run_one` is the only function that trains; ``benchmarks.compare`` and ``benchmarks.tune`` both
+:func:`run_one` is the only function that trains; ``benchmarks.compare`` and ``benchmarks.compare.tune`` both
 submit it (through :mod:`benchmarks.core.executor`), so a tuning trial and a reported run are measured alike.
 It returns the run's record (a JSON-able dict) and writes nothing: the driver writes files.
 
@@ -41,8 +41,8 @@ import numpy as np
 from benchmarks.core.common import limit_threads
 from benchmarks.core.store import LIBRARIES
 from benchmarks.core.store import library_versions as store_versions
-from benchmarks.core.executor import Task
-from benchmarks.core.study import CONTENDERS, KEY_TAG, THRESHOLDS, RunSpec
+from benchmarks.core.executor import Run
+from benchmarks.compare.study import CONTENDERS, KEY_TAG, THRESHOLDS, RunSpec
 
 __all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_task",
            "TIMING_FIELDS"]
@@ -364,7 +364,7 @@ def run_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     return run_one(RunSpec.from_dict(spec))
 
 
-def spec_task(spec: RunSpec) -> Task:
+def spec_task(spec: RunSpec) -> Run:
     """A study's run as a task of the executor (``--rerun`` names its contender)."""
-    return Task("benchmarks.core.run:run_spec", spec.to_dict(), spec.key, group=spec.contender,
-                label=f"{spec.contender} s{spec.seed}")
+    return Run("benchmarks.compare.run:run_spec", spec.to_dict(), spec.key, arm=spec.contender,
+               label=f"{spec.contender} s{spec.seed}")

@@ -7,7 +7,7 @@ weights the CLI recipe (``python -m agents.grpo ... --sft N``) would give it. Ea
 ``benchmark-runs/r1/tune/<name>_s<seed>.json`` with the base's and the final held-out/train metrics
 (the CLI's own evaluation, :func:`agents.grpo.__main__._report`)::
 
-    python -m benchmarks.r1_tune --name lr1e-4 --seed 0 --steps 300000 --set learning_rate=1e-4 beta=0.01
+    python -m benchmarks.r1.tune --name lr1e-4 --seed 0 --steps 300000 --set learning_rate=1e-4 beta=0.01
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1_tune", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1.tune", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", required=True)
     parser.add_argument("--seed", type=int, default=0, help="a choosing seed (0-9); never a reported one")

@@ -1,6 +1,6 @@
 """Tune the "tuned" contenders of a study with one and the same search budget each, on Ray Tune.
 
-``python -m benchmarks.tune [--study NAME]`` writes ``benchmarks/hparams/<contender>.json`` (Arithmetic)
+``python -m benchmarks.compare.tune [--study NAME]`` writes ``benchmarks/hparams/<contender>.json`` (Arithmetic)
 or ``<contender>__<study>.json`` (other studies); ``compare`` reads them. The protocol, identical for
 every tuned contender of a study:
 
@@ -13,7 +13,7 @@ every tuned contender of a study:
   learning curve: rewards reaching high success early, which is what steps-to-95% measures), each run
   ``--budget`` env steps (the same for every contender). The held-out split is never evaluated while
   tuning;
-- every trial run is :func:`benchmarks.core.run.run_one` (same env, kwargs, evaluator and exact budget as
+- every trial run is :func:`benchmarks.compare.run.run_one` (same env, kwargs, evaluator and exact budget as
   the reported runs); the records of every trial come back to the driver, which writes them (with the
   chosen values) atomically.
 
@@ -48,9 +48,9 @@ import numpy as np
 
 from benchmarks.core.common import cli, write_atomically
 from benchmarks.core.executor import ray_session
-from benchmarks.core.run import spec_task
+from benchmarks.compare.run import spec_task
 from benchmarks.core.store import save_run
-from benchmarks.core.study import (
+from benchmarks.compare.study import (
     CONTENDERS,
     DEFAULT_STUDY,
     EVALS_PER_RUN,
@@ -143,7 +143,7 @@ def _trial(config: dict[str, Any]) -> dict[str, Any]:
     import optuna
 
     from benchmarks.core.common import limit_threads
-    from benchmarks.core.run import run_one
+    from benchmarks.compare.run import run_one
 
     limit_threads(1)
     meta = config["_meta"]
@@ -235,7 +235,7 @@ def tune(
         "tuning_budget_env_steps": budget, "tuning_seeds": list(seeds),
         "sampler": f"Ray Tune OptunaSearch, TPESampler(seed={sampler_seed}), first trial = library defaults",
         "search_space": _space_text(contender), "trials": trials,
-        "command": "python -m benchmarks.tune " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.compare.tune " + " ".join(sys.argv[1:]),
     }
 
 
@@ -247,7 +247,7 @@ def _space_text(contender: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=(__doc__ or "").splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.tune", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES))
     p.add_argument("--contenders", default=None,
                    help=f"comma-separated subset of {sorted(SEARCH_SPACES)} "

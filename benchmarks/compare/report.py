@@ -11,8 +11,8 @@ from typing import Any
 
 from benchmarks.core.common import write_atomically
 from benchmarks.core.stats import Interval
-from benchmarks.core.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
-from benchmarks.core.summary import summarize
+from benchmarks.compare.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
+from benchmarks.compare.summary import summarize
 
 __all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines",
            "write_outputs"]
