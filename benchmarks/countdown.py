@@ -381,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the parts of the Countdown study (``--parts``) and write its tables. Long because each part's
+    runs, records and table are assembled in the order the page shows them."""
     import os
 
     args = build_parser().parse_args(argv)

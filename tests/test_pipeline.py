@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.core import executor, store
+from benchmarks.core import cluster, executor, store
 from benchmarks.core.common import LOCAL_OUT, ROOT, output_folder
 from benchmarks.core.executor import Run, run_all
 from benchmarks.compare.run import comparable, spec_task
@@ -256,8 +256,8 @@ def test_an_unreachable_address_fails_fast_saying_what_to_check(tmp_path: Path) 
     assert time.monotonic() - t0 < 60
     t0 = time.monotonic()  # a closed loopback port refuses at once
     with pytest.raises(ConnectionError, match="nothing answers"):
-        executor._check_reachable(f"127.0.0.1:{_free_port()}", timeout=3.0)
-    assert time.monotonic() - t0 < 60 and executor.CONNECT_TIMEOUT < 60
+        cluster.check_reachable(f"127.0.0.1:{_free_port()}", timeout=3.0)
+    assert time.monotonic() - t0 < 60 and cluster.CONNECT_TIMEOUT < 60
     assert not list(tmp_path.glob("runs/*.json"))
 
 
@@ -285,18 +285,18 @@ def test_an_address_that_answers_but_is_not_ray_fails_fast_saying_so(http_server
                                                                      tmp_path: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(ConnectionError, match="not a Ray head") as err:
-        executor._check_reachable(http_server)
+        cluster.check_reachable(http_server)
     assert "it answered b'" in str(err.value) and "ray start --head" in str(err.value)
     with pytest.raises(ConnectionError, match="not a Ray head"):
         run_all([spec_task(s) for s in _specs()], tmp_path, address=http_server, progress=False)
-    assert time.monotonic() - t0 < executor.CONNECT_TIMEOUT + 5
+    assert time.monotonic() - t0 < cluster.CONNECT_TIMEOUT + 5
     assert not list(tmp_path.glob("runs/*.json"))
     with socket.socket() as silent:  # accepts, then says nothing: the timeout, not a hang
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         t0 = time.monotonic()
         with pytest.raises(ConnectionError, match="said nothing within 2 s"):
-            executor._check_reachable(f"127.0.0.1:{silent.getsockname()[1]}", timeout=2.0)
+            cluster.check_reachable(f"127.0.0.1:{silent.getsockname()[1]}", timeout=2.0)
         assert time.monotonic() - t0 < 10
 
 
@@ -682,7 +682,7 @@ def test_a_set_up_error_is_one_line(argv: list[str], says: str, tmp_path: Path) 
 
 def test_migrate_runs_names_a_file_it_cannot_read_and_goes_on(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from benchmarks import migrate_runs
+    from benchmarks.tools import migrate_runs
 
     runs = tmp_path / "study" / "runs"
     runs.mkdir(parents=True)

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import r1_base  # noqa: E402
+from benchmarks.r1 import base_search as r1_base  # noqa: E402
 from benchmarks.core.executor import Run  # noqa: E402
 
 SMALL = {"d_model": 32, "n_layers": 1, "n_heads": 2}

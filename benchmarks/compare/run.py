@@ -243,7 +243,9 @@ def _first_crossing(curve: Sequence[Mapping[str, Any]], threshold: float) -> tup
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:
-    """Train one contender on one seed in chunks, evaluating after each chunk; return the run record."""
+    """Train one contender on one seed in chunks, evaluating after each chunk; return the run record. Long
+    on purpose: the one function that trains a reported run, read top to bottom (build, train in chunks,
+    evaluate, record); splitting it would hide the order the measurement depends on."""
     import gymnasium as gym
 
     import rlvr_env  # noqa: F401

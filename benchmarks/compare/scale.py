@@ -45,7 +45,8 @@ from benchmarks.core.common import (
     write_atomically,
     write_results,
 )
-from benchmarks.core.executor import ray_session, run_all
+from benchmarks.core.cluster import ray_session
+from benchmarks.core.executor import run_all
 from benchmarks.compare.run import spec_task
 from benchmarks.core.store import check_run
 from benchmarks.compare.study import (
@@ -87,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The three measurements of the module's docstring, in order. Long because its steps share the
+    study's folders and timings and are read top to bottom."""
     args = build_parser().parse_args(argv)
     out = output_folder(args)
     work = args.work

@@ -90,7 +90,8 @@ def _goal(ratio: Interval, limit: float, censored: int, ref_censored: int) -> st
 
 
 def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -> dict[str, Any]:
-    """Per-contender IQM and CIs, verdicts against each PPO reference, and the GRPO / PPO ratios."""
+    """Per-contender IQM and CIs, verdicts against each PPO reference, and the GRPO / PPO ratios. Long
+    because every column of the summary is computed here once, in the order the table shows them."""
     by_name: dict[str, list[Mapping[str, Any]]] = {}
     for r in records:
         by_name.setdefault(r["contender"], []).append(r)

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.common import cli, write_atomically
-from benchmarks.core.executor import ray_session
+from benchmarks.core.cluster import ray_session
 from benchmarks.compare.run import spec_task
 from benchmarks.core.store import save_run
 from benchmarks.compare.study import (
@@ -180,7 +180,8 @@ def tune(
     sampler_seed: int = 0,
     quiet: bool = False,
 ) -> dict[str, Any]:
-    """Run the search for one contender through Ray Tune; return the hyperparameter-file content."""
+    """Run the search for one contender through Ray Tune; return the hyperparameter-file content. Long
+    because Ray Tune's search, its trial function and the file it writes are set up in one place."""
     import optuna
 
     # Tune's default CSV / JSON / TensorBoard loggers would log every trial's run records; the driver

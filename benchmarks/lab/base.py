@@ -168,16 +168,18 @@ def apply_floor(res: dict[str, Any], runs: dict[str, list[dict[str, Any]]], floo
     if res["no_signal"]:
         for row in res["rows"]:
             row["measured"] += (f"; no arm's held-out sampled success beats the single-answer floor "
-                                f"{floor:.2f} ({', '.join(f'{a} {_fmt(ci(v))}' for a, v in success.items())})")
+                                f"{floor:.2f} ({', '.join(f'{a} {fmt(ci(v))}' for a, v in success.items())})")
             row["verdict"] = NO_SIGNAL
     return res
 
 
-def _by_seed(runs: dict[str, list[dict[str, Any]]], arm: str) -> dict[int, dict[str, Any]]:
+def by_seed(runs: dict[str, list[dict[str, Any]]], arm: str) -> dict[int, dict[str, Any]]:
+    """The records of ``arm`` by seed."""
     return {r["key"]["seed"]: r for r in runs[arm]}
 
 
-def _seeds(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
+def seeds_of(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
+    """The seeds every arm of ``runs`` has a record of, in order (paired comparisons read these)."""
     common = None
     for recs in runs.values():
         s = {r["key"]["seed"] for r in recs}
@@ -186,11 +188,12 @@ def _seeds(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
 
 
 def per_seed(runs: dict[str, list[dict[str, Any]]], arm: str, fn: Callable[[dict[str, Any]], float]) -> list[float]:
-    recs = _by_seed(runs, arm)
-    return [float(fn(recs[s])) for s in _seeds(runs)]
+    recs = by_seed(runs, arm)
+    return [float(fn(recs[s])) for s in seeds_of(runs)]
 
 
-def _fmt(x: Interval, digits: int = 2) -> str:
+def fmt(x: Interval, digits: int = 2) -> str:
+    """An interval as a table shows it (:meth:`~benchmarks.core.stats.Interval.fmt`)."""
     return x.fmt(digits)
 
 
@@ -216,7 +219,8 @@ def first_reach(rec: dict[str, Any], threshold: float, window: int = 3) -> tuple
     return float("nan"), float("nan")
 
 
-def _row(claim: Claim, text: str, measured: str, v: str) -> dict[str, str]:
+def row(claim: Claim, text: str, measured: str, v: str) -> dict[str, str]:
+    """One row of the lab's table: the claim's ``text``, its paper, what was ``measured``, the verdict."""
     return {"claim": text, "paper": claim.paper, "measured": measured, "verdict": v}
 
 
@@ -227,13 +231,14 @@ def two_arm_row(claim: Claim, text: str, what: str, values: dict[str, list[float
     verdict (``margin`` > 0: "matches or beats", the difference's low end above ``-margin``)."""
     base, chal = claim.arms[0], claim.arms[1]
     d = paired(values[chal.name], values[base.name])
-    measured = (f"{what}: {base.label} {_fmt(ci(values[base.name]), digits)}, {chal.label} "
-                f"{_fmt(ci(values[chal.name]), digits)}; difference {_fmt(d, digits)}"
+    measured = (f"{what}: {base.label} {fmt(ci(values[base.name]), digits)}, {chal.label} "
+                f"{fmt(ci(values[chal.name]), digits)}; difference {fmt(d, digits)}"
                 + (f" (matches: interval above -{margin:g})" if margin else "") + extra)
-    return _row(claim, text, measured, verdict(d, +1, margin))
+    return row(claim, text, measured, verdict(d, +1, margin))
 
 
-def _label(claim: Claim, arm: str) -> str:
+def arm_label(claim: Claim, arm: str) -> str:
+    """The label of ``claim``'s arm named ``arm``."""
     return next(a.label for a in claim.arms if a.name == arm)
 
 

@@ -97,7 +97,7 @@ from benchmarks.core.common import (
 from benchmarks.core.executor import Outcome, run_all
 from benchmarks.core.store import RunFileError, check_run
 from benchmarks.core.common import seeds_argument
-from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, _seeds, apply_floor
+from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, seeds_of, apply_floor
 from benchmarks.lab.legacy import earlier_records
 from benchmarks.lab.regime import MLP, REGIMES, Bases, Regime, budget_of, regime_named
 
@@ -169,7 +169,7 @@ def claim_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, r
 def analyse(name: str, runs: dict[str, list[dict[str, Any]]], regime: Regime = MLP) -> dict[str, Any]:
     claim = regime.claims[name]
     res = apply_floor(claim.analyse(claim, runs), runs, regime.floor())
-    res["seeds"] = _seeds(runs)
+    res["seeds"] = seeds_of(runs)
     res["budget"] = max(r["key"]["budget"] for a in claim.arms for r in runs[a.name])
     res["seconds"] = {a.name: [r["seconds"] + r["eval_seconds"] for r in runs[a.name]] for a in claim.arms}
     # Standalone cost of the claim (every distinct run it needs, shared ones included), on 2 workers.
@@ -271,6 +271,8 @@ def _claim_names(given: Sequence[str], regime: Regime) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the claims of a regime (bases first, then every arm on every seed) and write the lab's table,
+    figures and JSON. Long because the steps share the regime's folders and are read top to bottom."""
     args = build_parser().parse_args(argv)
     regime = regime_named(args.regime)
     names = _claim_names(args.claim, regime)
