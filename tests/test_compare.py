@@ -463,3 +463,23 @@ def test_the_committed_quick_study_runs_are_found_under_this_code_s_keys() -> No
     specs = compare.specs_for(STUDIES["arithmetic"], names, [10, 11, 12], 102_400, 4096)
     assert len(specs) == len(stored) and meta
     assert [s.key for s in specs if s.key not in stored] == []
+
+
+def test_moved_run_functions_keep_the_fingerprints_of_the_committed_runs() -> None:
+    """A run function that moved (the compare study's, the R1 base's) is fingerprinted under the name its
+    stored runs were made with, so moving code does not make the committed runs train again: each committed
+    quick-study run file's fingerprint is what this code computes from its spec and its worker's versions."""
+    from benchmarks.compare.run import spec_task
+    from benchmarks.core.common import RESULTS_DIR
+    from benchmarks.core.store import STORED_NAMES, fingerprint
+
+    files = sorted((RESULTS_DIR / "compare" / "runs").glob("*.json"))
+    assert files and "benchmarks.compare.run:run_spec" in STORED_NAMES
+    for path in files:
+        data = json.loads(path.read_text())
+        record = data["record"]
+        run = spec_task(RunSpec.from_dict(record["spec"]))
+        worker = record["execution"]["worker"]
+        version = {"code": worker["code"], "libraries": worker["libraries"]}
+        assert run.fn_name != record["execution"]["fn"]  # the function moved since the run was stored
+        assert fingerprint(run.fn_name, run.spec, version) == data["fingerprint"], path.name
