@@ -35,6 +35,9 @@ a cluster with ``--ray-address``), one torch thread each, stored as a run file i
 reused by the next invocation. Results: ``<out>/countdown.json`` (every run) and ``countdown.md`` (the
 tables), ``<out>`` being ``benchmark-runs/countdown/`` (git-ignored) unless ``--out``; the committed
 ``benchmarks/results/countdown/`` only with ``--update-results``.
+
+At about 530 lines this module is longer than the rest: its five parts share the evaluator, the run
+functions and the tables of one page (docs/countdown.md), read together.
 """
 
 from __future__ import annotations
