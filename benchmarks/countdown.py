@@ -103,23 +103,23 @@ def _prompts(task: dict[str, Any], n: int) -> dict[str, list[Any]]:
     return {s: evaluation_prompts(env, s, n, seed=0) for s in ("train", "test")}
 
 
-def grpo_task(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
+def grpo_plan(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
               eval_prompts: int, eval_every: int, demos: int = 0, task: dict[str, Any] | None = None,
               part: str = "") -> Run:
     spec = {"seed": seed, "budget": budget, "cfg": cfg, "env_kwargs": env_kwargs, "preset": preset,
             "eval_prompts": eval_prompts, "eval_every": eval_every, "demos": demos,
             "task": TASK if task is None else task}
-    return _task("benchmarks.countdown:grpo_run", spec, f"grpo_{part}")
+    return _run_of("benchmarks.countdown:grpo_run", spec, f"grpo_{part}")
 
 
-def maskable_task(seed: int, budget: int, env_kwargs: dict[str, Any], eval_prompts: int, eval_every: int,
+def maskable_plan(seed: int, budget: int, env_kwargs: dict[str, Any], eval_prompts: int, eval_every: int,
                   demos: int = 0, part: str = "") -> Run:
     spec = {"seed": seed, "budget": budget, "env_kwargs": env_kwargs, "eval_prompts": eval_prompts,
             "eval_every": eval_every, "demos": demos}
-    return _task("benchmarks.countdown:maskable_run", spec, f"maskable_ppo_{part}")
+    return _run_of("benchmarks.countdown:maskable_run", spec, f"maskable_ppo_{part}")
 
 
-def _task(fn: str, spec: dict[str, Any], group: str) -> Run:
+def _run_of(fn: str, spec: dict[str, Any], group: str) -> Run:
     return Run(fn, spec, run_key(group, spec), arm=group, label=f"{group} s{spec['seed']}")
 
 
@@ -426,28 +426,28 @@ def main(argv: list[str] | None = None) -> int:
     # Every run of every part is one task of the executor; the parts are assembled from the records.
     plan: dict[str, Any] = {}
     if "ablation" in parts:
-        plan["ablation"] = {name: [grpo_task(s, args.budget, VARIANTS[name][1], VARIANTS[name][2],
+        plan["ablation"] = {name: [grpo_plan(s, args.budget, VARIANTS[name][1], VARIANTS[name][2],
                                              VARIANTS[name][0], n, args.eval_every, part="ablation")
                                    for s in seeds] for name in args.variants.split(";")}
     if "maskable" in parts:
         plan["maskable"] = {
-            "grpo": [grpo_task(s, args.maskable_budget, {}, best, "countdown", n, args.eval_every,
+            "grpo": [grpo_plan(s, args.maskable_budget, {}, best, "countdown", n, args.eval_every,
                                part="maskable") for s in args.maskable_seeds],
-            "maskable_ppo": [maskable_task(s, args.maskable_budget, best, n, args.eval_every, part="maskable")
+            "maskable_ppo": [maskable_plan(s, args.maskable_budget, best, n, args.eval_every, part="maskable")
                              for s in args.maskable_seeds]}
     if "warm" in parts:
         plan["warm"] = {
-            "grpo": [grpo_task(s, args.warm_budget, WARM_CONFIG, best, "countdown", n, args.eval_every,
+            "grpo": [grpo_plan(s, args.warm_budget, WARM_CONFIG, best, "countdown", n, args.eval_every,
                                demos=args.demos, part="warm") for s in args.warm_seeds],
-            "maskable_ppo": [maskable_task(s, args.warm_budget, best, n, args.eval_every, demos=args.demos,
+            "maskable_ppo": [maskable_plan(s, args.warm_budget, best, n, args.eval_every, demos=args.demos,
                                            part="warm") for s in args.warm_seeds]}
     if "n4" in parts:
-        plan["n4"] = [grpo_task(s, args.n4_budget, {}, best, "countdown", n, args.n4_budget // 10, task=task4,
+        plan["n4"] = [grpo_plan(s, args.n4_budget, {}, best, "countdown", n, args.n4_budget // 10, task=task4,
                                 part="n4") for s in args.n4_seeds]
     if "arithmetic" in parts:
         budgets = (("tabular", 200_000), ("mlp", 300_000)) if not args.quick else (("tabular", 5_000),)
-        plan["arithmetic"] = [_task("benchmarks.countdown:arithmetic_run",
-                                    {"policy": pol, "seed": s, "budget": budget}, f"arithmetic_{pol}")
+        plan["arithmetic"] = [_run_of("benchmarks.countdown:arithmetic_run",
+                                      {"policy": pol, "seed": s, "budget": budget}, f"arithmetic_{pol}")
                               for pol, budget in budgets for s in (seeds if not args.quick else seeds[:1])]
     tasks = [t for part in plan.values() for t in _flatten(part)]
     t0 = time.perf_counter()

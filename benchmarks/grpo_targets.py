@@ -44,7 +44,7 @@ from benchmarks.core.common import seeds_argument
 ENV_ID = "rlvr/Arithmetic-v0"
 
 
-def _task(fn: str, spec: dict[str, Any], group: str) -> Run:
+def _run_of(fn: str, spec: dict[str, Any], group: str) -> Run:
     return Run(f"benchmarks.grpo_targets:{fn}", spec, run_key(group, spec), arm=group,
                label=f"{group} s{spec['seed']}")
 
@@ -212,11 +212,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds = args.seeds
     budgets = {"tabular": args.budget_tabular, "mlp": args.budget_mlp}
 
-    jobs = [_task("arithmetic_run", {"policy": p, "seed": s, "budget": budgets[p], "eval_every": args.eval_every},
-                  f"arithmetic_{p}") for p in policies for s in seeds]
+    jobs = [_run_of("arithmetic_run", {"policy": p, "seed": s, "budget": budgets[p], "eval_every": args.eval_every},
+                    f"arithmetic_{p}") for p in policies for s in seeds]
     generic_jobs = [] if args.no_generic else [
-        _task("generic_run", {"env": env, "policy": pol, "seed": 0, "budget": budget, "env_kwargs": kw,
-                              "n_eval": n_eval}, f"{env}_{pol}")
+        _run_of("generic_run", {"env": env, "policy": pol, "seed": 0, "budget": budget, "env_kwargs": kw,
+                                "n_eval": n_eval}, f"{env}_{pol}")
         for env, pol, budget, kw, n_eval in (
             ("CartPole-v1", "mlp", 100_000, {}, 10),
             ("FrozenLake-v1", "mlp", 100_000, {}, 500),

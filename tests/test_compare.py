@@ -233,11 +233,11 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
 
 def test_a_run_that_raises_fails_alone(tmp_path: Path, local_ray: None) -> None:
     from benchmarks.core.executor import run_all
-    from benchmarks.compare.run import spec_task
+    from benchmarks.compare.run import spec_run
 
     good = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 0, 400, 200)
     bad = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 1, 400, 200, {"group_size": -1})
-    outcome = run_all([spec_task(good), spec_task(bad)], tmp_path, progress=False)
+    outcome = run_all([spec_run(good), spec_run(bad)], tmp_path, progress=False)
     records, failures = list(outcome.records.values()), outcome.failures
     assert [r["key"] for r in records] == [good.key]
     assert len(failures) == 1 and failures[0].startswith(bad.key)
@@ -469,7 +469,7 @@ def test_moved_run_functions_keep_the_fingerprints_of_the_committed_runs() -> No
     """A run function that moved (the compare study's, the R1 base's) is fingerprinted under the name its
     stored runs were made with, so moving code does not make the committed runs train again: each committed
     quick-study run file's fingerprint is what this code computes from its spec and its worker's versions."""
-    from benchmarks.compare.run import spec_task
+    from benchmarks.compare.run import spec_run
     from benchmarks.core.common import RESULTS_DIR
     from benchmarks.core.store import STORED_NAMES, fingerprint
 
@@ -478,7 +478,7 @@ def test_moved_run_functions_keep_the_fingerprints_of_the_committed_runs() -> No
     for path in files:
         data = json.loads(path.read_text())
         record = data["record"]
-        run = spec_task(RunSpec.from_dict(record["spec"]))
+        run = spec_run(RunSpec.from_dict(record["spec"]))
         worker = record["execution"]["worker"]
         version = {"code": worker["code"], "libraries": worker["libraries"]}
         assert run.fn_name != record["execution"]["fn"]  # the function moved since the run was stored

@@ -59,7 +59,7 @@ def test_arms_start_from_the_base_weights_and_the_base_arm_is_the_base_alone() -
     from benchmarks.core.bases import base_run
 
     seed = 3
-    (task,) = TINY.base_tasks([seed])
+    (task,) = TINY.base_runs([seed])
     assert task.fn == "benchmarks.core.bases:base_run" and task.spec["sft"]["n"] == 64
     base = base_run(dict(task.spec))
     bases = {seed: (task, base)}

@@ -21,7 +21,7 @@ import pytest
 from benchmarks.core import cluster, executor, store
 from benchmarks.core.common import LOCAL_OUT, ROOT, output_folder
 from benchmarks.core.executor import Run, run_all
-from benchmarks.compare.run import comparable, spec_task
+from benchmarks.compare.run import comparable, spec_run
 from benchmarks.core.store import check_run, load_run, save_run
 from benchmarks.compare.study import RunSpec
 
@@ -151,7 +151,7 @@ def test_load_run_checks_the_format_even_when_everything_else_matches(tmp_path: 
 
 def test_a_changed_spec_or_code_version_is_not_reused(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    task = spec_task(_specs()[0])
+    task = spec_run(_specs()[0])
     save_run(tmp_path, task.key, task.fingerprint, {"key": task.key})
     assert load_run(tmp_path / f"{task.key}.json", task.key, task.fingerprint) is not None
     monkeypatch.setattr(store, "CODE_VERSION", store.CODE_VERSION + 1)
@@ -252,7 +252,7 @@ def test_an_unreachable_address_fails_fast_saying_what_to_check(tmp_path: Path) 
     port = _free_port()  # nothing listens there
     t0 = time.monotonic()
     with pytest.raises(ConnectionError, match="ray start --head"):
-        run_all([spec_task(s) for s in _specs()], tmp_path, address=f"127.0.0.1:{port}", progress=False)
+        run_all([spec_run(s) for s in _specs()], tmp_path, address=f"127.0.0.1:{port}", progress=False)
     assert time.monotonic() - t0 < 60
     t0 = time.monotonic()  # a closed loopback port refuses at once
     with pytest.raises(ConnectionError, match="nothing answers"):
@@ -288,7 +288,7 @@ def test_an_address_that_answers_but_is_not_ray_fails_fast_saying_so(http_server
         cluster.check_reachable(http_server)
     assert "it answered b'" in str(err.value) and "ray start --head" in str(err.value)
     with pytest.raises(ConnectionError, match="not a Ray head"):
-        run_all([spec_task(s) for s in _specs()], tmp_path, address=http_server, progress=False)
+        run_all([spec_run(s) for s in _specs()], tmp_path, address=http_server, progress=False)
     assert time.monotonic() - t0 < cluster.CONNECT_TIMEOUT + 5
     assert not list(tmp_path.glob("runs/*.json"))
     with socket.socket() as silent:  # accepts, then says nothing: the timeout, not a hang
@@ -320,7 +320,7 @@ def test_an_unwritable_output_folder_fails_before_anything_trains(tmp_path: Path
 
 def test_a_failed_write_keeps_the_other_runs_and_names_the_failed_one(
         tmp_path: Path, local_ray: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    tasks = [spec_task(s) for s in _specs()]
+    tasks = [spec_run(s) for s in _specs()]
     real = executor.save_run
 
     def flaky(run_dir: Path, key: str, fp: str, record: dict) -> Path:
@@ -343,7 +343,7 @@ def test_a_worker_on_other_code_fails_loudly(tmp_path: Path, local_ray: None,
     checkout): no run is saved, each fails naming both versions."""
     real = executor.worker_version()
     monkeypatch.setattr(executor, "worker_version", lambda: {**real, "source": "another-checkout"})
-    outcome = run_all([spec_task(s) for s in _specs()], tmp_path, progress=False)
+    outcome = run_all([spec_run(s) for s in _specs()], tmp_path, progress=False)
     assert not outcome.records and len(outcome.failures) == 2
     assert all("runs other code" in f and "another-checkout" in f for f in outcome.failures)
     assert "error:" in capsys.readouterr().err
@@ -391,7 +391,7 @@ def test_with_a_head_up_the_default_and_the_cluster_recipe_both_work(ray_head: s
     token authentication included (a token exists once any embedded Ray has run)."""
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     monkeypatch.setenv("RAY_ADDRESS", "")  # "" is "no address" to ray_session, whatever the shell has
-    tasks = [spec_task(s) for s in _specs()]
+    tasks = [spec_run(s) for s in _specs()]
     default = run_all(tasks, tmp_path / "default", workers=1, progress=False)
     assert default.failures == [] and len(default.records) == 2
     assert (Path.home() / ".ray" / "auth_token").is_file() or os.environ.get("RAY_AUTH_TOKEN")
@@ -702,9 +702,9 @@ def test_the_embedded_ray_prints_no_token_warning(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
     env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path))  # Ray's token file lands under tmp_path
     code = ("from benchmarks.core.executor import run_all\n"
-            "from benchmarks.compare.run import spec_task\n"
+            "from benchmarks.compare.run import spec_run\n"
             "from benchmarks.compare.study import RunSpec\n"
-            "t = spec_task(RunSpec('grpo_tabular', 'rlvr/Arithmetic-v0', 0, 400, 200))\n"
+            "t = spec_run(RunSpec('grpo_tabular', 'rlvr/Arithmetic-v0', 0, 400, 200))\n"
             f"o = run_all([t], {str(tmp_path / 'out')!r}, workers=1)\n"
             "assert not o.failures, o.failures\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,

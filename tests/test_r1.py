@@ -173,19 +173,19 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
 
 
 def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
-    from benchmarks.r1 import RECIPE_SFT, base_tasks, build_parser, rl_tasks
+    from benchmarks.r1 import RECIPE_SFT, stage1_runs, build_parser, stage2_runs
     from benchmarks.r1.report import ALGOS, _label
 
     args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000", "--scratch-arms",
                                       ",".join(ALGOS)])
     args.recipe, args.eval = dict(RECIPE_SFT), {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
-    bases = base_tasks(args)
+    bases = stage1_runs(args)
     assert sorted(t.arm for t in bases) == ["base_1000", "base_100000", "base_100000_nomask"]
     nomask = next(t for t in bases if t.arm.endswith("_nomask"))
     assert nomask.spec["sft"]["masked"] is False
     assert "masked" not in next(t for t in bases if t.arm == "base_100000").spec["sft"]  # keys unchanged
     records = {(10, t.arm): {"weights": t.arm} for t in bases}
-    runs = {t.arm: t.spec for t in rl_tasks(args, records)}
+    runs = {t.arm: t.spec for t in stage2_runs(args, records)}
     assert runs["ppo_base_100000_nomask"]["base_weights"] == "base_100000_nomask"
     assert runs["maskable_ppo_base_100000"]["base_weights"] == "base_100000"
     assert runs["grpo_base_1000"]["base_weights"] == "base_1000"
@@ -199,7 +199,7 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     assert runs["rloo_scratch"]["grpo"] == {"advantage": "rloo"} and "grpo" not in runs["grpo_scratch"]
     default = build_parser().parse_args(["--seeds", "10"])  # SB3 from scratch only when asked
     default.recipe, default.eval = args.recipe, args.eval
-    names = {t.arm for t in rl_tasks(default, records)}
+    names = {t.arm for t in stage2_runs(default, records)}
     assert "maskable_ppo_scratch" not in names and "rloo_scratch" not in names
     assert {"gae_scratch", "grpo_scratch", "maskable_ppo_base_100000"} <= names
     assert _label("ppo_base_100000_nomask") == "base (SFT 100,000 without masks) + SB3 PPO (unmasked)"
@@ -209,7 +209,7 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     no_ppo = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "", "--no-ppo"])
     no_ppo.recipe, no_ppo.eval = args.recipe, args.eval
     no_ppo.arms = [a for a in no_ppo.arms if a not in ("maskable_ppo", "ppo")]  # as main() does
-    assert [t.arm for t in base_tasks(no_ppo)] == ["base_100000"]
+    assert [t.arm for t in stage1_runs(no_ppo)] == ["base_100000"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--arms", "grpo,a2c"])
 

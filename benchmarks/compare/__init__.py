@@ -44,7 +44,7 @@ from benchmarks.compare.report import (
     verdict_lines,
     write_outputs,
 )
-from benchmarks.compare.run import build_model, library_versions, run_one, spec_task
+from benchmarks.compare.run import build_model, library_versions, run_one, spec_run
 from benchmarks.compare.study import (
     CONTENDERS,
     DEFAULT_STUDY,
@@ -196,9 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     workers = None if address else (args.workers or os.cpu_count() or 1)
-    outcome = run_all([spec_task(s) for s in specs], out, address=address, workers=workers,
+    outcome = run_all([spec_run(s) for s in specs], out, address=address, workers=workers,
                       progress=not args.quiet, rerun=rerun, desc=study.name, log=print)
-    records, failures = outcome.ordered(spec_task(s) for s in specs), outcome.failures
+    records, failures = outcome.ordered(spec_run(s) for s in specs), outcome.failures
     dest = outcome.destination(out)  # a committed folder is written only when every run succeeded
     if args.update_results and not failures:
         # The committed folder holds exactly this study: drop run files it no longer contains.

@@ -44,7 +44,7 @@ from benchmarks.core.store import library_versions as store_versions
 from benchmarks.core.executor import Run
 from benchmarks.compare.study import CONTENDERS, KEY_TAG, THRESHOLDS, RunSpec
 
-__all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_task",
+__all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_run",
            "TIMING_FIELDS"]
 
 #: Fields of a record that measure the process rather than the run: time, memory, and torch's thread
@@ -366,7 +366,7 @@ def run_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     return run_one(RunSpec.from_dict(spec))
 
 
-def spec_task(spec: RunSpec) -> Run:
+def spec_run(spec: RunSpec) -> Run:
     """A study's run as a task of the executor (``--rerun`` names its contender)."""
     return Run("benchmarks.compare.run:run_spec", spec.to_dict(), spec.key, arm=spec.contender,
                label=f"{spec.contender} s{spec.seed}")

@@ -47,7 +47,7 @@ from benchmarks.core.common import (
 )
 from benchmarks.core.cluster import ray_session
 from benchmarks.core.executor import run_all
-from benchmarks.compare.run import spec_task
+from benchmarks.compare.run import spec_run
 from benchmarks.core.store import check_run
 from benchmarks.compare.study import (
     EVALS_PER_RUN,
@@ -68,7 +68,7 @@ CLUSTERS = ((1, 2), (1, 16), (4, 16), (16, 32))
 def _timed_grid(specs: list[RunSpec], out: Path, workers: int) -> float:
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
-    outcome = run_all([spec_task(s) for s in specs], out, workers=workers, progress=False)
+    outcome = run_all([spec_run(s) for s in specs], out, workers=workers, progress=False)
     failures, records = outcome.failures, outcome.records
     if failures or len(records) != len(specs):
         raise RuntimeError(f"{len(failures)} runs failed: {failures[:1]}")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     with ray_session(workers=1, quiet=True):
         startup = time.perf_counter() - t0
         t1 = time.perf_counter()
-        failures = run_all([spec_task(s) for s in tiny], work / "tiny", workers=1, progress=False).failures
+        failures = run_all([spec_run(s) for s in tiny], work / "tiny", workers=1, progress=False).failures
         through_ray = time.perf_counter() - t1
     if failures:
         raise RuntimeError(f"tiny runs failed: {failures[:1]}")

@@ -48,7 +48,7 @@ import numpy as np
 
 from benchmarks.core.common import cli, write_atomically
 from benchmarks.core.cluster import ray_session
-from benchmarks.compare.run import spec_task
+from benchmarks.compare.run import spec_run
 from benchmarks.core.store import save_run
 from benchmarks.compare.study import (
     CONTENDERS,
@@ -218,7 +218,7 @@ def tune(
                        "final_train_success": [r["final_train_success"] for r in m["records"]],
                        "train_seconds": [r["train_seconds"] for r in m["records"]]})
         for record in m["records"]:  # the driver writes every trial run, as the executor does
-            task = spec_task(RunSpec.from_dict(record["spec"]))
+            task = spec_run(RunSpec.from_dict(record["spec"]))
             save_run(Path(out) / "runs", task.key, task.fingerprint, record)
     done = [t for t in trials if t["value"] is not None]
     if not done:

@@ -29,8 +29,8 @@ from benchmarks.core.weights import load_weights, state_digest, unpack_weights
 from benchmarks.lab.base import EVAL_PROMPTS, KEY_TAG, Arm, arm_config
 from benchmarks.lab.runner import GroupObserver, run_name
 
-__all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "base_tasks", "net_digest", "run_from_base",
-           "stored_without_bases", "task_from_base", "weights_digest"]
+__all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "r1_base_runs", "net_digest", "run_from_base",
+           "stored_without_bases", "run_for_base", "weights_digest"]
 
 #: The R1 study's Countdown setting (its base tasks' env kwargs) and the token context the policy reads.
 BASE_ENV_KWARGS: dict[str, Any] = {"n_numbers": 3}
@@ -38,8 +38,8 @@ ENV_KWARGS: dict[str, Any] = {**BASE_ENV_KWARGS, "observation": "tokens"}
 POLICY, PRESET = "transformer", "transformer"
 
 
-def base_tasks(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
-               evaluation: Mapping[str, Any] | None = None) -> list[Run]:
+def r1_base_runs(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
+                 evaluation: Mapping[str, Any] | None = None) -> list[Run]:
     """The R1 study's stage-1 run of each seed (its recipe's cold start unless ``sft`` says otherwise;
     its evaluation unless ``evaluation`` does): the same keys and fingerprints as
     ``python -m benchmarks.r1``'s, so its cached bases are reused. The masked base only (the lab has no
@@ -83,7 +83,7 @@ def _preset() -> dict[str, Any]:
     return PRESETS[PRESET]
 
 
-def task_from_base(arm: Arm, seed: int, budget: int, base: Run, weights: str, eval_k: int) -> Run:
+def run_for_base(arm: Arm, seed: int, budget: int, base: Run, weights: str, eval_k: int) -> Run:
     """The executor task of ``arm`` on ``seed`` from the base ``base`` (its stage-1 task) whose packed
     weights are ``weights``; they ride in the spec, not in the key."""
     key = run_key(arm, seed, budget, base, weights_digest(weights), eval_k)

@@ -158,7 +158,7 @@ def claim_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, r
 
         claim = regime.claims[name]
         records = stored_without_bases(claim.arms, seeds, budget_of(regime, name, scale), claim.eval_k,
-                                       regime.base_tasks(seeds), out)
+                                       regime.base_runs(seeds), out)
         return (records, "current") if records is not None else (None, "")
     if not regime.reads_earlier:
         return None, ""

@@ -24,7 +24,7 @@ from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import RunFileError, check_run
 from benchmarks.lab.base import BASE, BASE_PRESET, ENV_ID, ENV_KWARGS, Arm, Claim
 from benchmarks.lab.claims import CLAIMS
-from benchmarks.lab.runner import task_for
+from benchmarks.lab.runner import run_for
 
 __all__ = ["MLP", "R1", "REGIMES", "Regime", "regime_named"]
 
@@ -54,10 +54,10 @@ class Regime:
     def needs_bases(self) -> bool:
         return self.name != "mlp"
 
-    def base_tasks(self, seeds: Sequence[int]) -> list[Run]:
-        from benchmarks.lab.base_model import base_tasks
+    def base_runs(self, seeds: Sequence[int]) -> list[Run]:
+        from benchmarks.lab.base_model import r1_base_runs
 
-        return base_tasks(seeds, self.sft, self.base_eval)
+        return r1_base_runs(seeds, self.sft, self.base_eval)
 
     def bases(self, seeds: Sequence[int], cache: Path, *, train: bool,
               **executor: Any) -> dict[int, Any] | None:
@@ -65,7 +65,7 @@ class Regime:
         when ``train``, else read from it (None if one is missing). Empty for a regime without bases."""
         if not self.needs_bases:
             return {}
-        tasks = self.base_tasks(seeds)
+        tasks = self.base_runs(seeds)
         if train:
             got = run_all(tasks, cache, desc="bases", **executor)
             if got.failures:
@@ -85,11 +85,11 @@ class Regime:
         if not self.needs_bases:
             if not arm.rl:
                 raise ValueError(f"arm {arm.name!r} has rl=False, which needs a base: use --regime r1")
-            return task_for(arm, seed, budget)
-        from benchmarks.lab.base_model import task_from_base
+            return run_for(arm, seed, budget)
+        from benchmarks.lab.base_model import run_for_base
 
         base, record = bases[seed]
-        return task_from_base(arm, seed, budget, base, record["weights"], claim.eval_k)
+        return run_for_base(arm, seed, budget, base, record["weights"], claim.eval_k)
 
     def floor(self) -> float:
         from benchmarks.lab.base import single_answer_floor

@@ -19,7 +19,7 @@ from benchmarks.core.executor import Run
 from benchmarks.core.store import digest
 from benchmarks.lab.base import EVAL_K, EVAL_PROMPTS, Arm, run_key
 
-__all__ = ["GroupObserver", "ITERATION_METRICS", "run_arm", "run_name", "task_for"]
+__all__ = ["GroupObserver", "ITERATION_METRICS", "run_arm", "run_name", "run_for"]
 
 #: The logged metrics kept per iteration (``rollout/solve_rate`` is kept as ``solve_rate``, ...).
 ITERATION_METRICS = ("rollout/solve_rate", "rollout/ep_len_mean", "rollout/zero_std_group_frac",
@@ -34,7 +34,7 @@ def run_name(key: Mapping[str, Any]) -> str:
     return f"{digest(settings)}_seed{key['seed']}"
 
 
-def task_for(arm: Arm, seed: int, budget: int) -> Run:
+def run_for(arm: Arm, seed: int, budget: int) -> Run:
     key = run_key(arm, seed, budget)
     return Run("benchmarks.lab.runner:run_arm", key, run_name(key), arm=arm.name,
                label=f"{arm.name} s{seed}")

@@ -138,14 +138,14 @@ def _sb3_model(spec: dict[str, Any], scorer: Any) -> Any:
 
 
 # -- the study ----------------------------------------------------------------------------------------
-def base_tasks(args: argparse.Namespace) -> list[Run]:
+def stage1_runs(args: argparse.Namespace) -> list[Run]:
     """Stage 1's runs (:func:`benchmarks.core.bases.base_runs`): the recipe's base and each smaller one per
     seed, plus the unmasked base when the unmasked PPO arm is among ``args.arms``."""
     return base_runs(args.seeds, args.recipe, sft_budgets=args.sft_budgets, env_kwargs=args.env_kwargs,
                      evaluation=args.eval, unmasked="ppo" in args.arms)
 
 
-def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, Any]]) -> list[Run]:
+def stage2_runs(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, Any]]) -> list[Run]:
     """Stage 2's runs; ``bases`` maps (seed, :func:`base_name`) to the base's record. Every arm of
     ``args.arms`` from the recipe's base (the unmasked PPO arm from the unmasked base), the agent's arms
     from scratch (those of ``args.scratch_arms``), GRPO from each smaller base; every run for
@@ -295,11 +295,11 @@ def main(argv: list[str] | None = None) -> int:
               "log": print}
     # Bases carry their weights (about 1 MB each): kept in the git-ignored cache, never committed.
     cache = args.out / "bases" if args.out is not None else LOCAL_BASES
-    stage1 = base_tasks(args)
+    stage1 = stage1_runs(args)
     check_writable(out)  # the results folder too, before the bases train
     got = run_all(stage1, cache, desc="bases", **common)
     bases = {(r["seed"], base_name(r["sft"])): r for r in got.ordered(stage1)}
-    stage2 = rl_tasks(args, bases)
+    stage2 = stage2_runs(args, bases)
     # the longest runs (SB3's) start first, so the last minutes of the study are not one run alone
     longest_first = sorted(stage2, key=lambda t: t.spec["algo"] not in SB3_ALGOS)
     runs = run_all(longest_first, out, desc="rl", **common)
