@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds = args.seeds
     budgets = {"tabular": args.budget_tabular, "mlp": args.budget_mlp}
 
-    jobs = [_run_of("arithmetic_run", {"policy": p, "seed": s, "budget": budgets[p], "eval_every": args.eval_every},
+    jobs = [_run_of("arithmetic_run",
+                    {"policy": p, "seed": s, "budget": budgets[p], "eval_every": args.eval_every},
                     f"arithmetic_{p}") for p in policies for s in seeds]
     generic_jobs = [] if args.no_generic else [
         _run_of("generic_run", {"env": env, "policy": pol, "seed": 0, "budget": budget, "env_kwargs": kw,

@@ -27,8 +27,8 @@ from benchmarks.compare.study import RunSpec
 
 #: Every experiment's CLI module (under benchmarks/): each has build_parser(); those that take --seeds parse
 #: them alike.
-EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "compare.scale", "compare.tune", "compare.spread",
-               "speed.env", "speed.throughput", "speed.vector", "llm_rewards", "tools.fresh_install",
+EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "compare.scale", "compare.tune",
+               "compare.spread", "speed.env", "speed.throughput", "speed.vector", "llm_rewards", "tools.fresh_install",
                "speed.goals", "tabular_hold", "speed.profile_grpo", "speed.r1", "r1", "r1.base_search")
 
 

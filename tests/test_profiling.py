@@ -1,5 +1,5 @@
-"""The GRPO phase timer (agents.grpo.profiling) and ``python -m benchmarks.speed profile_grpo``: timing is opt-in,
-free when off, changes nothing about training, and the benchmark writes what it measured."""
+"""The GRPO phase timer (agents.grpo.profiling) and ``python -m benchmarks.speed profile_grpo``: timing is
+opt-in, free when off, changes nothing about training, and the benchmark writes what it measured."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The base search (benchmarks.r1.base_search): its cells, its seeds (choosing only) and one tiny cell's record
-rendered into the table."""
+"""The base search (benchmarks.r1.base_search): its cells, its seeds (choosing only) and one tiny cell's
+record rendered into the table."""
 
 from __future__ import annotations
 

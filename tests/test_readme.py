@@ -155,9 +155,10 @@ def test_commands_on_the_pages_name_real_modules() -> None:
             package = ROOT / module.replace(".", "/") / "__main__.py"
             if path.is_file() or package.is_file():
                 continue
-            inside = [b["path"] for b in block.finditer(text) if b.start("body") <= match.start() < b.end("body")]
-            assert not inside, (f"{page.name} names {module} in the generated block of {inside[0]}: regenerate "
-                                "that file with its command's current name (then update_readme)")
+            inside = [b["path"] for b in block.finditer(text)
+                      if b.start("body") <= match.start() < b.end("body")]
+            assert not inside, (f"{page.name} names {module} in the generated block of {inside[0]}: "
+                                "regenerate that file with its command's current name (then update_readme)")
             raise AssertionError(f"{page.name} names {module}, which does not exist")
 
 

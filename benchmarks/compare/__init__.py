@@ -11,9 +11,10 @@ prompts). Each run is one Ray task (:mod:`benchmarks.core.executor`); with no ``
     python -m benchmarks.compare --study countdown3     # Countdown-3: GRPO, PPO, MaskablePPO
     python -m benchmarks.compare --ray-address HOST:6379 --study countdown4   # on a Ray cluster
 
-The pieces: :mod:`benchmarks.compare.study` (studies and contenders as data), :mod:`benchmarks.compare.run` (one run),
-:mod:`benchmarks.core.executor` (a grid on Ray), :mod:`benchmarks.compare.summary` (IQM, intervals, verdicts, goals)
-and :mod:`benchmarks.compare.report` (files, table, plots). "Tuned" hyperparameters come from
+The pieces: :mod:`benchmarks.compare.study` (studies and contenders as data),
+:mod:`benchmarks.compare.run` (one run), :mod:`benchmarks.core.executor` (a grid on Ray),
+:mod:`benchmarks.compare.summary` (IQM, intervals, verdicts, goals) and :mod:`benchmarks.compare.report`
+(files, table, plots). "Tuned" hyperparameters come from
 ``benchmarks/hparams/``, written by ``python -m benchmarks.compare.tune`` with the same search budget per
 contender, on the train split and on seeds 1000+ that no reported run uses.
 
@@ -188,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     if args.contenders is None and missing_tuned(study):
         print(f"note: no tuned hyperparameters yet for {', '.join(missing_tuned(study))} on {study.name} "
-              f"(python -m benchmarks.compare.tune --study {study.name}); running without them", file=sys.stderr)
+              f"(python -m benchmarks.compare.tune --study {study.name}); running without them",
+              file=sys.stderr)
     try:
         specs = specs_for(study, contenders, seeds, budget, eval_every, env_id)
     except ValueError as err:  # e.g. a budget SB3's env copies cannot split evenly

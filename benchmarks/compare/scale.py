@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(), "command": command_line("benchmarks.compare.scale", argv),
     }
     lines = [
-        f"Measured by `python -m benchmarks.compare.scale` on {cpus_here} cores of a machine shared with other jobs "
-        f"(load average {machine_info()['load_average_1min']:.1f} at the end), so times are upper bounds.",
+        f"Measured by `python -m benchmarks.compare.scale` on {cpus_here} cores of a machine shared with "
+        f"other jobs (load average {machine_info()['load_average_1min']:.1f} at the end), so times are upper bounds.",
         "",
         "| measurement | value |",
         "|---|---|",

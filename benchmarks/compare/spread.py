@@ -58,7 +58,8 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.spread", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.spread",
+                                description=__doc__.splitlines()[0])
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     add_output_arguments(p, "spread", RESULTS_DIR)

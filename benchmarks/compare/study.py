@@ -5,7 +5,8 @@ Adding a contender is one :class:`Contender` line in :data:`CONTENDERS` (plus a 
 ``python -m benchmarks.compare --study NAME`` then runs.
 
 Seeds: reported studies use seeds from 10 up (the GRPO agent's presets were chosen in sweeps over seeds
-0..9, ``agents/grpo/config.py``); tuning uses seeds 1000+ (:mod:`benchmarks.compare.tune`), which no study reports.
+0..9, ``agents/grpo/config.py``); tuning uses seeds 1000+ (:mod:`benchmarks.compare.tune`), which no
+study reports.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ STUDIES: dict[str, Study] = {
         # Budgets are multiples of 20,480 env steps, which every Arithmetic contender's rollout /
         # iteration divides (GRPO 160, 320, 640; PPO 2,048, 4,096), so each ends its last update at
         # exactly the budget and no step is wasted (other budgets also end at exactly the budget; see
-        # benchmarks.compare.run). 102,400 is where every GRPO seed of the 10-seed study had reached 95% held-out.
+        # benchmarks.compare.run). 102,400 is where every GRPO seed of the 10-seed study had reached 95%
+        # held-out.
         Study("arithmetic", "the quick look (the main command): 3 seeds", "rlvr/Arithmetic-v0", _ARITHMETIC,
               "10-12", 102_400),
         Study("arithmetic-full", "the reported Arithmetic study: 10 seeds", "rlvr/Arithmetic-v0",

@@ -1,7 +1,7 @@
 """Tune the "tuned" contenders of a study with one and the same search budget each, on Ray Tune.
 
-``python -m benchmarks.compare.tune [--study NAME]`` writes ``benchmarks/hparams/<contender>.json`` (Arithmetic)
-or ``<contender>__<study>.json`` (other studies); ``compare`` reads them. The protocol, identical for
+``python -m benchmarks.compare.tune [--study NAME]`` writes ``benchmarks/hparams/<contender>.json``
+(Arithmetic) or ``<contender>__<study>.json`` (other studies); ``compare`` reads them. The protocol, identical for
 every tuned contender of a study:
 
 - **search**: Ray Tune with its Optuna searcher (``ray.tune.search.optuna.OptunaSearch``, a seeded TPE
@@ -248,7 +248,8 @@ def _space_text(contender: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.tune", description=(__doc__ or "").splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.tune",
+                                description=(__doc__ or "").splitlines()[0])
     p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES))
     p.add_argument("--contenders", default=None,
                    help=f"comma-separated subset of {sorted(SEARCH_SPACES)} "

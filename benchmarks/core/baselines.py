@@ -39,8 +39,8 @@ __all__ = [
     "single_number_floor",
 ]
 
-#: Where ``benchmarks/compare/tune.py`` saves tuned hyperparameters (a data directory read by path, not imported,
-#: so the ``benchmarks -> agents`` arrow still points one way).
+#: Where ``benchmarks/compare/tune.py`` saves tuned hyperparameters (a data directory read by path, not
+#: imported, so the ``benchmarks -> agents`` arrow still points one way).
 HPARAMS_DIR = Path(__file__).resolve().parent.parent / "hparams"
 
 #: Keys a hyperparameter dict may hold besides the SB3 constructor's own keyword arguments.

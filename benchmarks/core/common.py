@@ -25,7 +25,8 @@ from typing import Any
 __all__ = [
     "LOCAL_OUT", "RESULTS_DIR", "ROOT", "SetupError", "add_output_arguments", "check_writable", "cli",
     "command_line", "incomplete_line", "is_committed", "limit_threads", "machine_info", "output_folder",
-    "parse_seeds", "positive_int", "scratch_folder", "seeds_argument", "write_atomically", "write_json", "write_results",
+    "parse_seeds", "positive_int", "scratch_folder", "seeds_argument", "write_atomically", "write_json",
+    "write_results",
 ]
 
 #: The repository (the folder holding ``benchmarks/``).
@@ -142,8 +143,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser, what: str = "arms") 
 
 def parse_seeds(text: str, *, minimum: int = 1, tuning: bool = False) -> list[int]:
     """The one seed syntax of every CLI: ``"5"`` -> seed 5; ``"10,11"`` -> those seeds; ``"10-19"`` ->
-    10..19; parts combine (``"100-102,7"``). Reported seeds are below 1000; ``tuning`` seeds (``python -m benchmarks.compare.tune``)
-    are 1000 and up, so no reported run reuses a tuning seed. At least ``minimum`` distinct seeds."""
+    10..19; parts combine (``"100-102,7"``). Reported seeds are below 1000; ``tuning`` seeds
+    (``python -m benchmarks.compare.tune``) are 1000 and up, so no reported run reuses a tuning seed. At
+    least ``minimum`` distinct seeds."""
     raw = str(text).strip()
     seeds: list[int] = []
     for part in (p.strip() for p in raw.split(",")):
@@ -163,7 +165,8 @@ def parse_seeds(text: str, *, minimum: int = 1, tuning: bool = False) -> list[in
     if tuning and any(s < 1000 for s in seeds):
         raise ValueError(f"--seeds {raw!r}: tuning seeds are 1000 and up (0..999 are for reported runs)")
     if not tuning and any(s >= 1000 for s in seeds):
-        raise ValueError(f"--seeds {raw!r}: seeds >= 1000 are reserved for tuning (``python -m benchmarks.compare.tune``)")
+        raise ValueError(f"--seeds {raw!r}: seeds >= 1000 are reserved for tuning "
+                         "(``python -m benchmarks.compare.tune``)")
     return seeds
 
 

@@ -7,8 +7,8 @@ experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result s
 
 Regimes (``--regime``, :mod:`benchmarks.lab.regime`): ``mlp`` (the default; everything below) and ``r1``,
 the base-model regime: every arm starts from the R1 recipe's base of its seed (the causal
-transformer cold-started on 100k train-split solutions, :func:`benchmarks.core.bases.base_run`, found in the R1
-study's cache ``benchmark-runs/r1/bases/`` or trained there once per seed) with the ``transformer``
+transformer cold-started on 100k train-split solutions, :func:`benchmarks.core.bases.base_run`, found in
+the R1 study's cache ``benchmark-runs/r1/bases/`` or trained there once per seed) with the ``transformer``
 preset; claims ``dr_grpo``, ``dapo``, ``kimi`` at 300k env steps per arm and ``yue`` (Yue et al. 2025:
 RLVR raises pass@1 but narrows pass@k at large k; the base alone vs GRPO from it, pass@k for k = 1..64
 from 64 samples per held-out prompt); seeds 10-14 by default; results in ``<out>/r1/``.

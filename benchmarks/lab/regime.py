@@ -139,7 +139,8 @@ def _r1_regime() -> Regime:
         "Seeds {seeds} (the R1 study's reported seeds; nothing was tuned here: the preset is the R1 study's, "
         "the arms are the MLP lab's claims').",
         f"every arm starts from its seed's R1 base (the transformer cold-started on {sft['n']:,} train-split "
-        f"solutions, {sft['epochs']} epochs: `benchmarks.core.bases:base_run`, the R1 study's cached run) with",
+        f"solutions, {sft['epochs']} epochs: `benchmarks.core.bases:base_run`, the R1 study's cached run) "
+        "with",
         extra_notes=(
             "The preset's `length_weight=0` is what Dr. GRPO's and DAPO's arms keep (their claims are about "
             "the loss aggregation and the clip, and the R1 recipe pays no length term); Kimi's arms set it "

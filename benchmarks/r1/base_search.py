@@ -1,6 +1,7 @@
 """How the R1 recipe's base was chosen: a small grid of supervised cold starts on the choosing seeds.
 
-    python -m benchmarks.r1.base_search [--seeds 0-2] [--grid 2layers,gpt2:0,...] [--workers 1] [--update-results]
+    python -m benchmarks.r1.base_search [--seeds 0-2] [--grid 2layers,gpt2:0,...] [--workers 1]
+                                        [--update-results]
 
 Each cell is one cold start (:func:`agents.sft.cold_start`) of the ``transformer`` policy on
 ``rlvr/Countdown-v0`` (three numbers, ``observation="tokens"``, grammar masks), evaluated alone by the

@@ -246,7 +246,8 @@ def headline(result: dict[str, Any]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """The R1 study's markdown table from its result. Long because the table is one text, read top to bottom."""
+    """The R1 study's markdown table from its result. Long because the table is one text, read top to
+    bottom."""
     s = result["summary"]
     n = result["eval"]["k"]
     ks = [k for k in KS if k <= n]

@@ -9,7 +9,8 @@ from benchmarks.core.common import cli
 from benchmarks.speed import MEASUREMENTS
 
 USAGE = ("usage: python -m benchmarks.speed <name> [args]\n"
-         f"  name: one of {', '.join(MEASUREMENTS)}; `python -m benchmarks.speed <name> --help` for its options")
+         f"  name: one of {', '.join(MEASUREMENTS)}; "
+         "`python -m benchmarks.speed <name> --help` for its options")
 
 
 def main(argv: list[str] | None = None) -> int:

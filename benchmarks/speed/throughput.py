@@ -1,7 +1,8 @@
 """Training throughput: environment steps per second of a whole ``learn`` call, GRPO (tabular, MLP)
 beside Stable-Baselines3 PPO (``MlpPolicy``, SB3 defaults) on ``rlvr/Arithmetic-v0``, in one process.
 
-    python -m benchmarks.speed throughput [--steps 20480] [--repeats 3] [--threads 1] [--out DIR | --update-results]
+    python -m benchmarks.speed throughput [--steps 20480] [--repeats 3] [--threads 1]
+                                          [--out DIR | --update-results]
 
 Method: the contenders are timed alternately, ``--repeats`` times each, each on a freshly built model
 (construction not timed), and the median steps/s is reported, so a drift of this shared machine's speed

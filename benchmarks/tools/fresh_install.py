@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(), "measured_by": command_line("benchmarks.tools.fresh_install", argv),
     }
     table = "\n".join([
-        f"Measured by `python -m benchmarks.tools.fresh_install` (a fresh clone of {head[:7]} and a new virtual "
-        f"environment, the README's main command verbatim; {machine_info()['cpus']} cores, load average "
+        f"Measured by `python -m benchmarks.tools.fresh_install` (a fresh clone of {head[:7]} and a new "
+        f"virtual environment, the README's main command verbatim; {machine_info()['cpus']} cores, load average "
         f"{machine_info()['load_average_1min']:.1f} after):",
         "",
         "| step | wall time | result |",

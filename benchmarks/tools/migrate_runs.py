@@ -2,8 +2,8 @@
 checksum; :mod:`benchmarks.core.store`), leaving every record's content as it is, so every figure made
 from them stays the same.
 
-    python -m benchmarks.tools.migrate_runs [FOLDER ...]                  # say what would change
-    python -m benchmarks.tools.migrate_runs --update-results [FOLDER ...]  # rewrite (default: the committed runs)
+    python -m benchmarks.tools.migrate_runs [FOLDER ...]                   # say what would change
+    python -m benchmarks.tools.migrate_runs --update-results [FOLDER ...]  # rewrite (default: committed)
 
 A record's fingerprint is computed from its own spec and the library versions it records (a record
 that records none gets ``"unrecorded"``, so its fingerprint matches no running code and a study that
