@@ -417,7 +417,8 @@ def test_a_study_that_lost_a_run_leaves_the_committed_folder_alone_and_says_whic
     in the scratch folder names the missing run in its first line, the exit status is 1; once the save
     works, the same command completes and only then writes the committed folder."""
     from benchmarks import compare
-    from benchmarks.core import common, study
+    from benchmarks.compare import study
+    from benchmarks.core import common
 
     results = tmp_path / "results"
     monkeypatch.setattr(common, "RESULTS_DIR", results)
