@@ -35,6 +35,9 @@ a cluster with ``--ray-address``), one torch thread each, stored as a run file i
 reused by the next invocation. Results: ``<out>/countdown.json`` (every run) and ``countdown.md`` (the
 tables), ``<out>`` being ``benchmark-runs/countdown/`` (git-ignored) unless ``--out``; the committed
 ``benchmarks/results/countdown/`` only with ``--update-results``.
+
+At about 530 lines this module is longer than the rest: its five parts share the evaluator, the run
+functions and the tables of one page (docs/countdown.md), read together.
 """
 
 from __future__ import annotations
@@ -56,8 +59,10 @@ from benchmarks.core.common import (
     output_folder,
     write_results,
 )
-from benchmarks.core.executor import Task, run_tasks
-from benchmarks.core.study import seeds_argument
+from benchmarks.core.executor import Run, run_all
+from benchmarks.core.baselines import single_number_floor
+from benchmarks.core.store import run_key
+from benchmarks.core.common import seeds_argument
 from benchmarks.core.stats import iqm_ci, ratio_ci
 
 ENV_ID = "rlvr/Countdown-v0"
@@ -80,11 +85,6 @@ WARM_CONFIG = {"beta": 0.04}
 BEST = "+ lookahead obs"
 
 
-def single_number_floor(env: Any, prompts: list[Any]) -> float:
-    """Held-out success of the single-number answer: the share of prompts with a number equal to the target."""
-    return float(np.mean([p.target in p.numbers for p in prompts]))
-
-
 def _report(predict: Any, env: Any, prompts: list[Any], masked: bool) -> dict[str, float]:
     from agents.evaluation import success_report
 
@@ -103,27 +103,24 @@ def _prompts(task: dict[str, Any], n: int) -> dict[str, list[Any]]:
     return {s: evaluation_prompts(env, s, n, seed=0) for s in ("train", "test")}
 
 
-def grpo_task(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
+def grpo_plan(seed: int, budget: int, cfg: dict[str, Any], env_kwargs: dict[str, Any], preset: str,
               eval_prompts: int, eval_every: int, demos: int = 0, task: dict[str, Any] | None = None,
-              part: str = "") -> Task:
+              part: str = "") -> Run:
     spec = {"seed": seed, "budget": budget, "cfg": cfg, "env_kwargs": env_kwargs, "preset": preset,
             "eval_prompts": eval_prompts, "eval_every": eval_every, "demos": demos,
             "task": TASK if task is None else task}
-    return _task("benchmarks.countdown:grpo_run", spec, f"grpo_{part}")
+    return _run_of("benchmarks.countdown:grpo_run", spec, f"grpo_{part}")
 
 
-def maskable_task(seed: int, budget: int, env_kwargs: dict[str, Any], eval_prompts: int, eval_every: int,
-                  demos: int = 0, part: str = "") -> Task:
+def maskable_plan(seed: int, budget: int, env_kwargs: dict[str, Any], eval_prompts: int, eval_every: int,
+                  demos: int = 0, part: str = "") -> Run:
     spec = {"seed": seed, "budget": budget, "env_kwargs": env_kwargs, "eval_prompts": eval_prompts,
             "eval_every": eval_every, "demos": demos}
-    return _task("benchmarks.countdown:maskable_run", spec, f"maskable_ppo_{part}")
+    return _run_of("benchmarks.countdown:maskable_run", spec, f"maskable_ppo_{part}")
 
 
-def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
-    import hashlib
-
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return Task(fn, spec, f"{group}__s{spec['seed']}__{digest}", group=group, label=f"{group} s{spec['seed']}")
+def _run_of(fn: str, spec: dict[str, Any], group: str) -> Run:
+    return Run(fn, spec, run_key(group, spec), arm=group, label=f"{group} s{spec['seed']}")
 
 
 def grpo_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -387,6 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the parts of the Countdown study (``--parts``) and write its tables. Long because each part's
+    runs, records and table are assembled in the order the page shows them."""
     import os
 
     args = build_parser().parse_args(argv)
@@ -427,34 +426,34 @@ def main(argv: list[str] | None = None) -> int:
     # Every run of every part is one task of the executor; the parts are assembled from the records.
     plan: dict[str, Any] = {}
     if "ablation" in parts:
-        plan["ablation"] = {name: [grpo_task(s, args.budget, VARIANTS[name][1], VARIANTS[name][2],
+        plan["ablation"] = {name: [grpo_plan(s, args.budget, VARIANTS[name][1], VARIANTS[name][2],
                                              VARIANTS[name][0], n, args.eval_every, part="ablation")
                                    for s in seeds] for name in args.variants.split(";")}
     if "maskable" in parts:
         plan["maskable"] = {
-            "grpo": [grpo_task(s, args.maskable_budget, {}, best, "countdown", n, args.eval_every,
+            "grpo": [grpo_plan(s, args.maskable_budget, {}, best, "countdown", n, args.eval_every,
                                part="maskable") for s in args.maskable_seeds],
-            "maskable_ppo": [maskable_task(s, args.maskable_budget, best, n, args.eval_every, part="maskable")
+            "maskable_ppo": [maskable_plan(s, args.maskable_budget, best, n, args.eval_every, part="maskable")
                              for s in args.maskable_seeds]}
     if "warm" in parts:
         plan["warm"] = {
-            "grpo": [grpo_task(s, args.warm_budget, WARM_CONFIG, best, "countdown", n, args.eval_every,
+            "grpo": [grpo_plan(s, args.warm_budget, WARM_CONFIG, best, "countdown", n, args.eval_every,
                                demos=args.demos, part="warm") for s in args.warm_seeds],
-            "maskable_ppo": [maskable_task(s, args.warm_budget, best, n, args.eval_every, demos=args.demos,
+            "maskable_ppo": [maskable_plan(s, args.warm_budget, best, n, args.eval_every, demos=args.demos,
                                            part="warm") for s in args.warm_seeds]}
     if "n4" in parts:
-        plan["n4"] = [grpo_task(s, args.n4_budget, {}, best, "countdown", n, args.n4_budget // 10, task=task4,
+        plan["n4"] = [grpo_plan(s, args.n4_budget, {}, best, "countdown", n, args.n4_budget // 10, task=task4,
                                 part="n4") for s in args.n4_seeds]
     if "arithmetic" in parts:
         budgets = (("tabular", 200_000), ("mlp", 300_000)) if not args.quick else (("tabular", 5_000),)
-        plan["arithmetic"] = [_task("benchmarks.countdown:arithmetic_run",
-                                    {"policy": pol, "seed": s, "budget": budget}, f"arithmetic_{pol}")
+        plan["arithmetic"] = [_run_of("benchmarks.countdown:arithmetic_run",
+                                      {"policy": pol, "seed": s, "budget": budget}, f"arithmetic_{pol}")
                               for pol, budget in budgets for s in (seeds if not args.quick else seeds[:1])]
     tasks = [t for part in plan.values() for t in _flatten(part)]
     t0 = time.perf_counter()
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
-    outcome = run_tasks(tasks, out, address=address, workers=None if address else args.workers,
-                        progress=not args.quiet, desc="countdown", log=print)
+    outcome = run_all(tasks, out, address=address, workers=None if address else args.workers,
+                      progress=not args.quiet, desc="countdown", log=print)
     if outcome.failures:
         print(f"{len(outcome.failures)} run(s) failed:\n" + "\n".join(outcome.failures), file=sys.stderr)
         return 1
@@ -478,8 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _flatten(plan: Any) -> list[Task]:
-    if isinstance(plan, Task):
+def _flatten(plan: Any) -> list[Run]:
+    if isinstance(plan, Run):
         return [plan]
     items = plan.values() if isinstance(plan, dict) else plan
     return [t for item in items for t in _flatten(item)]
@@ -487,7 +486,7 @@ def _flatten(plan: Any) -> list[Task]:
 
 def _assemble(plan: Any, records: dict[str, dict[str, Any]]) -> Any:
     """``plan`` with each task replaced by its record (without the executor's stamps)."""
-    if isinstance(plan, Task):
+    if isinstance(plan, Run):
         return {k: v for k, v in records[plan.key].items() if k not in ("execution", "git_commit")}
     if isinstance(plan, dict):
         return {k: _assemble(v, records) for k, v in plan.items()}

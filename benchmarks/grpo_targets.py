@@ -37,18 +37,16 @@ from benchmarks.core.common import (
     output_folder,
     write_results,
 )
-from benchmarks.core.executor import Task, run_tasks
-from benchmarks.core.study import seeds_argument
+from benchmarks.core.executor import Run, run_all
+from benchmarks.core.store import run_key
+from benchmarks.core.common import seeds_argument
 
 ENV_ID = "rlvr/Arithmetic-v0"
 
 
-def _task(fn: str, spec: dict[str, Any], group: str) -> Task:
-    import hashlib
-
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return Task(f"benchmarks.grpo_targets:{fn}", spec, f"{group}__s{spec['seed']}__{digest}", group=group,
-                label=f"{group} s{spec['seed']}")
+def _run_of(fn: str, spec: dict[str, Any], group: str) -> Run:
+    return Run(f"benchmarks.grpo_targets:{fn}", spec, run_key(group, spec), arm=group,
+               label=f"{group} s{spec['seed']}")
 
 
 def arithmetic_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -214,11 +212,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds = args.seeds
     budgets = {"tabular": args.budget_tabular, "mlp": args.budget_mlp}
 
-    jobs = [_task("arithmetic_run", {"policy": p, "seed": s, "budget": budgets[p], "eval_every": args.eval_every},
-                  f"arithmetic_{p}") for p in policies for s in seeds]
+    jobs = [_run_of("arithmetic_run",
+                    {"policy": p, "seed": s, "budget": budgets[p], "eval_every": args.eval_every},
+                    f"arithmetic_{p}") for p in policies for s in seeds]
     generic_jobs = [] if args.no_generic else [
-        _task("generic_run", {"env": env, "policy": pol, "seed": 0, "budget": budget, "env_kwargs": kw,
-                              "n_eval": n_eval}, f"{env}_{pol}")
+        _run_of("generic_run", {"env": env, "policy": pol, "seed": 0, "budget": budget, "env_kwargs": kw,
+                                "n_eval": n_eval}, f"{env}_{pol}")
         for env, pol, budget, kw, n_eval in (
             ("CartPole-v1", "mlp", 100_000, {}, 10),
             ("FrozenLake-v1", "mlp", 100_000, {}, 500),
@@ -227,8 +226,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     ]
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
-    outcome = run_tasks(jobs + generic_jobs, out, address=address, workers=None if address else args.workers,
-                        progress=not args.quiet, desc="grpo_targets")
+    outcome = run_all(jobs + generic_jobs, out, address=address, workers=None if address else args.workers,
+                      progress=not args.quiet, desc="grpo_targets")
     if outcome.failures:
         raise RuntimeError(f"{len(outcome.failures)} run(s) failed:\n" + "\n".join(outcome.failures))
     strip = ("execution", "git_commit")

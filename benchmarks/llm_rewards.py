@@ -20,6 +20,8 @@
    benchmark's environment (``pip install reasoning-gym``); without it the throughput row says so.
 
 Results: ``<out>/llm_rewards.json`` and ``<out>/llm_rewards.md`` (atomically written), table printed.
+It is one module of about 400 lines because its three parts feed one table from the same planted
+completions and bridges.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.common import RESULTS_DIR, add_output_arguments, cli, output_folder
-from benchmarks.core.study import seeds_argument
+from benchmarks.core.common import seeds_argument
 
 #: Sampled answers per held-out prompt at each checkpoint.
 SAMPLES = 16

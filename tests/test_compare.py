@@ -121,8 +121,8 @@ def test_every_contender_trains_exactly_the_budget(contender: str, budget: int) 
 
 def test_grpo_with_dynamic_sampling_on_countdown_trains_exactly_the_budget() -> None:
     """Variable-length answers and DAPO's resampled batches: the crossing iteration is still rolled back."""
-    from benchmarks.core.run import run_one
-    from benchmarks.core.study import contender_hyperparams
+    from benchmarks.compare.run import run_one
+    from benchmarks.compare.study import contender_hyperparams
 
     hyperparams = contender_hyperparams("grpo_mlp_masked", {"dynamic_sampling": True, "group_size": 4,
                                                             "prompts_per_iter": 2})
@@ -176,7 +176,7 @@ def test_rerun_reuses_finished_runs(smoke_out: Path, capsys: pytest.CaptureFixtu
 def test_ray_and_in_process_runs_give_identical_records(smoke_out: Path) -> None:
     """The same specs through local Ray (the smoke study's workers) and in this process give the same
     per-run records, timing fields aside (seeded runs are deterministic wherever they run)."""
-    from benchmarks.core.run import comparable, run_one
+    from benchmarks.compare.run import comparable, run_one
 
     for path in sorted((smoke_out / "runs").glob("*__s0__*.json")):
         record = check_run(path)
@@ -192,8 +192,8 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
     import threading
     import time
 
-    from benchmarks.core.executor import Task, run_tasks
-    from benchmarks.core.run import comparable, run_one, run_spec
+    from benchmarks.core.executor import Run, run_all
+    from benchmarks.compare.run import comparable, run_one, run_spec
 
     marker = tmp_path / "first_attempt.pid"
 
@@ -205,9 +205,9 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
 
     specs = [RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", seed, 400, 200) for seed in (0, 1)]
     out = tmp_path / "out"
-    tasks = [Task(slow_first_attempt, s.to_dict(), s.key) for s in specs]
+    tasks = [Run(slow_first_attempt, s.to_dict(), s.key) for s in specs]
     result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(outcome=run_tasks(tasks, out, progress=False)))
+    thread = threading.Thread(target=lambda: result.update(outcome=run_all(tasks, out, progress=False)))
     thread.start()
     deadline = time.monotonic() + 120
     while not marker.exists() and time.monotonic() < deadline:
@@ -232,12 +232,12 @@ def test_a_killed_worker_is_retried_and_leaves_no_partial_file(tmp_path: Path, l
 
 
 def test_a_run_that_raises_fails_alone(tmp_path: Path, local_ray: None) -> None:
-    from benchmarks.core.executor import run_tasks
-    from benchmarks.core.run import spec_task
+    from benchmarks.core.executor import run_all
+    from benchmarks.compare.run import spec_run
 
     good = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 0, 400, 200)
     bad = RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", 1, 400, 200, {"group_size": -1})
-    outcome = run_tasks([spec_task(good), spec_task(bad)], tmp_path, progress=False)
+    outcome = run_all([spec_run(good), spec_run(bad)], tmp_path, progress=False)
     records, failures = list(outcome.records.values()), outcome.failures
     assert [r["key"] for r in records] == [good.key]
     assert len(failures) == 1 and failures[0].startswith(bad.key)
@@ -371,8 +371,8 @@ def test_core_packages_never_import_ray() -> None:
 
 @pytest.mark.slow
 def test_tune_runs_trials_through_ray_tune_on_three_seeds(tmp_path: Path) -> None:
-    pytest.importorskip("ray.tune", reason="benchmarks.tune needs the tune extra (ray[tune])")
-    from benchmarks.tune import main as tune_main
+    pytest.importorskip("ray.tune", reason="benchmarks.compare.tune needs the tune extra (ray[tune])")
+    from benchmarks.compare.tune import main as tune_main
 
     assert tune_main(["--contenders", "grpo_mlp_tuned", "--trials", "2", "--budget", "1280", "--workers", "2",
                       "--out", str(tmp_path / "out"), "--hparams-dir", str(tmp_path), "--quiet"]) == 0
@@ -386,7 +386,7 @@ def test_tune_runs_trials_through_ray_tune_on_three_seeds(tmp_path: Path) -> Non
 def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path) -> None:
     import shutil
 
-    from benchmarks.spread import main as spread_main
+    from benchmarks.compare.spread import main as spread_main
 
     other = tmp_path / "other"
     shutil.copytree(smoke_out / "runs", other / "runs")
@@ -404,7 +404,7 @@ def test_spread_finds_identical_and_changed_runs(smoke_out: Path, tmp_path: Path
 def test_tune_seeds_take_a_list_or_a_range_and_need_three() -> None:
     # the one seed syntax (a range 1000-1002 or a list); fewer than 3, or reported seeds, refused by the
     # parser before any Ray is started
-    from benchmarks.tune import main as tune_main
+    from benchmarks.compare.tune import main as tune_main
 
     for seeds, match in (("1000-1001", "at least 3"), ("1000,1001", "at least 3"), ("1000-x", "a range"),
                          ("10-12", "1000 and up")):
@@ -432,8 +432,8 @@ def test_one_seed_gives_no_verdict_and_no_interval(tmp_path: Path, local_ray: No
 
 
 def test_the_lab_and_r1_read_no_verdict_from_one_seed() -> None:
-    from benchmarks.lab.base import paired, verdict
-    from benchmarks.r1_report import yue_claim
+    from benchmarks.core.stats import paired, verdict
+    from benchmarks.r1.report import yue_claim
 
     assert verdict(paired([0.9], [0.1]), 1) == "n/a: one seed"
     assert verdict(paired([0.9, 0.8], [0.1, 0.2]), 1) == "agree"
@@ -454,7 +454,7 @@ def test_the_committed_quick_study_runs_are_found_under_this_code_s_keys() -> No
     with --update-results reuses them instead of training again."""
     from benchmarks import compare
     from benchmarks.core.common import RESULTS_DIR
-    from benchmarks.core.study import STUDIES
+    from benchmarks.compare.study import STUDIES
 
     folder = RESULTS_DIR / "compare"
     stored = {p.stem for p in (folder / "runs").glob("*.json")}
@@ -463,3 +463,23 @@ def test_the_committed_quick_study_runs_are_found_under_this_code_s_keys() -> No
     specs = compare.specs_for(STUDIES["arithmetic"], names, [10, 11, 12], 102_400, 4096)
     assert len(specs) == len(stored) and meta
     assert [s.key for s in specs if s.key not in stored] == []
+
+
+def test_moved_run_functions_keep_the_fingerprints_of_the_committed_runs() -> None:
+    """A run function that moved (the compare study's, the R1 base's) is fingerprinted under the name its
+    stored runs were made with, so moving code does not make the committed runs train again: each committed
+    quick-study run file's fingerprint is what this code computes from its spec and its worker's versions."""
+    from benchmarks.compare.run import spec_run
+    from benchmarks.core.common import RESULTS_DIR
+    from benchmarks.core.store import STORED_NAMES, fingerprint
+
+    files = sorted((RESULTS_DIR / "compare" / "runs").glob("*.json"))
+    assert files and "benchmarks.compare.run:run_spec" in STORED_NAMES
+    for path in files:
+        data = json.loads(path.read_text())
+        record = data["record"]
+        run = spec_run(RunSpec.from_dict(record["spec"]))
+        worker = record["execution"]["worker"]
+        version = {"code": worker["code"], "libraries": worker["libraries"]}
+        assert run.fn_name != record["execution"]["fn"]  # the function moved since the run was stored
+        assert fingerprint(run.fn_name, run.spec, version) == data["fingerprint"], path.name

@@ -134,3 +134,28 @@ def test_arrows_point_one_way(package: str, forbidden: tuple[str, ...]) -> None:
         if target.split(".")[0] in forbidden
     )
     assert not wrong, wrong
+
+
+def _experiment(module: str) -> str | None:
+    """The experiment a ``benchmarks`` module belongs to: its top-level package or module under
+    ``benchmarks`` (``benchmarks.lab.kl`` -> ``lab``); None for ``benchmarks`` itself and for ``core``, which
+    every experiment shares."""
+    parts = module.split(".")
+    if parts[0] != "benchmarks" or len(parts) < 2 or parts[1] == "core":
+        return None
+    return parts[1]
+
+
+def test_no_experiment_imports_another_and_core_imports_none() -> None:
+    """An experiment imports ``benchmarks.core`` and its own modules only (what two share belongs in
+    ``core``), and ``core`` imports no experiment."""
+    graph = import_graph()
+    assert {"compare", "lab", "r1", "speed", "tools"} <= {_experiment(m) for m in graph}
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.startswith("benchmarks")
+        for target in targets
+        if _experiment(target) is not None and _experiment(target) != _experiment(module)
+    )
+    assert not wrong, wrong

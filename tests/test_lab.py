@@ -41,7 +41,7 @@ def test_single_answer_floor_is_countdowns_single_number_floor_on_the_lab_prompt
     import gymnasium as gym
 
     from agents.evaluation import evaluation_prompts
-    from benchmarks.countdown import single_number_floor
+    from benchmarks.core.baselines import single_number_floor
 
     env = gym.make(lab.ENV_ID, **lab.ENV_KWARGS)
     prompts = evaluation_prompts(env, "test", lab.base.EVAL_PROMPTS, seed=0)
@@ -116,11 +116,11 @@ def test_earlier_run_keys_match_only_the_runs_they_record() -> None:
     assert matches_earlier(earlier, key)
     # a new field set away from its default is another run, as is any recorded field that differs
     assert not matches_earlier(earlier, lab.run_key(lab.Arm("t", "t", {"epochs": 12,
-                                                                      "top_entropy_quantile": 0.2}), 100, 1000))
+                                                                       "top_entropy_quantile": 0.2}), 100, 1000))
     assert not matches_earlier(earlier, lab.run_key(lab.Arm("e", "e", {"epochs": 4}), 100, 1000))
     assert not matches_earlier(earlier, lab.run_key(arm, 101, 1000))
     assert not matches_earlier(earlier, lab.run_key(lab.Arm("k", "k", {"policy_loss": "kl_cov", "epochs": 12,
-                                                                      "clip_eps_high": None}), 100, 1000))
+                                                                       "clip_eps_high": None}), 100, 1000))
     gone = json.loads(json.dumps(earlier))
     gone["config"]["removed_field"] = 1
     assert not matches_earlier(gone, key)
@@ -159,7 +159,7 @@ def test_arms_with_equal_settings_share_their_runs() -> None:
     base = lab.Arm("a", "a", {})
     same = lab.Arm("b", "b", {k: v for k, v in lab.BASE.items() if k == "group_size"})
     other = lab.Arm("c", "c", {"epochs": 7})
-    key = lab.task_for
+    key = lab.run_for
     assert key(base, 3, 100).key == key(same, 3, 100).key
     assert key(base, 3, 100).fingerprint == key(same, 3, 100).fingerprint
     assert key(base, 3, 100).key != key(other, 3, 100).key
@@ -207,7 +207,7 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
     # The numbers come from the run files: recompute the wrong-answer length growth per seed.
     for arm in claim.arms:
         for i, seed in enumerate((0, 1)):
-            rec = check_run(tmp_path / "runs" / f"{lab.task_for(arm, seed, 1200).key}.json")
+            rec = check_run(tmp_path / "runs" / f"{lab.run_for(arm, seed, 1200).key}.json")
             assert rec["execution"]["fn"] == "benchmarks.lab.runner:run_arm"
             assert rec["num_timesteps"] >= 1200
             assert rec["key"]["config"]["loss_aggregation"] == arm.overrides["loss_aggregation"]
@@ -222,7 +222,7 @@ def test_tiny_lab_run_writes_figures_table_and_reuses_runs(tmp_path, capsys) -> 
             assert sum(rec["untied_groups"]) + sum(rec["tied_groups"]) > 0
 
     # A rerun reuses every stored run; a run file edited by hand is set aside and the run trained again.
-    path = tmp_path / "runs" / f"{lab.task_for(claim.arms[1], 1, 1200).key}.json"
+    path = tmp_path / "runs" / f"{lab.run_for(claim.arms[1], 1, 1200).key}.json"
     data = json.loads(path.read_text())
     data["record"]["key"]["budget"] = 1
     path.write_text(json.dumps(data))
@@ -261,7 +261,7 @@ def test_running_some_claims_keeps_the_others_in_the_summary(tmp_path, capsys) -
     assert set(claims) == {"dr_grpo", "kimi"} and claims["dr_grpo"]["runs"] == "current"
     assert claims["dr_grpo"]["rows"] == first["rows"]
     for seed in (0, 1):  # the constant arm's runs are not kimi's: remove them
-        (tmp_path / "runs" / f"{lab.task_for(lab.CLAIMS['dr_grpo'].arms[1], seed, 1200).key}.json").unlink()
+        (tmp_path / "runs" / f"{lab.run_for(lab.CLAIMS['dr_grpo'].arms[1], seed, 1200).key}.json").unlink()
     assert lab.main(["--claim", "kimi", *argv]) == 0
     claims = json.loads((tmp_path / "lab.json").read_text())["claims"]
     assert claims["dr_grpo"]["rows"] == first["rows"]

@@ -55,19 +55,19 @@ def test_arms_start_from_the_base_weights_and_the_base_arm_is_the_base_alone() -
     sampled GRPO's first iteration, and its KL reference, are the base's weights (a fresh network of the
     same seed is not); the yue base arm takes no RL step and is scored with pass@k for k = 1..64."""
     from agents import GRPO
-    from benchmarks.lab.base_model import _net_digest, run_from_base, weights_digest
-    from benchmarks.r1 import base_run
+    from benchmarks.lab.base_model import net_digest, run_from_base, weights_digest
+    from benchmarks.core.bases import base_run
 
     seed = 3
-    (task,) = TINY.base_tasks([seed])
-    assert task.fn == "benchmarks.r1:base_run" and task.spec["sft"]["n"] == 64
+    (task,) = TINY.base_runs([seed])
+    assert task.fn == "benchmarks.core.bases:base_run" and task.spec["sft"]["n"] == 64
     base = base_run(dict(task.spec))
     bases = {seed: (task, base)}
     base_digest = weights_digest(base["weights"])
     fresh = GRPO("rlvr/Countdown-v0", lab.base.arm_config(TINY.preset_values, {}, "transformer"),
                  policy="transformer", seed=seed, env_kwargs=TINY.env_kwargs)
     fresh_net = fresh.policy.net  # type: ignore[attr-defined]
-    assert _net_digest(fresh_net) != base_digest  # so the check below can fail
+    assert net_digest(fresh_net) != base_digest  # so the check below can fail
 
     claim = TINY.claims["dr_grpo"]
     rl_task = TINY.task(claim, claim.arms[1], seed, 1, bases)

@@ -108,7 +108,7 @@ def test_countdown_rollouts_are_grammatical_with_masks_and_not_without() -> None
     assert masked.last_metrics["rollout/format_violations"] < 0.1
 
     plain = GRPO("rlvr/Countdown-v0", GRPOConfig.preset("mlp", group_size=4, prompts_per_iter=4,
-                                                         action_masks=False),
+                                                        action_masks=False),
                  policy="mlp", seed=0, env_kwargs=kwargs)
     assert not plain.use_masks
     batch = plain._runner.collect(plain.policy, plain.rng)

@@ -18,27 +18,38 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.core import executor, store
+from benchmarks.core import cluster, executor, store
 from benchmarks.core.common import LOCAL_OUT, ROOT, output_folder
-from benchmarks.core.executor import Task, run_tasks
-from benchmarks.core.run import comparable, spec_task
+from benchmarks.core.executor import Run, run_all
+from benchmarks.compare.run import comparable, spec_run
 from benchmarks.core.store import check_run, load_run, save_run
-from benchmarks.core.study import RunSpec
+from benchmarks.compare.study import RunSpec
 
-#: Every experiment's CLI module: each has build_parser(); those that take --seeds parse them alike.
-EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "spread", "env_speed",
-               "throughput", "vector_speed", "llm_rewards", "fresh_install", "speed_goals", "tabular_hold",
-               "profile_grpo", "r1_speed", "r1", "r1_base")
+#: Every experiment's CLI module (under benchmarks/): each has build_parser(); those that take --seeds parse
+#: them alike.
+EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "compare.scale", "compare.tune",
+               "compare.spread", "speed.env", "speed.throughput", "speed.vector", "llm_rewards", "tools.fresh_install",
+               "speed.goals", "tabular_hold", "speed.profile_grpo", "speed.r1", "r1", "r1.base_search")
 
 
 def test_every_benchmark_command_is_in_the_experiment_list() -> None:
     # a new `python -m benchmarks.X` command must join EXPERIMENTS, so the output and seed tests cover it
     root = Path(__file__).resolve().parent.parent / "benchmarks"
-    commands = {p.stem for p in root.glob("*.py") if 'if __name__ == "__main__"' in p.read_text()}
-    # maintenance, a demo, and r1_tune (choosing-seed runs, never committed; writes benchmark-runs/r1_tune/)
-    helpers = {"update_readme", "migrate_runs", "demo", "r1_tune"}
-    assert commands - helpers - {"lab"} <= set(EXPERIMENTS), sorted(commands - helpers - set(EXPERIMENTS))
-SEEDED = ("compare", "lab", "countdown", "grpo_targets", "scale", "tune", "tabular_hold")
+    commands = set()
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        if path.name == "__main__.py":
+            commands.add(".".join(parts[:-1]))
+        elif 'if __name__ == "__main__"' in path.read_text():
+            commands.add(".".join(parts))
+    # maintenance, a demo, the speed package's dispatcher (its measurements are listed), and r1.tune
+    # (choosing-seed runs, never committed; writes benchmark-runs/r1_tune/)
+    helpers = {"tools.update_readme", "tools.migrate_runs", "demo", "r1.tune", "speed"}
+    assert "compare" in commands and "speed.goals" in commands  # packages and their modules are both seen
+    assert commands - helpers <= set(EXPERIMENTS), sorted(commands - helpers - set(EXPERIMENTS))
+
+
+SEEDED = ("compare", "lab", "countdown", "grpo_targets", "compare.scale", "compare.tune", "tabular_hold")
 #: The learning columns of runs.csv: everything that is not time, memory or provenance.
 LEARNING = ("contender", "seed", "num_timesteps", "learned_steps", "final_train_success",
             "final_test_success",
@@ -140,7 +151,7 @@ def test_load_run_checks_the_format_even_when_everything_else_matches(tmp_path: 
 
 def test_a_changed_spec_or_code_version_is_not_reused(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    task = spec_task(_specs()[0])
+    task = spec_run(_specs()[0])
     save_run(tmp_path, task.key, task.fingerprint, {"key": task.key})
     assert load_run(tmp_path / f"{task.key}.json", task.key, task.fingerprint) is not None
     monkeypatch.setattr(store, "CODE_VERSION", store.CODE_VERSION + 1)
@@ -182,8 +193,8 @@ def test_a_countdown_run_and_a_grpo_targets_run_go_through_the_executor(tmp_path
 @pytest.mark.parametrize("name", SEEDED)
 def test_every_cli_parses_seeds_the_same_way(name: str) -> None:
     parser = importlib.import_module(f"benchmarks.{name}").build_parser()
-    required = {"spread": ["a", "b"]}.get(name, [])
-    if name == "tune":
+    required = {"compare.spread": ["a", "b"]}.get(name, [])
+    if name == "compare.tune":
         cases = {"1000-1002": [1000, 1001, 1002], "1000,1002,1005": [1000, 1002, 1005]}
         bad = ["1000", "12", "3-1"]
     else:
@@ -202,10 +213,10 @@ def test_every_cli_parses_seeds_the_same_way(name: str) -> None:
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_default_output_is_git_ignored(name: str) -> None:
     module = importlib.import_module(f"benchmarks.{name}")
-    args = module.build_parser().parse_args({"spread": ["a", "b"]}.get(name, []))
+    args = module.build_parser().parse_args({"compare.spread": ["a", "b"]}.get(name, []))
     if name == "compare":
         out = module.resolve_out(args)
-    elif name == "tune":
+    elif name == "compare.tune":
         out = args.out or LOCAL_OUT / "tune" / args.study
     else:
         out = output_folder(args)
@@ -241,12 +252,12 @@ def test_an_unreachable_address_fails_fast_saying_what_to_check(tmp_path: Path) 
     port = _free_port()  # nothing listens there
     t0 = time.monotonic()
     with pytest.raises(ConnectionError, match="ray start --head"):
-        run_tasks([spec_task(s) for s in _specs()], tmp_path, address=f"127.0.0.1:{port}", progress=False)
+        run_all([spec_run(s) for s in _specs()], tmp_path, address=f"127.0.0.1:{port}", progress=False)
     assert time.monotonic() - t0 < 60
     t0 = time.monotonic()  # a closed loopback port refuses at once
     with pytest.raises(ConnectionError, match="nothing answers"):
-        executor._check_reachable(f"127.0.0.1:{_free_port()}", timeout=3.0)
-    assert time.monotonic() - t0 < 60 and executor.CONNECT_TIMEOUT < 60
+        cluster.check_reachable(f"127.0.0.1:{_free_port()}", timeout=3.0)
+    assert time.monotonic() - t0 < 60 and cluster.CONNECT_TIMEOUT < 60
     assert not list(tmp_path.glob("runs/*.json"))
 
 
@@ -274,18 +285,18 @@ def test_an_address_that_answers_but_is_not_ray_fails_fast_saying_so(http_server
                                                                      tmp_path: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(ConnectionError, match="not a Ray head") as err:
-        executor._check_reachable(http_server)
+        cluster.check_reachable(http_server)
     assert "it answered b'" in str(err.value) and "ray start --head" in str(err.value)
     with pytest.raises(ConnectionError, match="not a Ray head"):
-        run_tasks([spec_task(s) for s in _specs()], tmp_path, address=http_server, progress=False)
-    assert time.monotonic() - t0 < executor.CONNECT_TIMEOUT + 5
+        run_all([spec_run(s) for s in _specs()], tmp_path, address=http_server, progress=False)
+    assert time.monotonic() - t0 < cluster.CONNECT_TIMEOUT + 5
     assert not list(tmp_path.glob("runs/*.json"))
     with socket.socket() as silent:  # accepts, then says nothing: the timeout, not a hang
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         t0 = time.monotonic()
         with pytest.raises(ConnectionError, match="said nothing within 2 s"):
-            executor._check_reachable(f"127.0.0.1:{silent.getsockname()[1]}", timeout=2.0)
+            cluster.check_reachable(f"127.0.0.1:{silent.getsockname()[1]}", timeout=2.0)
         assert time.monotonic() - t0 < 10
 
 
@@ -303,13 +314,13 @@ def test_an_unwritable_output_folder_fails_before_anything_trains(tmp_path: Path
         out.mkdir()
         out.chmod(0o555)
     with pytest.raises(PermissionError, match="not writable"):
-        run_tasks([Task(must_not_run, {"seed": 0}, "k")], out, progress=False)
+        run_all([Run(must_not_run, {"seed": 0}, "k")], out, progress=False)
     assert not ran.exists()
 
 
 def test_a_failed_write_keeps_the_other_runs_and_names_the_failed_one(
         tmp_path: Path, local_ray: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    tasks = [spec_task(s) for s in _specs()]
+    tasks = [spec_run(s) for s in _specs()]
     real = executor.save_run
 
     def flaky(run_dir: Path, key: str, fp: str, record: dict) -> Path:
@@ -318,7 +329,7 @@ def test_a_failed_write_keeps_the_other_runs_and_names_the_failed_one(
         return real(run_dir, key, fp, record)
 
     monkeypatch.setattr(executor, "save_run", flaky)
-    outcome = run_tasks(tasks, tmp_path, progress=False)
+    outcome = run_all(tasks, tmp_path, progress=False)
     assert list(outcome.records) == [tasks[1].key]
     assert len(outcome.failures) == 1 and outcome.failures[0].startswith(tasks[0].key)
     assert "No space" in outcome.failures[0]
@@ -332,7 +343,7 @@ def test_a_worker_on_other_code_fails_loudly(tmp_path: Path, local_ray: None,
     checkout): no run is saved, each fails naming both versions."""
     real = executor.worker_version()
     monkeypatch.setattr(executor, "worker_version", lambda: {**real, "source": "another-checkout"})
-    outcome = run_tasks([spec_task(s) for s in _specs()], tmp_path, progress=False)
+    outcome = run_all([spec_run(s) for s in _specs()], tmp_path, progress=False)
     assert not outcome.records and len(outcome.failures) == 2
     assert all("runs other code" in f and "another-checkout" in f for f in outcome.failures)
     assert "error:" in capsys.readouterr().err
@@ -380,11 +391,11 @@ def test_with_a_head_up_the_default_and_the_cluster_recipe_both_work(ray_head: s
     token authentication included (a token exists once any embedded Ray has run)."""
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     monkeypatch.setenv("RAY_ADDRESS", "")  # "" is "no address" to ray_session, whatever the shell has
-    tasks = [spec_task(s) for s in _specs()]
-    default = run_tasks(tasks, tmp_path / "default", workers=1, progress=False)
+    tasks = [spec_run(s) for s in _specs()]
+    default = run_all(tasks, tmp_path / "default", workers=1, progress=False)
     assert default.failures == [] and len(default.records) == 2
     assert (Path.home() / ".ray" / "auth_token").is_file() or os.environ.get("RAY_AUTH_TOKEN")
-    joined = run_tasks(tasks, tmp_path / "joined", address=ray_head, progress=False)
+    joined = run_all(tasks, tmp_path / "joined", address=ray_head, progress=False)
     assert joined.failures == [] and len(joined.records) == 2
     hosts = {r["execution"]["host"] for r in joined.records.values()}
     assert hosts == {socket.gethostname()}
@@ -406,7 +417,8 @@ def test_a_study_that_lost_a_run_leaves_the_committed_folder_alone_and_says_whic
     in the scratch folder names the missing run in its first line, the exit status is 1; once the save
     works, the same command completes and only then writes the committed folder."""
     from benchmarks import compare
-    from benchmarks.core import common, study
+    from benchmarks.compare import study
+    from benchmarks.core import common
 
     results = tmp_path / "results"
     monkeypatch.setattr(common, "RESULTS_DIR", results)
@@ -473,7 +485,7 @@ def test_every_folder_the_study_writes_is_probed_before_anything_trains(
     else:
         out.chmod(0o555)
     with pytest.raises(PermissionError, match=f"{out} is not writable"):
-        run_tasks([Task(must_not_run, {"seed": 0}, "k")], out, progress=False)
+        run_all([Run(must_not_run, {"seed": 0}, "k")], out, progress=False)
     assert not ran.exists()
 
 
@@ -492,7 +504,7 @@ def test_a_run_file_copied_over_a_longer_key_is_caught(tmp_path: Path) -> None:
 
 
 def test_the_quarantine_keeps_every_copy_and_never_crashes(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """The same name and reason quarantined again gets a counter suffix; a directory standing at a run
     file's name is set aside as well, however often."""
     path = tmp_path / "k.json"
@@ -670,8 +682,8 @@ def test_a_set_up_error_is_one_line(argv: list[str], says: str, tmp_path: Path) 
 
 
 def test_migrate_runs_names_a_file_it_cannot_read_and_goes_on(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from benchmarks import migrate_runs
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.tools import migrate_runs
 
     runs = tmp_path / "study" / "runs"
     runs.mkdir(parents=True)
@@ -690,11 +702,11 @@ def test_the_embedded_ray_prints_no_token_warning(tmp_path: Path) -> None:
     the progress bar: the executor sets that mode itself before Ray starts."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
     env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path))  # Ray's token file lands under tmp_path
-    code = ("from benchmarks.core.executor import run_tasks\n"
-            "from benchmarks.core.run import spec_task\n"
-            "from benchmarks.core.study import RunSpec\n"
-            "t = spec_task(RunSpec('grpo_tabular', 'rlvr/Arithmetic-v0', 0, 400, 200))\n"
-            f"o = run_tasks([t], {str(tmp_path / 'out')!r}, workers=1)\n"
+    code = ("from benchmarks.core.executor import run_all\n"
+            "from benchmarks.compare.run import spec_run\n"
+            "from benchmarks.compare.study import RunSpec\n"
+            "t = spec_run(RunSpec('grpo_tabular', 'rlvr/Arithmetic-v0', 0, 400, 200))\n"
+            f"o = run_all([t], {str(tmp_path / 'out')!r}, workers=1)\n"
             "assert not o.failures, o.failures\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)

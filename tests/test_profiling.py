@@ -1,5 +1,5 @@
-"""The GRPO phase timer (agents.grpo.profiling) and ``python -m benchmarks.profile_grpo``: timing is opt-in,
-free when off, changes nothing about training, and the benchmark writes what it measured."""
+"""The GRPO phase timer (agents.grpo.profiling) and ``python -m benchmarks.speed profile_grpo``: timing is
+opt-in, free when off, changes nothing about training, and the benchmark writes what it measured."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_the_mlp_forward_is_the_modules_forward_bit_for_bit() -> None:
 
 
 def test_profile_grpo_writes_its_shares(tmp_path: Path) -> None:
-    from benchmarks.profile_grpo import main
+    from benchmarks.speed.profile_grpo import main
 
     result = main(["--steps", "600", "--warmup", "0", "--repeats", "1", "--cases", "tab_arith",
                    "--out", str(tmp_path)])
@@ -90,7 +90,7 @@ def test_profile_grpo_writes_its_shares(tmp_path: Path) -> None:
 
 
 def test_profile_grpo_rejects_an_unknown_case(tmp_path: Path) -> None:
-    from benchmarks.profile_grpo import main
+    from benchmarks.speed.profile_grpo import main
 
     with pytest.raises(SystemExit):
         main(["--cases", "mlp_cartpole", "--out", str(tmp_path)])

@@ -131,8 +131,9 @@ def test_the_step_size_warms_up_then_decays_to_a_tenth() -> None:
 
 
 def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -> None:
-    from benchmarks.r1 import base_run, rl_run
-    from benchmarks.r1_report import summarize
+    from benchmarks.core.bases import base_run
+    from benchmarks.r1 import rl_run
+    from benchmarks.r1.report import summarize
 
     ev = {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
     common = {"seed": 0, "env_kwargs": {"n_numbers": 3}, "policy_kwargs": SMALL, "eval": ev}
@@ -155,7 +156,7 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     summary = summarize([{k: v for k, v in base.items() if k != "weights"}], runs)
     assert summary["grpo_base_200"]["steps_to_plus_0.1"] == [1024]
     assert set(summary) == {"base_200", "grpo_base_200", "maskable_ppo_base_200"}
-    from benchmarks.r1_report import markdown
+    from benchmarks.r1.report import markdown
 
     table = markdown({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "curve_every": 512,
                       "eval": ev, "recipe_sft": {"n": 200}, "command": "x", "machine": {}})
@@ -163,7 +164,7 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     assert "| SB3 MaskablePPO | 1.00 (one seed, not an interval) |" in table
     assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
     assert "| base alone >= 0.65 held-out greedy |" in table
-    from benchmarks.r1_report import headline
+    from benchmarks.r1.report import headline
 
     top = headline({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "budget": 1024,
                     "eval": ev, "recipe_sft": {"n": 200}})
@@ -172,19 +173,19 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
 
 
 def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
-    from benchmarks.r1 import RECIPE_SFT, base_tasks, build_parser, rl_tasks
-    from benchmarks.r1_report import ALGOS, _label
+    from benchmarks.r1 import RECIPE_SFT, stage1_runs, build_parser, stage2_runs
+    from benchmarks.r1.report import ALGOS, _label
 
     args = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "1000", "--scratch-arms",
                                       ",".join(ALGOS)])
     args.recipe, args.eval = dict(RECIPE_SFT), {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
-    bases = base_tasks(args)
-    assert sorted(t.group for t in bases) == ["base_1000", "base_100000", "base_100000_nomask"]
-    nomask = next(t for t in bases if t.group.endswith("_nomask"))
+    bases = stage1_runs(args)
+    assert sorted(t.arm for t in bases) == ["base_1000", "base_100000", "base_100000_nomask"]
+    nomask = next(t for t in bases if t.arm.endswith("_nomask"))
     assert nomask.spec["sft"]["masked"] is False
-    assert "masked" not in next(t for t in bases if t.group == "base_100000").spec["sft"]  # keys unchanged
-    records = {(10, t.group): {"weights": t.group} for t in bases}
-    runs = {t.group: t.spec for t in rl_tasks(args, records)}
+    assert "masked" not in next(t for t in bases if t.arm == "base_100000").spec["sft"]  # keys unchanged
+    records = {(10, t.arm): {"weights": t.arm} for t in bases}
+    runs = {t.arm: t.spec for t in stage2_runs(args, records)}
     assert runs["ppo_base_100000_nomask"]["base_weights"] == "base_100000_nomask"
     assert runs["maskable_ppo_base_100000"]["base_weights"] == "base_100000"
     assert runs["grpo_base_1000"]["base_weights"] == "base_1000"
@@ -198,7 +199,7 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     assert runs["rloo_scratch"]["grpo"] == {"advantage": "rloo"} and "grpo" not in runs["grpo_scratch"]
     default = build_parser().parse_args(["--seeds", "10"])  # SB3 from scratch only when asked
     default.recipe, default.eval = args.recipe, args.eval
-    names = {t.group for t in rl_tasks(default, records)}
+    names = {t.arm for t in stage2_runs(default, records)}
     assert "maskable_ppo_scratch" not in names and "rloo_scratch" not in names
     assert {"gae_scratch", "grpo_scratch", "maskable_ppo_base_100000"} <= names
     assert _label("ppo_base_100000_nomask") == "base (SFT 100,000 without masks) + SB3 PPO (unmasked)"
@@ -208,7 +209,7 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     no_ppo = build_parser().parse_args(["--seeds", "10", "--sft-budgets", "", "--no-ppo"])
     no_ppo.recipe, no_ppo.eval = args.recipe, args.eval
     no_ppo.arms = [a for a in no_ppo.arms if a not in ("maskable_ppo", "ppo")]  # as main() does
-    assert [t.group for t in base_tasks(no_ppo)] == ["base_100000"]
+    assert [t.arm for t in stage1_runs(no_ppo)] == ["base_100000"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--arms", "grpo,a2c"])
 
@@ -239,7 +240,7 @@ def test_the_study_says_where_its_results_went_and_what_it_reused(tmp_path, monk
         log(f"{desc}: {len(tasks)} run(s): {len(tasks)} found on disk, 0 to run")
         return Outcome(total=len(tasks), found=len(tasks))
 
-    monkeypatch.setattr(r1, "run_tasks", all_stored)
+    monkeypatch.setattr(r1, "run_all", all_stored)
     assert r1.main(["--seeds", "10", "--sft", "500", "--out", str(tmp_path), "--no-ppo"]) == 0
     out = capsys.readouterr().out
     assert "bases: " in out and "found on disk, 0 to run" in out

@@ -1,5 +1,5 @@
-"""The base search (benchmarks.r1_base): its cells, its seeds (choosing only) and one tiny cell's record
-rendered into the table."""
+"""The base search (benchmarks.r1.base_search): its cells, its seeds (choosing only) and one tiny cell's
+record rendered into the table."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import r1_base  # noqa: E402
-from benchmarks.core.executor import Task  # noqa: E402
+from benchmarks.r1 import base_search as r1_base  # noqa: E402
+from benchmarks.core.executor import Run  # noqa: E402
 
 SMALL = {"d_model": 32, "n_layers": 1, "n_heads": 2}
 
@@ -42,7 +42,7 @@ def test_a_tiny_cell_is_trained_evaluated_and_tabulated() -> None:
         assert set(scores["pass_at"]) == {"1", "2", "4"}
         assert scores["pass_at"]["1"] == pytest.approx(scores["sampled"])
         assert 0.0 <= scores["greedy"] <= 1.0
-    task = Task("benchmarks.r1_base:base_cell", spec, "tiny__s1", group="tiny")
+    task = Run("benchmarks.r1.base_search:base_cell", spec, "tiny__s1", arm="tiny")
     rows = r1_base.summarize([task], {"tiny__s1": record})
     assert rows[0]["test_greedy"] == [record["eval"]["test"]["greedy"]] and rows[0]["k"] == 4
     table = r1_base.markdown({"rows": rows, "seeds": "1", "eval": spec["eval"], "command": "cmd",

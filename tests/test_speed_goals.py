@@ -1,10 +1,10 @@
-"""benchmarks.speed_goals: the Amdahl ceiling row computed from measured times, pinned by hand."""
+"""benchmarks.speed.goals: the Amdahl ceiling row computed from measured times, pinned by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.speed_goals import amdahl_ceiling
+from benchmarks.speed.goals import amdahl_ceiling
 
 
 def test_amdahl_ceiling_by_hand() -> None:

@@ -214,7 +214,7 @@ def test_prompt_code_tables_equal_the_arithmetic(kwargs: dict[str, Any]) -> None
 
 def test_batch_verify_without_programs_is_the_same_verdict() -> None:
     """programs=False (what ProgramScorer asks for the rows it hands over) only skips a shortcut."""
-    from benchmarks.vector_speed import workload
+    from benchmarks.speed.vector import workload
     from rlvr_env.batch_verify import TokenTable
 
     task = CountdownTask()

@@ -608,7 +608,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # with grammar masks; the countdown preset's choices (no k1.5 length term under masks, dynamic
     # sampling, clip-higher) with a small step size for a pretrained policy and B x G = 256 episodes;
     # mu = 1 (one step per batch, as DeepSeekMath ran it): the update is most of the cost.
-    # Tuned on the choosing seeds 0-2 (python -m benchmarks.r1_tune, 300k steps from each seed's base;
+    # Tuned on the choosing seeds 0-2 (python -m benchmarks.r1.tune, 300k steps from each seed's base;
     # held-out sampled / greedy, mean over seeds): this preset 0.348 / 0.406 (3 seeds); beta = 0 0.356 /
     # 0.409 (3); lr 3e-4 0.360 / 0.377 (2); mu = 2 0.358 / 0.389 (2); G = 8 x 32 prompts 0.352 / 0.406
     # (1); all within about 0.01 sampled of each other (seed-to-seed spread ~0.01-0.02), so it stayed.
@@ -628,7 +628,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: The R1 recipe's supervised cold start before GRPO (:func:`agents.sft.cold_start`'s defaults and the
 #: CLI's ``--sft-*`` defaults; the data budget is the caller's, 100,000 solutions in the recipe), for the
 #: ``transformer`` policy at its default architecture (3 layers, width 128, PyTorch's default init).
-#: Chosen on the choosing seeds 0-2 by ``python -m benchmarks.r1_base`` (docs/r1.md, "the base"):
+#: Chosen on the choosing seeds 0-2 by ``python -m benchmarks.r1.base_search`` (docs/r1.md, "the base"):
 #: 12 epochs of per-prompt minibatches.
 COLD_START: dict[str, Any] = {"epochs": 12, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
                               "warmup": 0.0}

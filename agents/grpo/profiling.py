@@ -4,7 +4,7 @@ Off by default, and then free: the agent holds :data:`NO_TIMER`, whose ``phase(n
 do-nothing context manager (no clock read, no allocation). Switch it on with
 ``model.timer = PhaseTimer()`` before ``learn``; each phase below then accumulates its seconds and its
 number of entries. Timing never touches a random generator or an array of the run, so a timed run trains
-bit for bit as the same run untimed (``tests/test_profiling.py``). ``python -m benchmarks.profile_grpo``
+bit for bit as the same run untimed (``tests/test_profiling.py``). ``python -m benchmarks.speed profile_grpo``
 reports the shares.
 
 The phases do not overlap; together with ``other`` (the rest of ``learn``'s loop: metrics, logging,

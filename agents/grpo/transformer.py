@@ -52,7 +52,7 @@ __all__ = ["DEFAULT_ARCH", "INITS", "TinyLM", "TransformerPolicy", "answer_lengt
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: :class:`TinyLM`'s initialisations (``policy_kwargs`` ``init``).
 INITS = ("torch", "gpt2")
-#: The default architecture (the R1 recipe's base, chosen with ``python -m benchmarks.r1_base``).
+#: The default architecture (the R1 recipe's base, chosen with ``python -m benchmarks.r1.base_search``).
 DEFAULT_ARCH = {"d_model": 128, "n_layers": 3, "n_heads": 4}
 _HASH = np.random.default_rng(20250616).integers(1, 2**62, size=4096, dtype=np.int64)  # row hash weights
 

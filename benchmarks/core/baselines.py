@@ -1,9 +1,10 @@
-"""The Stable-Baselines3 baselines GRPO is compared with: PPO ``MlpPolicy`` (SB3 defaults or tuned) and A2C.
+"""The baselines a trained agent is compared with: SB3 PPO ``MlpPolicy`` (SB3 defaults or tuned) and A2C,
+and the prompt-ignoring floor (:func:`single_number_floor`).
 
 The factories build the models exactly as a user of SB3 would (``PPO("MlpPolicy", env, ...)``); the only
 additions are (1) ``n_envs``, an optional number of synchronous environment copies (a tunable, so a tuned
 PPO may batch its rollouts the way GRPO batches its groups), and (2) the tuned hyperparameters, which
-``benchmarks/tune.py`` writes to ``benchmarks/hparams/<contender>.json``.
+``benchmarks/compare/tune.py`` writes to ``benchmarks/hparams/<contender>.json``.
 
 The network is never tuned (``net_arch`` stays SB3's default ``[64, 64]`` Tanh for actor and critic), so the
 trainable-parameter counts of every PPO contender are identical and comparable with GRPO's MLP policy,
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 __all__ = [
     "HPARAMS_DIR",
@@ -34,10 +36,11 @@ __all__ = [
     "make_ppo",
     "make_sb3",
     "make_training_env",
+    "single_number_floor",
 ]
 
-#: Where ``benchmarks/tune.py`` saves tuned hyperparameters (a data directory read by path, not imported,
-#: so the ``benchmarks -> agents`` arrow still points one way).
+#: Where ``benchmarks/compare/tune.py`` saves tuned hyperparameters (a data directory read by path, not
+#: imported, so the ``benchmarks -> agents`` arrow still points one way).
 HPARAMS_DIR = Path(__file__).resolve().parent.parent / "hparams"
 
 #: Keys a hyperparameter dict may hold besides the SB3 constructor's own keyword arguments.
@@ -55,7 +58,7 @@ def load_hparams(contender: str, path: str | Path | None = None) -> dict[str, An
     file = Path(path) if path is not None else HPARAMS_DIR / f"{contender}.json"
     if not file.is_file():
         raise FileNotFoundError(
-            f"no tuned hyperparameters at {file}; create them with `python -m benchmarks.tune "
+            f"no tuned hyperparameters at {file}; create them with `python -m benchmarks.compare.tune "
             f"--contenders {contender}`"
         )
     data = json.loads(file.read_text())
@@ -217,3 +220,9 @@ def count_parameters(model: Any) -> dict[str, int]:
     critic = n(policy.mlp_extractor.value_net) + n(policy.value_net)
     total = n(policy)
     return {"actor": actor, "critic": critic, "shared": total - actor - critic, "total": total}
+
+
+def single_number_floor(env: Any, prompts: list[Any]) -> float:
+    """The success of the best Countdown answer that ignores the arithmetic, the floor a learned policy must
+    beat: answer the one number equal to the target; the share of ``prompts`` that have one."""
+    return float(np.mean([p.target in p.numbers for p in prompts]))

@@ -14,16 +14,19 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "LOCAL_OUT", "RESULTS_DIR", "ROOT", "SetupError", "add_output_arguments", "check_writable", "cli",
     "command_line", "incomplete_line", "is_committed", "limit_threads", "machine_info", "output_folder",
-    "scratch_folder", "write_atomically", "write_json", "write_results",
+    "parse_seeds", "positive_int", "scratch_folder", "seeds_argument", "write_atomically", "write_json",
+    "write_results",
 ]
 
 #: The repository (the folder holding ``benchmarks/``).
@@ -136,6 +139,47 @@ def add_executor_arguments(parser: argparse.ArgumentParser, what: str = "arms") 
                         help="an existing Ray cluster (default: $RAY_ADDRESS, else an embedded local Ray)")
     parser.add_argument("--rerun", default="", help=f"comma-separated {what} whose stored runs are replaced")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def parse_seeds(text: str, *, minimum: int = 1, tuning: bool = False) -> list[int]:
+    """The one seed syntax of every CLI: ``"5"`` -> seed 5; ``"10,11"`` -> those seeds; ``"10-19"`` ->
+    10..19; parts combine (``"100-102,7"``). Reported seeds are below 1000; ``tuning`` seeds
+    (``python -m benchmarks.compare.tune``) are 1000 and up, so no reported run reuses a tuning seed. At
+    least ``minimum`` distinct seeds."""
+    raw = str(text).strip()
+    seeds: list[int] = []
+    for part in (p.strip() for p in raw.split(",")):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if m is None:
+            raise ValueError(f"--seeds {raw!r}: {part!r} is not a seed; write a seed (5), a list (10,11) "
+                             "or a range (10-19)")
+        lo = int(m.group(1))
+        hi = lo if m.group(2) is None else int(m.group(2))
+        if hi < lo:
+            raise ValueError(f"--seeds {raw!r}: the range {part!r} must read LOW-HIGH with LOW <= HIGH")
+        seeds.extend(range(lo, hi + 1))
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds {raw!r} names a seed twice; seeds must be distinct")
+    if len(seeds) < minimum:
+        raise ValueError(f"--seeds {raw!r} names {len(seeds)} seed(s); this command needs at least {minimum}")
+    if tuning and any(s < 1000 for s in seeds):
+        raise ValueError(f"--seeds {raw!r}: tuning seeds are 1000 and up (0..999 are for reported runs)")
+    if not tuning and any(s >= 1000 for s in seeds):
+        raise ValueError(f"--seeds {raw!r}: seeds >= 1000 are reserved for tuning "
+                         "(``python -m benchmarks.compare.tune``)")
+    return seeds
+
+
+def seeds_argument(minimum: int = 1, tuning: bool = False) -> Callable[[str], list[int]]:
+    """``type=`` for an argparse ``--seeds`` option: :func:`parse_seeds` with an argparse error."""
+    def parse(text: str) -> list[int]:
+        try:
+            return parse_seeds(text, minimum=minimum, tuning=tuning)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = "seeds"
+    return parse
 
 
 def positive_int(text: str) -> int:

@@ -1,9 +1,10 @@
-"""The one executor: every experiment's runs go to Ray through :func:`run_tasks`, from a laptop to a cluster.
+"""The one executor: every experiment's runs go to Ray through :func:`run_all`, from a laptop to a cluster.
 
-A run is a :class:`Task`: a named run function (``"module:function"``, imported by the worker) and a
+A run is a :class:`Run`: a named run function (``"module:function"``, imported by the worker) and a
 JSON-able spec; the function returns the run's record (a JSON-able dict) and writes nothing. The GRPO-vs-PPO
-runs (:func:`benchmarks.core.run.run_spec`), the lab's arms, the Countdown study's and the GRPO targets'
-runs are all tasks of this executor, so each experiment runs on a cluster with ``--ray-address``.
+runs (:func:`benchmarks.compare.run.run_spec`), the lab's arms, the Countdown study's and the GRPO targets'
+runs are all runs of this executor (each one Ray task), so each experiment runs on a cluster with
+``--ray-address``. ``docs/experiments.md`` shows a new experiment on it.
 
 - Only the driver writes files: each record goes atomically into ``<out>/runs/<key>.json`` with its key,
   fingerprint and checksum (:mod:`benchmarks.core.store`), so a cluster needs no shared filesystem. A
@@ -20,9 +21,10 @@ runs are all tasks of this executor, so each experiment runs on a cluster with `
   ``workers`` CPUs even if a ``ray start`` head is already up on the machine) and shut down at the end.
   ``address`` (``--ray-address``, or ``RAY_ADDRESS``) joins a cluster, whose nodes need this checkout
   installed; an address where nothing answers, or where something that is not a Ray head answers, fails
-  within :data:`CONNECT_TIMEOUT` seconds, saying what to check; a head that uses token authentication
-  (``ray start --head`` does once a token exists in ``~/.ray/auth_token``) is joined with the same token
-  (``RAY_AUTH_MODE=token``, set before Ray reads its configuration).
+  within :data:`~benchmarks.core.cluster.CONNECT_TIMEOUT` seconds, saying what to check; a head that uses
+  token authentication (``ray start --head`` does once a token exists in ``~/.ray/auth_token``) is joined
+  with the same token (``RAY_AUTH_MODE=token``, set before Ray reads its configuration). Connecting is
+  :mod:`benchmarks.core.cluster`'s.
 - Every record carries its worker's code version (:func:`worker_version`: the store's code version and a
   digest of this checkout's sources); one that differs from the driver's fails that run loudly.
 - Faults: a task whose worker process dies is retried up to ``max_retries`` times by Ray; the attempts
@@ -39,7 +41,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,33 +49,30 @@ from typing import Any
 
 from benchmarks.core.common import (
     ROOT,
-    SetupError,
     check_writable,
     incomplete_line,
     limit_threads,
     scratch_folder,
     write_atomically,
 )
+from benchmarks.core.cluster import check_reachable, ray_session
 from benchmarks.core.store import RunFileError, check_run, code_version, fingerprint, load_run, save_run
 
-__all__ = ["CONNECT_TIMEOUT", "MAX_RETRIES", "Outcome", "Task", "git_commit", "ray_session", "run_tasks",
-           "worker_version"]
+__all__ = ["MAX_RETRIES", "Outcome", "Run", "git_commit", "run_all", "worker_version"]
 
 #: Times Ray resubmits a run whose worker process died before giving up on that run.
 MAX_RETRIES = 3
-#: Seconds to wait for a cluster address to answer before giving up.
-CONNECT_TIMEOUT = 20.0
 
 
 @dataclass(frozen=True)
-class Task:
-    """One run: ``fn(spec) -> record``. ``key`` names its run file; ``group`` is what ``--rerun`` names
-    (a contender, an arm); ``label`` shows on the progress bar."""
+class Run:
+    """One run: ``fn(spec) -> record``. ``key`` names its run file; ``arm`` is the setting under comparison
+    it belongs to, what ``--rerun`` names; ``label`` shows on the progress bar."""
 
     fn: str | Callable[[dict[str, Any]], dict[str, Any]]
     spec: Mapping[str, Any]
     key: str
-    group: str = ""
+    arm: str = ""
     label: str = ""
 
     @property
@@ -88,7 +86,7 @@ class Task:
 
 @dataclass
 class Outcome:
-    """What :func:`run_tasks` gives back: records by key (stored and new), one message per failed run and
+    """What :func:`run_all` gives back: records by key (stored and new), one message per failed run and
     the failed runs' keys (``missing``), how many runs there were (``total``) and were found on disk
     (``found``), and how many needed more than one attempt."""
 
@@ -99,8 +97,8 @@ class Outcome:
     total: int = 0
     found: int = 0
 
-    def ordered(self, tasks: Iterable[Task]) -> list[dict[str, Any]]:
-        return [self.records[t.key] for t in tasks if t.key in self.records]
+    def ordered(self, runs: Iterable[Run]) -> list[dict[str, Any]]:
+        return [self.records[r.key] for r in runs if r.key in self.records]
 
     @property
     def complete(self) -> bool:
@@ -187,140 +185,8 @@ class _Attempts:
         return self.counts[key]
 
 
-class ClusterUnreachable(SetupError, ConnectionError):
-    """A ``--ray-address`` where no Ray head answers."""
-
-
-class BadAddress(SetupError, ValueError):
-    """A ``--ray-address`` that is not ``HOST:PORT``."""
-
-
-#: The client's HTTP/2 connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5): a Ray head's
-#: GCS speaks gRPC, so it answers with a SETTINGS frame of its own; anything else is not a Ray head.
-_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-_SETTINGS = 0x04
-
-
-def _check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """A ``HOST:PORT`` address must accept a TCP connection and answer as a gRPC server (a Ray head's GCS)
-    within ``timeout`` seconds in all, else a :class:`ClusterUnreachable` that says what to check (Ray
-    itself would retry for many minutes)."""
-    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
-        return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise BadAddress(f"--ray-address {address!r} must read HOST:PORT (the head's GCS port, 6379 by "
-                         "default)")
-    check = (f"Check that the head is up (`ray start --head --port={port}` on {host}, `ray status` there), "
-             f"that this machine can reach {host}:{port} (firewall, VPN), and that the address is the head's "
-             "GCS port")
-    deadline = time.monotonic() + timeout
-    try:
-        conn = socket.create_connection((host, int(port)), timeout=timeout)
-    except OSError as err:
-        raise ClusterUnreachable(f"--ray-address {address}: nothing answers there within {timeout:.0f} s "
-                                 f"({err}). {check}") from err
-    reply = b""
-    with conn:
-        try:
-            conn.sendall(_H2_HELLO)
-            while len(reply) < 9:
-                conn.settimeout(max(0.01, deadline - time.monotonic()))
-                chunk = conn.recv(64)
-                if not chunk:
-                    break
-                reply += chunk
-        except OSError:  # a timeout or a reset: judged by what arrived
-            pass
-    if len(reply) >= 9 and reply[3] == _SETTINGS:
-        return
-    said = f"it answered {reply[:32]!r}" if reply else f"it said nothing within {timeout:.0f} s"
-    raise ClusterUnreachable(f"--ray-address {address}: something listens there but it is not a Ray head "
-                             f"(a Ray head's GCS speaks gRPC; {said}). {check}")
-
-
-def _auth_mode_for(address: str | None) -> None:
-    """Set ``RAY_AUTH_MODE`` for the driver before Ray reads it, unless the user set it.
-
-    ``ray start --head`` turns token authentication on when a token exists (``~/.ray/auth_token``, which
-    every local ``ray.init`` of Ray 2.60 creates), but a driver given an explicit address does not: it then
-    fails with ``AuthenticationError``. So with an address, the token is used when one is there, as ``ray
-    start`` does. A new local Ray turns token authentication on by itself and logs a warning saying so
-    (into the progress bar); setting the same mode first keeps it quiet. Ray caches its configuration when
-    it is imported, so when it already is, the cache is refreshed, as Ray's own token set-up does."""
-    if "RAY_AUTH_MODE" in os.environ:
-        return
-    if address not in (None, "local"):
-        has_token = bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(os.environ.get(
-            "RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token")).is_file()
-        if not has_token:
-            return
-    os.environ["RAY_AUTH_MODE"] = "token"
-    raylet = sys.modules.get("ray._raylet")
-    if raylet is not None:
-        raylet.Config.initialize("")
-
-
-class ray_session:  # noqa: N801 - used as a context manager, like open()
-    """Connect to Ray: an existing connection is reused, ``address`` (or ``RAY_ADDRESS``) joins a
-    cluster, otherwise an isolated local Ray with ``workers`` CPUs is started. Shuts down only what it
-    started."""
-
-    def __init__(self, address: str | None = None, workers: int | None = None, quiet: bool = False) -> None:
-        self.address = address or os.environ.get("RAY_ADDRESS") or None
-        self.workers = workers
-        self.quiet = quiet
-        self.started = False
-        self.dashboard_url: str | None = None
-
-    def __enter__(self) -> ray_session:
-        if self.address is not None:
-            _check_reachable(self.address)  # even when connected already: a dead address is a mistake
-        import ray
-
-        if not ray.is_initialized():
-            _auth_mode_for(self.address)
-            # One BLAS / OpenMP thread per worker, inherited by a local Ray's worker processes.
-            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-                os.environ.setdefault(var, "1")
-            kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": "warning"}
-            if self.address is None:
-                # "local": always a new cluster, never a `ray start` head found on the machine (joining
-                # one forbids num_cpus, and its workers may run another checkout).
-                kwargs.update(address="local", num_cpus=int(self.workers or os.cpu_count() or 1),
-                              include_dashboard=None)  # a dashboard if ray[default] is installed
-                # The workers import `benchmarks` from this checkout (pip installs only rlvr_env and
-                # agents), whatever the driver's working directory.
-                path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-                kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
-            else:
-                kwargs["address"] = self.address
-            try:
-                ctx = ray.init(**kwargs)
-            except Exception as err:  # a join that fails is a set-up error, said in one line
-                if self.address is None:
-                    raise
-                first = (str(err).strip().splitlines() or [""])[0]
-                raise ClusterUnreachable(
-                    f"--ray-address {self.address}: Ray could not join the cluster ({type(err).__name__}: "
-                    f"{first}); docs/cluster.md says how the head, the nodes and this driver share a token"
-                ) from err
-            self.started = True
-            url = getattr(ctx, "dashboard_url", None)
-            self.dashboard_url = f"http://{url}" if url and not str(url).startswith("http") else url or None
-            if self.dashboard_url and not self.quiet:
-                print(f"Ray dashboard: {self.dashboard_url}", file=sys.stderr)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.started:
-            import ray
-
-            ray.shutdown()
-
-
-def run_tasks(
-    tasks: Sequence[Task],
+def run_all(
+    runs: Sequence[Run],
     out: Path,
     *,
     address: str | None = None,
@@ -331,9 +197,9 @@ def run_tasks(
     max_retries: int = MAX_RETRIES,
     log: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Run every task whose run file in ``out/runs`` is missing or fails its checks, one Ray task each,
-    saving each record as it returns; ``rerun`` names groups whose stored runs are replaced. A committed
-    ``out`` gets its new run files only when every task succeeded (see the module's docstring)."""
+    """Train every run whose run file in ``out/runs`` is missing or fails its checks, one Ray task each,
+    saving each record as it returns; ``rerun`` names arms whose stored runs are replaced. A committed
+    ``out`` gets its new run files only when every run succeeded (see the module's docstring)."""
     from tqdm.auto import tqdm
 
     out = Path(out)
@@ -342,19 +208,19 @@ def run_tasks(
     for folder in dict.fromkeys((out, run_dir, stage_dir)):  # every folder written, before anything trains
         check_writable(folder)
     rerun = set(rerun)
-    unique = list({t.key: t for t in tasks}.values())  # a task listed twice runs once
+    unique = list({t.key: t for t in runs}.values())  # a run listed twice trains once
     outcome = Outcome(total=len(unique))
-    todo: list[Task] = []
-    for task in unique:
+    todo: list[Run] = []
+    for run in unique:
         stored = None
-        if task.group not in rerun:
-            stored = load_run(stage_dir / f"{task.key}.json", task.key, task.fingerprint)
+        if run.arm not in rerun:
+            stored = load_run(stage_dir / f"{run.key}.json", run.key, run.fingerprint)
             if stored is None and stage_dir != run_dir:
-                stored = _committed_run(run_dir / f"{task.key}.json", task)
+                stored = _committed_run(run_dir / f"{run.key}.json", run)
         if stored is not None:
-            outcome.records[task.key] = stored
+            outcome.records[run.key] = stored
         else:
-            todo.append(task)
+            todo.append(run)
     outcome.found = len(outcome.records)
     if log is not None:
         log(f"{desc}: {outcome.total} run(s): {outcome.found} found on disk, {len(todo)} to run"
@@ -374,13 +240,13 @@ def run_tasks(
     return outcome
 
 
-def _committed_run(path: Path, task: Task) -> dict[str, Any] | None:
+def _committed_run(path: Path, run: Run) -> dict[str, Any] | None:
     """A committed run file's record if it passes every check; a file that fails is left where it is (a
     committed folder changes only when the whole study succeeds) and the run trains again."""
     if not path.exists():
         return None
     try:
-        return check_run(path, task.key, task.fingerprint)
+        return check_run(path, run.key, run.fingerprint)
     except RunFileError as err:
         print(f"warning: run file {path} {err.detail}; training the run again (the file is replaced once "
               "every run of the study succeeded)", file=sys.stderr)
@@ -400,12 +266,12 @@ def _promote(outcome: Outcome, stage_dir: Path, run_dir: Path) -> None:
         print(f"{moved} new run file(s) moved into {run_dir}", file=sys.stderr)
 
 
-def _submit(todo: Sequence[Task], outcome: Outcome, *, run_dir: Path, address: str | None,
+def _submit(todo: Sequence[Run], outcome: Outcome, *, run_dir: Path, address: str | None,
             workers: int | None, progress: bool, desc: str, max_retries: int, tqdm: Any) -> None:
     """Send ``todo`` to Ray and collect each record into ``outcome`` (saved in ``run_dir``) as it returns."""
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
-        _check_reachable(address)  # before the progress bar
+        check_reachable(address)  # before the progress bar
     import ray
 
     commit = git_commit()
@@ -420,9 +286,9 @@ def _submit(todo: Sequence[Task], outcome: Outcome, *, run_dir: Path, address: s
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
-                    task = pending.pop(ref)
-                    _collect(ray, ref, task, driver, commit, run_dir, outcome)
-                    bar.set_postfix_str(task.label or task.key, refresh=False)
+                    run = pending.pop(ref)
+                    _collect(ray, ref, run, driver, commit, run_dir, outcome)
+                    bar.set_postfix_str(run.label or run.key, refresh=False)
                     bar.update(1)
         except KeyboardInterrupt:
             for ref in pending:
@@ -435,33 +301,33 @@ def _submit(todo: Sequence[Task], outcome: Outcome, *, run_dir: Path, address: s
             bar.close()
 
 
-def _collect(ray: Any, ref: Any, task: Task, driver: Mapping[str, Any], commit: str | None, run_dir: Path,
+def _collect(ray: Any, ref: Any, run: Run, driver: Mapping[str, Any], commit: str | None, run_dir: Path,
              outcome: Outcome) -> None:
-    """Take one finished task's result: check the worker's code version, stamp it, write the run file."""
+    """Take one finished run's result: check the worker's code version, stamp it, write the run file."""
     try:
         result = ray.get(ref)
     except Exception as err:  # this run only; the others go on
         trace = "".join(traceback.format_exception(err))
-        outcome.failures.append(f"{task.key}: {err!r}\n{trace}")
-        outcome.missing.append(task.key)
+        outcome.failures.append(f"{run.key}: {err!r}\n{trace}")
+        outcome.missing.append(run.key)
         return
     if result["worker"] != driver:
         outcome.failures.append(
-            f"{task.key}: the worker on {result['host']} runs other code ({result['worker']}) than this "
+            f"{run.key}: the worker on {result['host']} runs other code ({result['worker']}) than this "
             f"driver ({dict(driver)}); install the same checkout and libraries on every node. Not saved.")
-        outcome.missing.append(task.key)
+        outcome.missing.append(run.key)
         print(f"error: {outcome.failures[-1]}", file=sys.stderr)
         return
     record = result["record"]
     record["git_commit"] = commit
     record["execution"] = {"worker": result["worker"], "host": result["host"], "attempts": result["attempt"],
-                           "fn": task.fn_name}
+                           "fn": run.fn_name}
     if result["attempt"] > 1:
         outcome.retried += 1
     try:
-        save_run(run_dir, task.key, task.fingerprint, record)
+        save_run(run_dir, run.key, run.fingerprint, record)
     except OSError as err:  # this run is lost, the others are kept
-        outcome.failures.append(f"{task.key}: could not write its run file in {run_dir}: {err}")
-        outcome.missing.append(task.key)
+        outcome.failures.append(f"{run.key}: could not write its run file in {run_dir}: {err}")
+        outcome.missing.append(run.key)
         return
-    outcome.records[task.key] = record
+    outcome.records[run.key] = record

@@ -37,7 +37,8 @@ def plot_curves(
     meta: Mapping[str, Any] | None = None,
     n_grid: int = 101,
 ) -> bytes:
-    """PNG bytes: train and held-out success vs ``x`` ("num_timesteps" or "train_seconds")."""
+    """PNG bytes: train and held-out success vs ``x`` ("num_timesteps" or "train_seconds"). Long because one
+    figure's panels, bands and labels are drawn in one pass."""
     import matplotlib
 
     matplotlib.use("Agg")

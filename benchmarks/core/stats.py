@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "iqm", "iqm_band", "iqm_ci", "ratio_ci", "N_RESAMPLES", "CONFIDENCE", "NO_INTERVAL",
-           "ONE_SEED"]
+__all__ = ["Interval", "ci", "iqm", "iqm_band", "iqm_ci", "paired", "ratio_ci", "verdict", "N_RESAMPLES",
+           "CONFIDENCE", "NO_INTERVAL", "ONE_SEED"]
 
 #: Bootstrap resamples per interval; 2,000 keeps a whole table under a second, and the seeded generator
 #: makes the interval repeat exactly.
@@ -126,3 +126,41 @@ def iqm_band(curves: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
     lo = np.where(np.isnan(res.confidence_interval.low), mid, res.confidence_interval.low)
     hi = np.where(np.isnan(res.confidence_interval.high), mid, res.confidence_interval.high)
     return mid, lo, hi
+
+
+def ci(values: Sequence[float] | np.ndarray, seed: int = 0) -> Interval:
+    """:func:`iqm_ci` of the finite ``values`` (NaN for none)."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        nan = float("nan")
+        return Interval(nan, nan, nan)
+    return iqm_ci(arr, seed=seed)
+
+
+def paired(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """IQM and interval of the per-seed differences a - b (seeds where both are finite)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    return ci(d)
+
+
+def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
+    """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes ``-margin`` on its
+    side, "disagree" when it lies wholly beyond ``-margin`` on the other side, "inconclusive" otherwise.
+    ``margin`` 0 asks for a strict difference; a positive margin reads "no worse than by ``margin``"
+    (e.g. "at no accuracy cost", "matches"). From one seed: ``"n/a: one seed"`` (no interval to read).
+    """
+    if margin < 0 or not np.isfinite(margin):
+        raise ValueError(f"margin={margin!r} must be a finite number >= 0")
+    if diff.single:  # one seed: a point, not an interval, so no verdict
+        return ONE_SEED
+    if np.isnan(diff.point):
+        return "inconclusive"
+    lo, hi = diff.low * sign, diff.high * sign
+    if sign < 0:
+        lo, hi = hi, lo
+    if lo > -margin:
+        return "agree"
+    if hi < -margin:
+        return "disagree"
+    return "inconclusive"

@@ -29,10 +29,12 @@ from typing import Any
 
 from benchmarks.core.common import write_atomically
 
-__all__ = ["CODE_VERSION", "STORE_FORMAT", "RunFileError", "checksum", "code_version", "fingerprint",
-           "check_run", "library_versions", "load_run", "quarantine", "save_run", "wrap"]
+__all__ = ["CODE_VERSION", "STORED_NAMES", "STORE_FORMAT", "RunFileError", "checksum", "code_version",
+           "digest", "fingerprint", "check_run", "library_versions", "load_run", "quarantine", "run_key",
+           "save_run", "wrap"]
 
-#: The run file's layout; a file of another format is set aside.
+#: The run file's layout; a file of another format is set aside. The one format constant: a study's run
+#: keys carry no version of their own (what a run measures is versioned by :data:`CODE_VERSION`).
 STORE_FORMAT = 3
 #: Bumped when a code change alters what a run measures (a metric's definition, the evaluator, a run
 #: function's output): every stored run then trains again. Commits that do not alter records leave it.
@@ -60,13 +62,37 @@ def code_version(libraries: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return {"code": CODE_VERSION, "libraries": dict(library_versions() if libraries is None else libraries)}
 
 
+def digest(obj: Any, length: int = 12) -> str:
+    """The first ``length`` hex digits of the SHA-256 of ``obj`` as JSON with sorted keys: the one hash
+    every run key is made of. It uses ``json.dumps``' default separators (not :func:`_canonical`'s),
+    the form every stored key was made with, so it never changes."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:length]
+
+
+def run_key(arm: str, spec: Mapping[str, Any]) -> str:
+    """The run key of ``arm`` (a setting under comparison) with ``spec``: ``<arm>__s<seed>__<digest>``, the
+    digest of the whole spec (seed included)."""
+    return f"{arm}__s{spec['seed']}__{digest(spec)}"
+
+
 def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
 
 
+#: Run functions that moved since runs of theirs were stored, by their new name: the fingerprint names a
+#: function as its stored runs do, so moving code (which changes no number) never retrains a study.
+STORED_NAMES = {
+    "benchmarks.compare.run:run_spec": "benchmarks.core.run:run_spec",
+    "benchmarks.core.bases:base_run": "benchmarks.r1:base_run",
+    "benchmarks.r1.base_search:base_cell": "benchmarks.r1_base:base_cell",
+}
+
+
 def fingerprint(fn: str, spec: Mapping[str, Any], version: Mapping[str, Any] | None = None) -> str:
-    """SHA-256 of the run function's name, its whole spec and the code version."""
-    payload = {"fn": fn, "spec": spec, "version": code_version() if version is None else version}
+    """SHA-256 of the run function's name (as in :data:`STORED_NAMES`), its whole spec and the code
+    version."""
+    payload = {"fn": STORED_NAMES.get(fn, fn), "spec": spec,
+               "version": code_version() if version is None else version}
     return hashlib.sha256(_canonical(payload)).hexdigest()
 
 

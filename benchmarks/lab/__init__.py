@@ -29,12 +29,12 @@ from benchmarks.lab.base import (
 from benchmarks.lab.claims import CLAIMS
 from benchmarks.lab.cli import analyse, build_parser, claim_records, main, run_claims, stored_records
 from benchmarks.lab.regime import REGIMES, Regime
-from benchmarks.lab.runner import run_arm, run_name, task_for
+from benchmarks.lab.runner import run_arm, run_name, run_for
 
 __all__ = [
     "Arm", "BASE", "BASE_PRESET", "BUDGET", "CLAIMS", "Claim", "ENV_ID", "ENV_KWARGS", "NO_SIGNAL", "REGIMES",
     "Regime", "analyse",
     "build_parser", "ci", "claim_records", "first_reach", "main", "paired", "per_seed", "run_arm", "run_claims",
-    "run_key", "run_name", "series", "single_answer_floor", "solve_auc", "stored_records", "task_for", "verdict",
+    "run_key", "run_name", "series", "single_answer_floor", "solve_auc", "stored_records", "run_for", "verdict",
     "window_mean",
 ]

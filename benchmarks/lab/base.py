@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import ONE_SEED, Interval, iqm_ci
+from benchmarks.core.stats import Interval, ci, paired, verdict
 
 ENV_ID = "rlvr/Countdown-v0"
 
@@ -34,8 +34,9 @@ def _best_countdown_setting() -> tuple[str, dict[str, Any], dict[str, Any]]:
 BASE_PRESET, BASE, ENV_KWARGS = _best_countdown_setting()
 #: Held-out evaluation after training: prompts and sampled answers per prompt.
 EVAL_PROMPTS, EVAL_K = 256, 8
-#: Run-file format; bump to invalidate stored runs when the per-run record changes.
-RUN_FORMAT = 1
+#: The tag every stored lab run's spec carries: fixed, since changing it would change every run's name (a
+#: change of what a run measures bumps :data:`benchmarks.core.store.CODE_VERSION` instead).
+KEY_TAG = 1
 #: The lesson's beta range (``GRPOConfig.beta``: 0.001-0.04): its two ends.
 LESSON_BETAS = (0.001, 0.04)
 #: Env steps per run (every claim; at --budget-scale 1). Chosen on seeds 0-1: the base configuration's
@@ -91,7 +92,7 @@ def run_key(arm: Arm, seed: int, budget: int) -> dict[str, Any]:
     different claims with the same settings (e.g. the base configuration) share their runs."""
     config = arm_config(BASE, arm.overrides, "mlp")
     return {
-        "format": RUN_FORMAT,
+        "format": KEY_TAG,
         "seed": seed,
         "budget": budget,
         "env_id": ENV_ID,
@@ -119,43 +120,6 @@ def window_mean(rec: dict[str, Any], name: str, last: bool, frac: float = 0.25) 
     return float(w.mean()) if w.size else float("nan")
 
 
-def ci(values: list[float] | np.ndarray, seed: int = 0) -> Interval:
-    arr = np.asarray(values, dtype=float)
-    arr = arr[np.isfinite(arr)]
-    if arr.size == 0:
-        nan = float("nan")
-        return Interval(nan, nan, nan)
-    return iqm_ci(arr, seed=seed)
-
-
-def paired(a: list[float], b: list[float]) -> Interval:
-    """IQM and interval of the per-seed differences a - b (seeds where both are finite)."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    return ci(d)
-
-
-def verdict(diff: Interval, sign: int, margin: float = 0.0) -> str:
-    """"agree" when the claimed difference (sign +1: positive, -1: negative) excludes ``-margin`` on its
-    side, "disagree" when it lies wholly beyond ``-margin`` on the other side, "inconclusive" otherwise.
-    ``margin`` 0 asks for a strict difference; a positive margin reads "no worse than by ``margin``"
-    (e.g. "at no accuracy cost", "matches"). From one seed: ``"n/a: one seed"`` (no interval to read).
-    """
-    if margin < 0 or not np.isfinite(margin):
-        raise ValueError(f"margin={margin!r} must be a finite number >= 0")
-    if diff.single:  # one seed: a point, not an interval, so no verdict
-        return ONE_SEED
-    if np.isnan(diff.point):
-        return "inconclusive"
-    lo, hi = diff.low * sign, diff.high * sign
-    if sign < 0:
-        lo, hi = hi, lo
-    if lo > -margin:
-        return "agree"
-    if hi < -margin:
-        return "disagree"
-    return "inconclusive"
-
-
 #: What every claim's verdict becomes when no arm learned (no arm above the single-answer floor).
 NO_SIGNAL = "no signal"
 
@@ -163,7 +127,7 @@ NO_SIGNAL = "no signal"
 @functools.cache
 def single_answer_floor(env_kwargs: str | None = None) -> float:
     """The held-out success of the best answer that ignores the prompt's arithmetic: answer the one
-    number equal to the target (:func:`benchmarks.countdown.single_number_floor`), on the lab's own
+    number equal to the target (:func:`benchmarks.core.baselines.single_number_floor`), on the lab's own
     held-out prompts (the :data:`EVAL_PROMPTS` test prompts every run is scored on) of the env made with
     ``env_kwargs`` (JSON; default :data:`ENV_KWARGS`, the mlp regime's)."""
     import json
@@ -172,7 +136,7 @@ def single_answer_floor(env_kwargs: str | None = None) -> float:
 
     import rlvr_env  # noqa: F401  (registers the env ids)
     from agents.evaluation import evaluation_prompts
-    from benchmarks.countdown import single_number_floor
+    from benchmarks.core.baselines import single_number_floor
 
     env = gym.make(ENV_ID, **(ENV_KWARGS if env_kwargs is None else json.loads(env_kwargs)))
     return single_number_floor(env, evaluation_prompts(env, "test", EVAL_PROMPTS, seed=0))
@@ -204,16 +168,18 @@ def apply_floor(res: dict[str, Any], runs: dict[str, list[dict[str, Any]]], floo
     if res["no_signal"]:
         for row in res["rows"]:
             row["measured"] += (f"; no arm's held-out sampled success beats the single-answer floor "
-                                f"{floor:.2f} ({', '.join(f'{a} {_fmt(ci(v))}' for a, v in success.items())})")
+                                f"{floor:.2f} ({', '.join(f'{a} {fmt(ci(v))}' for a, v in success.items())})")
             row["verdict"] = NO_SIGNAL
     return res
 
 
-def _by_seed(runs: dict[str, list[dict[str, Any]]], arm: str) -> dict[int, dict[str, Any]]:
+def by_seed(runs: dict[str, list[dict[str, Any]]], arm: str) -> dict[int, dict[str, Any]]:
+    """The records of ``arm`` by seed."""
     return {r["key"]["seed"]: r for r in runs[arm]}
 
 
-def _seeds(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
+def seeds_of(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
+    """The seeds every arm of ``runs`` has a record of, in order (paired comparisons read these)."""
     common = None
     for recs in runs.values():
         s = {r["key"]["seed"] for r in recs}
@@ -222,11 +188,12 @@ def _seeds(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
 
 
 def per_seed(runs: dict[str, list[dict[str, Any]]], arm: str, fn: Callable[[dict[str, Any]], float]) -> list[float]:
-    recs = _by_seed(runs, arm)
-    return [float(fn(recs[s])) for s in _seeds(runs)]
+    recs = by_seed(runs, arm)
+    return [float(fn(recs[s])) for s in seeds_of(runs)]
 
 
-def _fmt(x: Interval, digits: int = 2) -> str:
+def fmt(x: Interval, digits: int = 2) -> str:
+    """An interval as a table shows it (:meth:`~benchmarks.core.stats.Interval.fmt`)."""
     return x.fmt(digits)
 
 
@@ -252,7 +219,8 @@ def first_reach(rec: dict[str, Any], threshold: float, window: int = 3) -> tuple
     return float("nan"), float("nan")
 
 
-def _row(claim: Claim, text: str, measured: str, v: str) -> dict[str, str]:
+def row(claim: Claim, text: str, measured: str, v: str) -> dict[str, str]:
+    """One row of the lab's table: the claim's ``text``, its paper, what was ``measured``, the verdict."""
     return {"claim": text, "paper": claim.paper, "measured": measured, "verdict": v}
 
 
@@ -263,13 +231,14 @@ def two_arm_row(claim: Claim, text: str, what: str, values: dict[str, list[float
     verdict (``margin`` > 0: "matches or beats", the difference's low end above ``-margin``)."""
     base, chal = claim.arms[0], claim.arms[1]
     d = paired(values[chal.name], values[base.name])
-    measured = (f"{what}: {base.label} {_fmt(ci(values[base.name]), digits)}, {chal.label} "
-                f"{_fmt(ci(values[chal.name]), digits)}; difference {_fmt(d, digits)}"
+    measured = (f"{what}: {base.label} {fmt(ci(values[base.name]), digits)}, {chal.label} "
+                f"{fmt(ci(values[chal.name]), digits)}; difference {fmt(d, digits)}"
                 + (f" (matches: interval above -{margin:g})" if margin else "") + extra)
-    return _row(claim, text, measured, verdict(d, +1, margin))
+    return row(claim, text, measured, verdict(d, +1, margin))
 
 
-def _label(claim: Claim, arm: str) -> str:
+def arm_label(claim: Claim, arm: str) -> str:
+    """The label of ``claim``'s arm named ``arm``."""
     return next(a.label for a in claim.arms if a.name == arm)
 
 

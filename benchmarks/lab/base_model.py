@@ -1,8 +1,8 @@
 """The lab's base-model regime (``--regime r1``): every arm starts from the R1 recipe's base.
 
-Per seed, the base is the R1 study's (:func:`benchmarks.r1.base_run`: the causal transformer cold-started
-by :func:`agents.sft.cold_start` on 100k train-split Countdown-3 solutions), built by the R1 study's own
-stage-1 tasks (:func:`benchmarks.r1.base_tasks`), so the run files of its cache
+Per seed, the base is the R1 study's (:func:`benchmarks.core.bases.base_run`: the causal transformer
+cold-started by :func:`agents.sft.cold_start` on 100k train-split Countdown-3 solutions), built by the
+R1 study's own stage-1 runs (:func:`benchmarks.core.bases.base_runs`), so the run files of its cache
 (``benchmark-runs/r1/bases/``, shared with ``python -m benchmarks.r1``) are found and never retrained: a
 base is trained once per seed and shared by every arm of every claim. Each arm's config is the
 ``transformer`` preset plus the arm's overrides (:func:`benchmarks.lab.base.arm_config`), on
@@ -19,20 +19,18 @@ being the claim's ``eval_k``. An arm with ``rl=False`` is its base alone (0 RL s
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from benchmarks.core.executor import Task
-from benchmarks.lab.base import EVAL_PROMPTS, RUN_FORMAT, Arm, arm_config
+from benchmarks.core.bases import EVAL, RECIPE_SFT, base_runs
+from benchmarks.core.executor import Run
+from benchmarks.core.weights import load_weights, state_digest, unpack_weights
+from benchmarks.lab.base import EVAL_PROMPTS, KEY_TAG, Arm, arm_config
 from benchmarks.lab.runner import GroupObserver, run_name
 
-__all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "base_tasks", "run_from_base", "state_digest",
-           "stored_without_bases", "task_from_base", "weights_digest"]
+__all__ = ["BASE_ENV_KWARGS", "ENV_KWARGS", "POLICY", "PRESET", "r1_base_runs", "net_digest", "run_from_base",
+           "stored_without_bases", "run_for_base", "weights_digest"]
 
 #: The R1 study's Countdown setting (its base tasks' env kwargs) and the token context the policy reads.
 BASE_ENV_KWARGS: dict[str, Any] = {"n_numbers": 3}
@@ -40,45 +38,32 @@ ENV_KWARGS: dict[str, Any] = {**BASE_ENV_KWARGS, "observation": "tokens"}
 POLICY, PRESET = "transformer", "transformer"
 
 
-def base_tasks(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
-               evaluation: Mapping[str, Any] | None = None) -> list[Task]:
-    """The R1 study's stage-1 task of each seed (its recipe's cold start unless ``sft`` says otherwise;
+def r1_base_runs(seeds: Sequence[int], sft: Mapping[str, Any] | None = None,
+                 evaluation: Mapping[str, Any] | None = None) -> list[Run]:
+    """The R1 study's stage-1 run of each seed (its recipe's cold start unless ``sft`` says otherwise;
     its evaluation unless ``evaluation`` does): the same keys and fingerprints as
-    ``python -m benchmarks.r1``'s, so its cached bases are reused."""
-    from benchmarks import r1
-
-    args = argparse.Namespace(seeds=list(seeds), recipe={**r1.RECIPE_SFT, **(sft or {})}, sft_budgets=(),
-                              env_kwargs=dict(BASE_ENV_KWARGS), eval={**r1.EVAL, **(evaluation or {})},
-                              arms=["grpo"])  # the masked base only (no unmasked PPO arm here)
-    return r1.base_tasks(args)
-
-
-def state_digest(arrays: Mapping[str, np.ndarray]) -> str:
-    """SHA-256 (16 hex digits) of named arrays: names, dtypes, shapes and bytes, in name order."""
-    h = hashlib.sha256()
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode() + a.tobytes())
-    return h.hexdigest()[:16]
+    ``python -m benchmarks.r1``'s, so its cached bases are reused. The masked base only (the lab has no
+    unmasked PPO arm)."""
+    return base_runs(list(seeds), {**RECIPE_SFT, **(sft or {})}, env_kwargs=dict(BASE_ENV_KWARGS),
+                     evaluation={**EVAL, **(evaluation or {})})
 
 
 def weights_digest(blob: str) -> str:
-    """:func:`state_digest` of a base's packed weights (``benchmarks.r1``'s base64 npz)."""
-    from benchmarks.r1 import unpack_weights
-
+    """:func:`~benchmarks.core.weights.state_digest` of a base's packed weights."""
     return state_digest(unpack_weights(blob))
 
 
-def _net_digest(net: Any) -> str:
+def net_digest(net: Any) -> str:
+    """:func:`~benchmarks.core.weights.state_digest` of a network's state dict."""
     return state_digest({k: v.detach().cpu().numpy() for k, v in net.state_dict().items()})
 
 
-def run_key(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: int) -> dict[str, Any]:
+def run_key(arm: Arm, seed: int, budget: int, base: Run, weights: str, eval_k: int) -> dict[str, Any]:
     """Everything that determines a run from a base: the base's task key and ``weights``' digest
     (:func:`weights_digest`) included, so a retrained base makes its arms train again."""
     config = arm_config(dict(_preset()), arm.overrides, POLICY)
     return {
-        "format": RUN_FORMAT,
+        "format": KEY_TAG,
         "regime": "r1",
         "seed": seed,
         "budget": budget if arm.rl else 0,
@@ -98,12 +83,12 @@ def _preset() -> dict[str, Any]:
     return PRESETS[PRESET]
 
 
-def task_from_base(arm: Arm, seed: int, budget: int, base: Task, weights: str, eval_k: int) -> Task:
+def run_for_base(arm: Arm, seed: int, budget: int, base: Run, weights: str, eval_k: int) -> Run:
     """The executor task of ``arm`` on ``seed`` from the base ``base`` (its stage-1 task) whose packed
     weights are ``weights``; they ride in the spec, not in the key."""
     key = run_key(arm, seed, budget, base, weights_digest(weights), eval_k)
-    return Task("benchmarks.lab.base_model:run_from_base", {"key": key, "base_weights": weights},
-                run_name(key), group=arm.name, label=f"{arm.name} s{seed}")
+    return Run("benchmarks.lab.base_model:run_from_base", {"key": key, "base_weights": weights},
+               run_name(key), arm=arm.name, label=f"{arm.name} s{seed}")
 
 
 def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +99,6 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
     limit_threads(1, import_torch=True)
     import rlvr_env  # noqa: F401  (registers the env ids)
     from agents import GRPO, GRPOConfig
-    from benchmarks.r1 import load_weights
 
     key = spec["key"]
     cfg = GRPOConfig.from_dict(key["config"])
@@ -125,13 +109,13 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
     policy: Any = model.policy  # the transformer policy (its network, its KL reference)
     load_weights(spec["base_weights"], policy.net)
     policy.restart_from_current()  # the base is the KL reference and RL's start
-    loaded = _net_digest(policy.net)
+    loaded = net_digest(policy.net)
     first: dict[str, str] = {}
 
     def first_policy(event: Any) -> None:  # called before iteration 1's update: the policy that sampled it
         if event.iteration == 1:
-            first["policy"] = _net_digest(policy.net)
-            first["reference"] = _net_digest(policy.reference)
+            first["policy"] = net_digest(policy.net)
+            first["reference"] = net_digest(policy.reference)
 
     model.add_group_hook(first_policy)
     observer = GroupObserver(model, cfg)
@@ -145,7 +129,7 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
         "key": key,
         **observer.record(),
         "final": final,
-        "start_digest": {"loaded": loaded, **first, "end": _net_digest(policy.net)},
+        "start_digest": {"loaded": loaded, **first, "end": net_digest(policy.net)},
         "num_timesteps": model.num_timesteps,
         "seconds": train_seconds,
         "eval_seconds": time.perf_counter() - start - train_seconds,
@@ -153,7 +137,7 @@ def run_from_base(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def stored_without_bases(arms: Sequence[Arm], seeds: Sequence[int], budget: int, eval_k: int,
-                         bases: Sequence[Task], folder: Any) -> dict[str, list[dict[str, Any]]] | None:
+                         bases: Sequence[Run], folder: Any) -> dict[str, list[dict[str, Any]]] | None:
     """The run files in ``folder/runs`` of ``arms`` on ``seeds``, read without the bases' weights (for
     analysis only, e.g. of the committed runs on a clone without the base cache): a record is an arm's
     when its key is the arm's with every field but the base's weight digest, and all runs of one seed

@@ -7,8 +7,8 @@ experiment on ``rlvr/Countdown-v0`` (N = 3 numbers, grammar masks), the result s
 
 Regimes (``--regime``, :mod:`benchmarks.lab.regime`): ``mlp`` (the default; everything below) and ``r1``,
 the base-model regime: every arm starts from the R1 recipe's base of its seed (the causal
-transformer cold-started on 100k train-split solutions, :func:`benchmarks.r1.base_run`, found in the R1
-study's cache ``benchmark-runs/r1/bases/`` or trained there once per seed) with the ``transformer``
+transformer cold-started on 100k train-split solutions, :func:`benchmarks.core.bases.base_run`, found in
+the R1 study's cache ``benchmark-runs/r1/bases/`` or trained there once per seed) with the ``transformer``
 preset; claims ``dr_grpo``, ``dapo``, ``kimi`` at 300k env steps per arm and ``yue`` (Yue et al. 2025:
 RLVR raises pass@1 but narrows pass@k at large k; the base alone vs GRPO from it, pass@k for k = 1..64
 from 64 samples per held-out prompt); seeds 10-14 by default; results in ``<out>/r1/``.
@@ -94,10 +94,10 @@ from benchmarks.core.common import (
     write_atomically,
     write_json,
 )
-from benchmarks.core.executor import Outcome, run_tasks
+from benchmarks.core.executor import Outcome, run_all
 from benchmarks.core.store import RunFileError, check_run
-from benchmarks.core.study import seeds_argument
-from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, _seeds, apply_floor
+from benchmarks.core.common import seeds_argument
+from benchmarks.lab.base import EVAL_PROMPTS, NO_SIGNAL, seeds_of, apply_floor
 from benchmarks.lab.legacy import earlier_records
 from benchmarks.lab.regime import MLP, REGIMES, Bases, Regime, budget_of, regime_named
 
@@ -118,8 +118,8 @@ def run_claims(names: Sequence[str], seeds: Sequence[int], scale: float, out: Pa
     (:meth:`Regime.bases`)."""
     tasks = [regime.task(regime.claims[name], arm, seed, budget_of(regime, name, scale), bases or {})
              for name in names for seed in seeds for arm in regime.claims[name].arms]
-    outcome = run_tasks(tasks, out, address=address, workers=workers, progress=progress, desc="lab",
-                        rerun=rerun, log=log)
+    outcome = run_all(tasks, out, address=address, workers=workers, progress=progress, desc="lab",
+                      rerun=rerun, log=log)
     return outcome
 
 
@@ -158,7 +158,7 @@ def claim_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, r
 
         claim = regime.claims[name]
         records = stored_without_bases(claim.arms, seeds, budget_of(regime, name, scale), claim.eval_k,
-                                       regime.base_tasks(seeds), out)
+                                       regime.base_runs(seeds), out)
         return (records, "current") if records is not None else (None, "")
     if not regime.reads_earlier:
         return None, ""
@@ -169,7 +169,7 @@ def claim_records(name: str, seeds: Sequence[int], scale: float, out: Path, *, r
 def analyse(name: str, runs: dict[str, list[dict[str, Any]]], regime: Regime = MLP) -> dict[str, Any]:
     claim = regime.claims[name]
     res = apply_floor(claim.analyse(claim, runs), runs, regime.floor())
-    res["seeds"] = _seeds(runs)
+    res["seeds"] = seeds_of(runs)
     res["budget"] = max(r["key"]["budget"] for a in claim.arms for r in runs[a.name])
     res["seconds"] = {a.name: [r["seconds"] + r["eval_seconds"] for r in runs[a.name]] for a in claim.arms}
     # Standalone cost of the claim (every distinct run it needs, shared ones included), on 2 workers.
@@ -225,7 +225,7 @@ def table(results: dict[str, dict[str, Any]], meta: dict[str, Any], regime: Regi
         "margin) on the claimed side, \"disagree\" when it lies beyond it on the other side, "
         f"\"inconclusive\" otherwise; **\"{NO_SIGNAL}\"** for every row of a claim when no arm's held-out "
         f"sampled success interval lies above the single-answer floor, {floor:.2f} (answer the number equal "
-        f"to the target; `benchmarks.countdown.single_number_floor` on the same prompts). "
+        f"to the target; `benchmarks.core.baselines.single_number_floor` on the same prompts). "
         + (f"Claims {', '.join(earlier)}: analysed from the committed run files of an earlier code version "
            "(before the config fields `seq_mean_rows`, `top_entropy_quantile` and `sapo_tau_pos` / "
            "`sapo_tau_neg` existed; not retrained, see `benchmarks/lab/legacy.py`). "
@@ -271,6 +271,8 @@ def _claim_names(given: Sequence[str], regime: Regime) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the claims of a regime (bases first, then every arm on every seed) and write the lab's table,
+    figures and JSON. Long because the steps share the regime's folders and are read top to bottom."""
     args = build_parser().parse_args(argv)
     regime = regime_named(args.regime)
     names = _claim_names(args.claim, regime)

@@ -10,18 +10,18 @@ import numpy as np
 from benchmarks.lab.base import (
     Arm,
     BUDGET,
-    _by_seed,
+    by_seed,
     ci,
     Claim,
-    _fmt,
+    fmt,
     paired,
     per_seed,
-    _row,
-    _seeds,
+    row,
+    seeds_of,
     verdict,
     window_mean,
 )
-from benchmarks.lab.figures import _curves_figure, _plt, _png
+from benchmarks.lab.figures import curves_figure, pyplot, to_png
 
 
 def analyse_dr_grpo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -32,37 +32,37 @@ def analyse_dr_grpo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict
     v1 = verdict(diff, +1)
     if v1 == "agree" and verdict(g_pa, +1) != "agree":
         v1 = "inconclusive"  # longer than under the constant normaliser, but not growing
-    rows = [_row(claim, "per-answer length normalisation makes wrong answers grow longer; a constant "
-                 "normaliser does not",
-                 f"wrong-answer length, last quarter - first quarter of training (tokens): per-answer "
-                 f"{_fmt(g_pa)}, constant {_fmt(g_c)}; paired difference {_fmt(diff)}", v1)]
+    rows = [row(claim, "per-answer length normalisation makes wrong answers grow longer; a constant "
+                "normaliser does not",
+                f"wrong-answer length, last quarter - first quarter of training (tokens): per-answer "
+                f"{fmt(g_pa)}, constant {fmt(g_c)}; paired difference {fmt(diff)}", v1)]
     # Std normalisation: share of the advantage mass on too-hard (<= 1/4 correct) and too-easy
     # (>= 3/4 correct) untied groups, under GRPO's std-normalised vs the mean-only advantage, computed
     # on every group of these runs (both arms).
     share: dict[str, list[float]] = {"grpo": [], "dr_grpo": []}
-    for s in _seeds(runs):
+    for s in seeds_of(runs):
         for est in share:
-            m = sum(np.asarray(_by_seed(runs, a.name)[s]["adv_mass"][est]) for a in claim.arms)
+            m = sum(np.asarray(by_seed(runs, a.name)[s]["adv_mass"][est]) for a in claim.arms)
             g = len(m) - 1
             k = np.arange(g + 1)
             extreme = (k <= g / 4) | (k >= 3 * g / 4)
             share[est].append(float(m[extreme].sum() / max(m.sum(), 1e-12)))
     sh_std, sh_mean = ci(share["grpo"]), ci(share["dr_grpo"])
     d2 = paired(share["grpo"], share["dr_grpo"])
-    rows.append(_row(claim, "std normalisation weights too-easy and too-hard prompts up",
-                     f"share of the summed absolute advantage on groups with <= 1/4 or >= 3/4 correct: std-normalised "
-                     f"{_fmt(sh_std)}, mean-only {_fmt(sh_mean)} (same groups); difference {_fmt(d2)}",
-                     verdict(d2, +1)))
+    rows.append(row(claim, "std normalisation weights too-easy and too-hard prompts up",
+                    f"share of the summed absolute advantage on groups with <= 1/4 or >= 3/4 correct: std-normalised "
+                    f"{fmt(sh_std)}, mean-only {fmt(sh_mean)} (same groups); difference {fmt(d2)}",
+                    verdict(d2, +1)))
     return {"rows": rows, "wrong_length_growth": growth, "extreme_share": share}
 
 
 def plot_dr_grpo(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str, Any]) -> bytes:
-    plt = _plt()
+    plt = pyplot()
     colors = plt.get_cmap("tab10")
-    seeds = _seeds(runs)
+    seeds = seeds_of(runs)
 
     def mass_panel(ax: Any) -> None:
-        m = {est: sum(np.asarray(_by_seed(runs, a.name)[s]["adv_mass"][est]) for a in claim.arms for s in seeds)
+        m = {est: sum(np.asarray(by_seed(runs, a.name)[s]["adv_mass"][est]) for a in claim.arms for s in seeds)
              for est in ("grpo", "dr_grpo")}
         k = np.arange(len(m["grpo"]))
         ok = m["dr_grpo"] > 0
@@ -71,9 +71,9 @@ def plot_dr_grpo(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[
         ax.set_xlabel("fraction of the group correct (untied groups, all runs)")
         ax.set_yscale("log")
 
-    return _png(_curves_figure(claim, runs, [("len_wrong", "wrong answers: mean length (tokens)"),
-                                             ("len_correct", "correct answers: mean length (tokens)"),
-                                             ("solve_rate", "rollout solve rate")], mass_panel))
+    return to_png(curves_figure(claim, runs, [("len_wrong", "wrong answers: mean length (tokens)"),
+                                              ("len_correct", "correct answers: mean length (tokens)"),
+                                              ("solve_rate", "rollout solve rate")], mass_panel))
 
 
 CLAIM = Claim("dr_grpo", "Dr. GRPO (Liu et al. 2025)",

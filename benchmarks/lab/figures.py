@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.lab.base import Claim, _seeds, series
+from benchmarks.lab.base import Claim, seeds_of, series
 
 
-def _plt() -> Any:
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (imported when a figure is drawn, not with the lab)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,13 +20,14 @@ def _plt() -> Any:
     return plt
 
 
-def _png(fig: Any) -> bytes:
+def to_png(fig: Any) -> bytes:
+    """``fig`` as PNG bytes without a timestamp (the same runs give the same file); closes it."""
     import io
 
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
-    _plt().close(fig)
+    pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -59,10 +61,10 @@ def _band(ax: Any, runs: list[dict[str, Any]], metric: str, label: str, color: A
     ax.fill_between(grid[keep], lo, hi, color=color, alpha=0.2)
 
 
-def _curves_figure(claim: Claim, runs: dict[str, list[dict[str, Any]]], panels: list[tuple[str, str]],
-                   extra: Callable[[Any], None] | None = None) -> Any:
+def curves_figure(claim: Claim, runs: dict[str, list[dict[str, Any]]], panels: list[tuple[str, str]],
+                  extra: Callable[[Any], None] | None = None) -> Any:
     """One panel per (metric, title) against env steps (IQM band per arm), plus ``extra(ax)`` if given."""
-    plt = _plt()
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
     n_axes = len(panels) + (extra is not None)
@@ -82,6 +84,6 @@ def _curves_figure(claim: Claim, runs: dict[str, list[dict[str, Any]]], panels: 
     if extra is not None:
         extra(axes[-1])
         axes[-1].grid(alpha=0.3)
-    n = len(_seeds(runs))
+    n = len(seeds_of(runs))
     fig.suptitle(f"{claim.paper}: IQM over {n} seeds, 95% bootstrap band", fontsize=10)
     return fig

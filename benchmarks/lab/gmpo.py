@@ -15,13 +15,13 @@ from benchmarks.lab.base import (
     Claim,
     collapsed_per_arm,
     collapsed_text,
-    _fmt,
+    fmt,
     MU_HI,
     per_seed,
     series,
     two_arm_row,
 )
-from benchmarks.lab.figures import _curves_figure, _png
+from benchmarks.lab.figures import curves_figure, to_png
 
 #: GMPO's clip range in log space (the paper's (e^-0.4, e^0.4)).
 GMPO_LOG_CLIP = 0.4
@@ -34,7 +34,7 @@ def analyse_gmpo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     coll = collapsed_per_arm(claim, runs)
     n = len(acc[claim.arms[0].name])
     extra = ("; clip fraction over training: " + ", ".join(
-        f"{a.label} {_fmt(ci(clip[a.name]), 3)}" for a in claim.arms) + "; " + collapsed_text(claim, coll, n))
+        f"{a.label} {fmt(ci(clip[a.name]), 3)}" for a in claim.arms) + "; " + collapsed_text(claim, coll, n))
     rows = [two_arm_row(claim, f"the geometric mean of token ratios with a wider clip (log-ratio "
                         f"{GMPO_LOG_CLIP:g}) learns better than GRPO's arithmetic mean at mu = {MU_HI}",
                         "held-out sampled success", acc, extra=extra)]
@@ -42,9 +42,9 @@ def analyse_gmpo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
 
 
 def plot_gmpo(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str, Any]) -> bytes:
-    return _png(_curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
-                                             ("clip_frac", "clip fraction"),
-                                             ("entropy", "policy entropy (nats/token)")]))
+    return to_png(curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
+                                              ("clip_frac", "clip fraction"),
+                                              ("entropy", "policy entropy (nats/token)")]))
 
 
 CLAIM = Claim("gmpo", "GMPO (Zhao et al. 2025)",

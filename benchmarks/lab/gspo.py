@@ -12,21 +12,21 @@ from benchmarks.lab.base import (
     ci,
     Claim,
     collapsed_per_arm,
-    _fmt,
+    fmt,
     MU_HI,
     MU_LO,
     paired,
     per_seed,
-    _row,
-    _seeds,
+    row,
+    seeds_of,
     series,
     verdict,
 )
-from benchmarks.lab.figures import _curves_figure, _png
+from benchmarks.lab.figures import curves_figure, to_png
 
 
 def analyse_gspo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    n = len(_seeds(runs))
+    n = len(seeds_of(runs))
     final = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     clip = {a.name: per_seed(runs, a.name, lambda r: float(np.nanmean(series(r, "clip_frac")))) for a in claim.arms}
     coll = collapsed_per_arm(claim, runs)
@@ -34,22 +34,22 @@ def analyse_gspo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     drop_seq = np.array(final["gspo_lo"]) - np.array(final["gspo_hi"])
     d = paired(list(drop_tok), list(drop_seq))
     measured = (
-        f"held-out sampled success, mu = {MU_LO} -> {MU_HI}: token {_fmt(ci(final['token_lo']))} -> "
-        f"{_fmt(ci(final['token_hi']))}, sequence {_fmt(ci(final['gspo_lo']))} -> "
-        f"{_fmt(ci(final['gspo_hi']))}; loss from raising mu, token minus sequence: {_fmt(d)}; "
+        f"held-out sampled success, mu = {MU_LO} -> {MU_HI}: token {fmt(ci(final['token_lo']))} -> "
+        f"{fmt(ci(final['token_hi']))}, sequence {fmt(ci(final['gspo_lo']))} -> "
+        f"{fmt(ci(final['gspo_hi']))}; loss from raising mu, token minus sequence: {fmt(d)}; "
         f"collapsed runs at mu = {MU_LO}, {MU_HI}: token {coll['token_lo']}, {coll['token_hi']}, sequence "
         f"{coll['gspo_lo']}, {coll['gspo_hi']} of {n}; clip fraction at mu = {MU_HI}: token "
-        f"{_fmt(ci(clip['token_hi']), 3)}, sequence {_fmt(ci(clip['gspo_hi']), 3)}"
+        f"{fmt(ci(clip['token_hi']), 3)}, sequence {fmt(ci(clip['gspo_hi']), 3)}"
     )
-    rows = [_row(claim, "a sequence-level ratio stays stable at higher mu; the token-level ratio does not",
-                 measured, verdict(d, +1))]
+    rows = [row(claim, "a sequence-level ratio stays stable at higher mu; the token-level ratio does not",
+                measured, verdict(d, +1))]
     return {"rows": rows, "final_sampled": final, "clip_frac": clip, "collapsed": coll}
 
 
 def plot_gspo(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str, Any]) -> bytes:
-    return _png(_curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
-                                             ("clip_frac", "clip fraction"),
-                                             ("entropy", "policy entropy (nats/token)")]))
+    return to_png(curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
+                                              ("clip_frac", "clip fraction"),
+                                              ("entropy", "policy entropy (nats/token)")]))
 
 
 CLAIM = Claim("gspo", "GSPO (Zheng et al. 2025)",

@@ -11,12 +11,12 @@ from benchmarks.lab.base import (
     BUDGET,
     ci,
     Claim,
-    _fmt,
+    fmt,
     per_seed,
     two_arm_row,
     window_mean,
 )
-from benchmarks.lab.figures import _curves_figure, _png
+from benchmarks.lab.figures import curves_figure, to_png
 
 #: The share of tokens trained on (the paper's rho = 0.2).
 TOP_QUANTILE = 0.2
@@ -29,7 +29,7 @@ def analyse_high_entropy(claim: Claim, runs: dict[str, list[dict[str, Any]]]) ->
     acc = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     ent = {a.name: per_seed(runs, a.name, lambda r: window_mean(r, "entropy", True)) for a in claim.arms}
     extra = "; entropy (nats/token), last quarter: " + ", ".join(
-        f"{a.label} {_fmt(ci(ent[a.name]))}" for a in claim.arms)
+        f"{a.label} {fmt(ci(ent[a.name]))}" for a in claim.arms)
     rows = [two_arm_row(claim, f"training only on the {TOP_QUANTILE:.0%} highest-entropy tokens matches or "
                         "beats training on every token", "held-out sampled success", acc,
                         margin=MATCH_MARGIN, extra=extra)]
@@ -37,9 +37,9 @@ def analyse_high_entropy(claim: Claim, runs: dict[str, list[dict[str, Any]]]) ->
 
 
 def plot_high_entropy(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str, Any]) -> bytes:
-    return _png(_curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
-                                             ("entropy", "policy entropy (nats/token)"),
-                                             ("clip_frac", "clip fraction")]))
+    return to_png(curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
+                                              ("entropy", "policy entropy (nats/token)"),
+                                              ("clip_frac", "clip fraction")]))
 
 
 CLAIM = Claim("high_entropy", "Wang et al. 2025 (Beyond the 80/20 Rule)",

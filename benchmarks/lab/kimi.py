@@ -10,14 +10,14 @@ from benchmarks.lab.base import (
     BUDGET,
     ci,
     Claim,
-    _fmt,
+    fmt,
     paired,
     per_seed,
-    _row,
+    row,
     verdict,
     window_mean,
 )
-from benchmarks.lab.figures import _curves_figure, _png
+from benchmarks.lab.figures import curves_figure, to_png
 
 #: Kimi: the largest loss of held-out sampled success that still counts as "without costing accuracy"
 #: (the lower end of the interval of the paired difference must lie above minus this).
@@ -32,18 +32,18 @@ def analyse_kimi(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     v_len = verdict(d_len, -1)
     v_acc = verdict(d_acc, +1, KIMI_MARGIN)
     v = v_len if v_len != "agree" else v_acc
-    rows = [_row(claim, "the length term shortens correct answers without costing accuracy",
-                 f"correct-answer length, last quarter (tokens): without {_fmt(ci(length['no_length']))}, "
-                 f"with {_fmt(ci(length['length_term']))}, difference {_fmt(d_len)}; held-out sampled "
-                 f"success: without {_fmt(ci(acc['no_length']))}, with {_fmt(ci(acc['length_term']))}, "
-                 f"difference {_fmt(d_acc)} (no cost: interval above -{KIMI_MARGIN})", v)]
+    rows = [row(claim, "the length term shortens correct answers without costing accuracy",
+                f"correct-answer length, last quarter (tokens): without {fmt(ci(length['no_length']))}, "
+                f"with {fmt(ci(length['length_term']))}, difference {fmt(d_len)}; held-out sampled "
+                f"success: without {fmt(ci(acc['no_length']))}, with {fmt(ci(acc['length_term']))}, "
+                f"difference {fmt(d_acc)} (no cost: interval above -{KIMI_MARGIN})", v)]
     return {"rows": rows, "len_correct_end": length, "final_sampled": acc}
 
 
 def plot_kimi(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str, Any]) -> bytes:
-    return _png(_curves_figure(claim, runs, [("len_correct", "correct answers: mean length (tokens)"),
-                                             ("len_wrong", "wrong answers: mean length (tokens)"),
-                                             ("solve_rate", "rollout solve rate")]))
+    return to_png(curves_figure(claim, runs, [("len_correct", "correct answers: mean length (tokens)"),
+                                              ("len_wrong", "wrong answers: mean length (tokens)"),
+                                              ("solve_rate", "rollout solve rate")]))
 
 
 CLAIM = Claim("kimi", "Kimi k1.5 (2025)",

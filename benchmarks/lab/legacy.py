@@ -2,7 +2,7 @@
 
 The committed lab runs of the first five claims were made before ``GRPOConfig`` gained the fields
 ``seq_mean_rows``, ``top_entropy_quantile`` and ``sapo_tau_pos`` / ``sapo_tau_neg``, and before
-``kl_cov_coef``'s default moved from 1.0 to 0.1; ``benchmarks.migrate_runs`` wrapped them with an
+``kl_cov_coef``'s default moved from 1.0 to 0.1; ``benchmarks.tools.migrate_runs`` wrapped them with an
 "unrecorded" library version. So no current run key names them, and the executor would train them
 again. Their records are still exactly the runs the arms describe: every field they record equals the
 arm's current setting, each field added since is at its default (the defaults switch the new variants

@@ -11,18 +11,18 @@ from benchmarks.lab.base import (
     ci,
     Claim,
     EVAL_K,
-    _fmt,
+    fmt,
     per_seed,
     two_arm_row,
 )
-from benchmarks.lab.figures import _curves_figure, _png
+from benchmarks.lab.figures import curves_figure, to_png
 
 
 def analyse_passk(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     passk = {a.name: per_seed(runs, a.name, lambda r: r["final"][f"pass@{EVAL_K}"]) for a in claim.arms}
     acc = {a.name: per_seed(runs, a.name, lambda r: r["final"]["sampled"]) for a in claim.arms}
     extra = "; held-out sampled success (pass@1): " + ", ".join(
-        f"{a.label} {_fmt(ci(acc[a.name]))}" for a in claim.arms)
+        f"{a.label} {fmt(ci(acc[a.name]))}" for a in claim.arms)
     rows = [two_arm_row(claim, f"crediting only each group's best answer raises held-out pass@{EVAL_K} "
                         f"over GRPO (whose objective is pass@1)", f"held-out pass@{EVAL_K}", passk,
                         extra=extra)]
@@ -30,9 +30,9 @@ def analyse_passk(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[s
 
 
 def plot_passk(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str, Any]) -> bytes:
-    return _png(_curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
-                                             ("zero_std_group_frac", "groups with tied rewards"),
-                                             ("entropy", "policy entropy (nats/token)")]))
+    return to_png(curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
+                                              ("zero_std_group_frac", "groups with tied rewards"),
+                                              ("entropy", "policy entropy (nats/token)")]))
 
 
 CLAIM = Claim("passk", "pass@k training (Tang et al. 2025)",

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.executor import Task, run_tasks
+from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import RunFileError, check_run
 from benchmarks.lab.base import BASE, BASE_PRESET, ENV_ID, ENV_KWARGS, Arm, Claim
 from benchmarks.lab.claims import CLAIMS
-from benchmarks.lab.runner import task_for
+from benchmarks.lab.runner import run_for
 
 __all__ = ["MLP", "R1", "REGIMES", "Regime", "regime_named"]
 
 #: What a regime needs to build its tasks: per seed, the base's stage-1 task and its record (r1 only).
-Bases = Mapping[int, tuple[Task, dict[str, Any]]]
+Bases = Mapping[int, tuple[Run, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,10 @@ class Regime:
     def needs_bases(self) -> bool:
         return self.name != "mlp"
 
-    def base_tasks(self, seeds: Sequence[int]) -> list[Task]:
-        from benchmarks.lab.base_model import base_tasks
+    def base_runs(self, seeds: Sequence[int]) -> list[Run]:
+        from benchmarks.lab.base_model import r1_base_runs
 
-        return base_tasks(seeds, self.sft, self.base_eval)
+        return r1_base_runs(seeds, self.sft, self.base_eval)
 
     def bases(self, seeds: Sequence[int], cache: Path, *, train: bool,
               **executor: Any) -> dict[int, Any] | None:
@@ -65,9 +65,9 @@ class Regime:
         when ``train``, else read from it (None if one is missing). Empty for a regime without bases."""
         if not self.needs_bases:
             return {}
-        tasks = self.base_tasks(seeds)
+        tasks = self.base_runs(seeds)
         if train:
-            got = run_tasks(tasks, cache, desc="bases", **executor)
+            got = run_all(tasks, cache, desc="bases", **executor)
             if got.failures:
                 raise RuntimeError(f"{len(got.failures)} base(s) failed:\n" + "\n".join(got.failures))
             return {t.spec["seed"]: (t, got.records[t.key]) for t in tasks}
@@ -80,16 +80,16 @@ class Regime:
             out[t.spec["seed"]] = (t, record)
         return out
 
-    def task(self, claim: Claim, arm: Arm, seed: int, budget: int, bases: Bases) -> Task:
+    def task(self, claim: Claim, arm: Arm, seed: int, budget: int, bases: Bases) -> Run:
         """The executor task of ``arm`` of ``claim`` on ``seed`` for ``budget`` env steps."""
         if not self.needs_bases:
             if not arm.rl:
                 raise ValueError(f"arm {arm.name!r} has rl=False, which needs a base: use --regime r1")
-            return task_for(arm, seed, budget)
-        from benchmarks.lab.base_model import task_from_base
+            return run_for(arm, seed, budget)
+        from benchmarks.lab.base_model import run_for_base
 
         base, record = bases[seed]
-        return task_from_base(arm, seed, budget, base, record["weights"], claim.eval_k)
+        return run_for_base(arm, seed, budget, base, record["weights"], claim.eval_k)
 
     def floor(self) -> float:
         from benchmarks.lab.base import single_answer_floor
@@ -112,7 +112,7 @@ MLP = Regime("mlp", CLAIMS, "100-107", "", ENV_KWARGS, "mlp", BASE_PRESET, BASE,
 
 def _r1_regime() -> Regime:
     from agents.grpo.config import PRESETS
-    from benchmarks import r1
+    from benchmarks.core.bases import RECIPE_SFT
     from benchmarks.lab import dapo, dr_grpo, kimi, yue
     from benchmarks.lab.base_model import ENV_KWARGS as R1_ENV_KWARGS
 
@@ -132,14 +132,15 @@ def _r1_regime() -> Regime:
         "kimi": dataclasses.replace(kimi.CLAIM, budget=budget),
         "yue": yue.CLAIM,
     }
-    sft = r1.RECIPE_SFT
+    sft = RECIPE_SFT
     return Regime(
         "r1", claims, "10-14", "r1", R1_ENV_KWARGS, "transformer", "transformer",
         dict(PRESETS["transformer"]),
         "Seeds {seeds} (the R1 study's reported seeds; nothing was tuned here: the preset is the R1 study's, "
         "the arms are the MLP lab's claims').",
         f"every arm starts from its seed's R1 base (the transformer cold-started on {sft['n']:,} train-split "
-        f"solutions, {sft['epochs']} epochs: `benchmarks.r1:base_run`, the R1 study's cached run) with",
+        f"solutions, {sft['epochs']} epochs: `benchmarks.core.bases:base_run`, the R1 study's cached run) "
+        "with",
         extra_notes=(
             "The preset's `length_weight=0` is what Dr. GRPO's and DAPO's arms keep (their claims are about "
             "the loss aggregation and the clip, and the R1 recipe pays no length term); Kimi's arms set it "

@@ -9,18 +9,17 @@ both estimators are computed. Then it scores the run on held-out prompts. It wri
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from benchmarks.core.executor import Task
+from benchmarks.core.executor import Run
+from benchmarks.core.store import digest
 from benchmarks.lab.base import EVAL_K, EVAL_PROMPTS, Arm, run_key
 
-__all__ = ["GroupObserver", "ITERATION_METRICS", "run_arm", "run_name", "task_for"]
+__all__ = ["GroupObserver", "ITERATION_METRICS", "run_arm", "run_name", "run_for"]
 
 #: The logged metrics kept per iteration (``rollout/solve_rate`` is kept as ``solve_rate``, ...).
 ITERATION_METRICS = ("rollout/solve_rate", "rollout/ep_len_mean", "rollout/zero_std_group_frac",
@@ -32,14 +31,13 @@ def run_name(key: Mapping[str, Any]) -> str:
     """The run file's stem: a digest of the settings and the seed. Arms of different claims with equal
     settings (e.g. the base configuration) share one run."""
     settings = {k: v for k, v in key.items() if k != "seed"}
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{digest}_seed{key['seed']}"
+    return f"{digest(settings)}_seed{key['seed']}"
 
 
-def task_for(arm: Arm, seed: int, budget: int) -> Task:
+def run_for(arm: Arm, seed: int, budget: int) -> Run:
     key = run_key(arm, seed, budget)
-    return Task("benchmarks.lab.runner:run_arm", key, run_name(key), group=arm.name,
-                label=f"{arm.name} s{seed}")
+    return Run("benchmarks.lab.runner:run_arm", key, run_name(key), arm=arm.name,
+               label=f"{arm.name} s{seed}")
 
 
 class GroupObserver:

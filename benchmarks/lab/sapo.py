@@ -12,13 +12,13 @@ from benchmarks.lab.base import (
     Claim,
     collapsed_per_arm,
     collapsed_text,
-    _fmt,
+    fmt,
     MU_HI,
     per_seed,
     two_arm_row,
     window_mean,
 )
-from benchmarks.lab.figures import _curves_figure, _png
+from benchmarks.lab.figures import curves_figure, to_png
 
 
 def analyse_sapo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -27,16 +27,16 @@ def analyse_sapo(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[st
     coll = collapsed_per_arm(claim, runs)
     n = len(acc[claim.arms[0].name])
     extra = ("; entropy (nats/token), last quarter: " + ", ".join(
-        f"{a.label} {_fmt(ci(ent[a.name]))}" for a in claim.arms) + "; " + collapsed_text(claim, coll, n))
+        f"{a.label} {fmt(ci(ent[a.name]))}" for a in claim.arms) + "; " + collapsed_text(claim, coll, n))
     rows = [two_arm_row(claim, f"a smooth gate in place of the hard clip learns better off-policy "
                         f"(mu = {MU_HI} epochs per batch)", "held-out sampled success", acc, extra=extra)]
     return {"rows": rows, "final_sampled": acc, "entropy_end": ent, "collapsed": coll}
 
 
 def plot_sapo(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str, Any]) -> bytes:
-    return _png(_curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
-                                             ("entropy", "policy entropy (nats/token)"),
-                                             ("kl", "KL to the reference")]))
+    return to_png(curves_figure(claim, runs, [("solve_rate", "rollout solve rate"),
+                                              ("entropy", "policy entropy (nats/token)"),
+                                              ("kl", "KL to the reference")]))
 
 
 CLAIM = Claim("sapo", "SAPO (Gao et al. 2025)",

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.lab.base import Arm, Claim, _fmt, _row, _seeds, ci, paired, per_seed, verdict
+from benchmarks.lab.base import Arm, Claim, fmt, row, seeds_of, ci, paired, per_seed, verdict
 
 #: Samples per held-out prompt, so pass@k is estimated for k = 1..YUE_K.
 YUE_K = 64
@@ -38,12 +38,12 @@ def analyse_yue(claim: Claim, runs: dict[str, list[dict[str, Any]]]) -> dict[str
     for k, sign, text in ((1, +1, "RLVR (GRPO from the base) raises held-out pass@1"),
                           (top, -1, f"RLVR narrows held-out pass@k at large k (k = {top})")):
         d = paired(at[k][rl.name], at[k][base.name])
-        measured = (f"held-out pass@{k}: {base.label} {_fmt(ci(at[k][base.name]))}, {rl.label} "
-                    f"{_fmt(ci(at[k][rl.name]))}; difference {_fmt(d)}")
+        measured = (f"held-out pass@{k}: {base.label} {fmt(ci(at[k][base.name]))}, {rl.label} "
+                    f"{fmt(ci(at[k][rl.name]))}; difference {fmt(d)}")
         if sign < 0:
             measured += ("; the IQM curves cross at k = " + str(cross) if cross is not None
                          else f"; GRPO's IQM pass@k stays above the base's up to k = {top}")
-        rows.append(_row(claim, text, measured, verdict(d, sign)))
+        rows.append(row(claim, text, measured, verdict(d, sign)))
     return {"rows": rows, "ks": ks, "pass_at": {str(k): v for k, v in at.items()}, "cross_k": cross,
             "greedy": {a.name: per_seed(runs, a.name, lambda r: r["final"]["greedy"]) for a in claim.arms}}
 
@@ -52,9 +52,9 @@ def plot_yue(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str,
     """Held-out pass@k against k (log scale) for both arms, IQM over seeds and 95% bootstrap band; and
     the paired difference RL - base per k."""
     from benchmarks.core.stats import iqm_band
-    from benchmarks.lab.figures import _plt, _png
+    from benchmarks.lab.figures import pyplot, to_png
 
-    plt = _plt()
+    plt = pyplot()
     colors = plt.get_cmap("tab10")
     ks = np.array(res["ks"])
     per_k = {a.name: np.array([res["pass_at"][str(k)][a.name] for k in ks]).T for a in claim.arms}  # (S, K)
@@ -75,8 +75,8 @@ def plot_yue(claim: Claim, runs: dict[str, list[dict[str, Any]]], res: dict[str,
         ax.set_xlabel("k")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"{claim.paper}: IQM over {len(_seeds(runs))} seeds, 95% bootstrap band", fontsize=10)
-    return _png(fig)
+    fig.suptitle(f"{claim.paper}: IQM over {len(seeds_of(runs))} seeds, 95% bootstrap band", fontsize=10)
+    return to_png(fig)
 
 
 CLAIM = Claim("yue", "Yue et al. 2025 (RLVR and pass@k)",

@@ -1,6 +1,7 @@
 """How the R1 recipe's base was chosen: a small grid of supervised cold starts on the choosing seeds.
 
-    python -m benchmarks.r1_base [--seeds 0-2] [--grid 2layers,gpt2:0,...] [--workers 1] [--update-results]
+    python -m benchmarks.r1.base_search [--seeds 0-2] [--grid 2layers,gpt2:0,...] [--workers 1]
+                                        [--update-results]
 
 Each cell is one cold start (:func:`agents.sft.cold_start`) of the ``transformer`` policy on
 ``rlvr/Countdown-v0`` (three numbers, ``observation="tokens"``, grammar masks), evaluated alone by the
@@ -21,8 +22,6 @@ repeated command reuses them. The table goes to ``benchmark-runs/r1_base/`` unle
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import time
 from typing import Any
@@ -41,8 +40,9 @@ from benchmarks.core.common import (
     positive_int,
     write_results,
 )
-from benchmarks.core.executor import Task, run_tasks
-from benchmarks.core.study import seeds_argument
+from benchmarks.core.executor import Run, run_all
+from benchmarks.core.store import run_key
+from benchmarks.core.common import seeds_argument
 
 ENV_ID = "rlvr/Countdown-v0"
 ENV_KWARGS = {"n_numbers": 3}
@@ -116,15 +116,14 @@ def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
             "load_after": os.getloadavg()[0]}
 
 
-def tasks(args: argparse.Namespace) -> list[Task]:
+def tasks(args: argparse.Namespace) -> list[Run]:
     out = []
     for name, seeds in args.grid:
         for seed in seeds:
             spec = {"seed": seed, **_merge(GRID[name]),
                     "eval": {"k": args.eval_k, "prompts": args.eval_prompts}}
-            digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-            out.append(Task("benchmarks.r1_base:base_cell", spec, f"{name}__s{seed}__{digest}", group=name,
-                            label=f"{name} s{seed}"))
+            out.append(Run("benchmarks.r1.base_search:base_cell", spec, run_key(name, spec), arm=name,
+                           label=f"{name} s{seed}"))
     return out
 
 
@@ -135,14 +134,14 @@ def _describe(spec: dict[str, Any]) -> str:
             f"{kind} minibatches of {s['batch_size']}, lr {s['learning_rate']:g}")
 
 
-def summarize(task_list: list[Task], records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def summarize(task_list: list[Run], records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for task in task_list:
         rec = records.get(task.key)
         if rec is None:
             continue
-        row = rows.setdefault(task.group, {"name": task.group, "settings": _describe(dict(task.spec)),
-                                           "threads": task.spec["threads"], "seeds": [], "runs": []})
+        row = rows.setdefault(task.arm, {"name": task.arm, "settings": _describe(dict(task.spec)),
+                                         "threads": task.spec["threads"], "seeds": [], "runs": []})
         row["seeds"].append(rec["seed"])
         keep = ("seed", "sft_seconds", "sft_cpu_seconds", "eval", "parameters", "torch_threads",
                 "load_before", "load_after", "sft_losses")
@@ -197,7 +196,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1_base", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1.base_search", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=seeds_argument(), default="0-2",
                         help="choosing seeds (< 10: the study reports 10-14)")
@@ -240,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     task_list = tasks(args)
-    got = run_tasks(task_list, CACHE, address=args.ray_address, workers=args.workers or 1,
-                    progress=not args.quiet, desc="bases", rerun=[r for r in args.rerun.split(",") if r],
-                    log=print)
-    result = {"command": command_line("benchmarks.r1_base", argv), "machine": machine_info(),
+    got = run_all(task_list, CACHE, address=args.ray_address, workers=args.workers or 1,
+                  progress=not args.quiet, desc="bases", rerun=[r for r in args.rerun.split(",") if r],
+                  log=print)
+    result = {"command": command_line("benchmarks.r1.base_search", argv), "machine": machine_info(),
               "seeds": ",".join(map(str, sorted({s for _, seeds in args.grid for s in seeds}))),
               "eval": {"k": args.eval_k, "prompts": args.eval_prompts}, "start": START, "chosen": CHOSEN,
               "grid": {g: {"seeds": seeds, **GRID[g]} for g, seeds in args.grid},

@@ -1,6 +1,6 @@
 """Run-to-run spread: the same runs (same contender, seed, budget, hyperparameters) trained twice.
 
-    python -m benchmarks.spread DIR_A DIR_B [--out DIR | --update-results]
+    python -m benchmarks.compare.spread DIR_A DIR_B [--out DIR | --update-results]
 
 ``DIR_A`` and ``DIR_B`` are two output folders of ``python -m benchmarks.compare`` (e.g. the default
 ``benchmark-runs/compare`` and the committed ``benchmarks/results/compare``). For every run present in
@@ -58,7 +58,8 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.spread", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.spread",
+                                description=__doc__.splitlines()[0])
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     add_output_arguments(p, "spread", RESULTS_DIR)
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     kind = ("run-to-run (same library versions)" if same_versions
             else "build-to-build (library versions differ)")
     lines = [
-        f"`python -m benchmarks.spread {args.a} {args.b}`: {len(rows)} runs trained twice, {kind}.",
+        f"`python -m benchmarks.compare.spread {args.a} {args.b}`: {len(rows)} runs trained twice, {kind}.",
         "",
         "| contender | seed | identical success curves | max abs. success difference | final held-out (a, b) "
         "| steps to 95% (a, b) | train seconds (a, b) |",
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(lines) + "\n"
     record = {"rows": rows, "same_versions": same_versions, "identical": identical, "n": len(rows),
               "seconds_ratio_median": float(np.median(ratios)), "seconds_ratio_max": float(max(ratios)),
-              "machine": machine_info(), "command": command_line("benchmarks.spread", argv)}
+              "machine": machine_info(), "command": command_line("benchmarks.compare.spread", argv)}
     write_results(out, "spread", record, table)
     return 0
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from benchmarks.core.common import write_atomically
 from benchmarks.core.stats import Interval
-from benchmarks.core.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
-from benchmarks.core.summary import summarize
+from benchmarks.compare.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
+from benchmarks.compare.summary import summarize
 
 __all__ = ["CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "markdown_table", "verdict_lines",
            "write_outputs"]
@@ -84,7 +84,8 @@ def _versions_line(meta: Mapping[str, Any]) -> str:
 
 
 def markdown_table(summary: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
-    """The results table (markdown), the ratios against tuned PPO, and the conditions of the run."""
+    """The results table (markdown), the ratios against tuned PPO, and the conditions of the run. Long
+    because the table's columns, its notes and the run conditions are one text read top to bottom."""
     sampled = any(r.get("final_test_sampled_iqm") is not None for r in summary["rows"])
     maskable = any(r["contender"] == REFERENCES[2] for r in summary["rows"])
     env = f"`{meta['env_id']}`" + (f" {json.dumps(meta['env_kwargs'])}" if meta.get("env_kwargs") else "")

@@ -1,6 +1,6 @@
 """The speed goals (each named below with its line), measured side by side in one run.
 
-    python -m benchmarks.speed_goals [--repeats 5] [--seconds 0.3] [--ppo-updates 2] [--update-results]
+    python -m benchmarks.speed goals [--repeats 5] [--seconds 0.3] [--ppo-updates 2] [--update-results]
 
 1. **Native vector Countdown vs ``CartPoleVectorEnv``** at 1024 envs, env steps/s (vector steps x
    num_envs). Countdown draws a random *legal* action for every row from ``action_masks()`` at every
@@ -19,7 +19,7 @@
    ``T / U`` (``DummyVecEnv``'s learn time T, update time U; :func:`amdahl_ceiling`). Goal: adapter
    >= 5x DummyVecEnv (whole learn()).
 3. **Batch verifier vs regex + ``eval``** on the same 20,000 Countdown-4 answers
-   (:func:`benchmarks.vector_speed.measure_verifiers`). Goal: >= 20x.
+   (:func:`benchmarks.speed.vector.measure_verifiers`). Goal: >= 20x.
 4. **The prompt draw's floor** (:func:`measure_prompt_floor`): a refill of 1024 prompts
    (``CountdownTask.sample_arrays``) against the same generator calls alone, replayed on a fresh generator
    (the seeded stream fixes their number and sizes: an exact env cannot make fewer), and the prompts one
@@ -37,7 +37,6 @@ import gc
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -45,6 +44,7 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from benchmarks.core.common import (
+    RESULTS_DIR,
     add_output_arguments,
     cli,
     command_line,
@@ -53,14 +53,14 @@ from benchmarks.core.common import (
     output_folder,
     write_results,
 )
-from benchmarks.vector_speed import measure_verifiers
+from benchmarks.speed.vector import measure_verifiers
 from rlvr_env import CountdownTask
 
 NUM_ENVS = 1024
 GOAL_ENV = 1.0
 GOAL_PPO = 5.0
 GOAL_VERIFIER = 20.0
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = RESULTS_DIR
 COUNTDOWN = "rlvr/Countdown-v0"
 HARNESS = "harness alone (mask x uniforms, argmax; no env)"
 
@@ -342,7 +342,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed_goals",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed goals",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved measurements (median)")
     parser.add_argument("--seconds", type=float, default=0.3, help="length of one env measurement")
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out = output_folder(args)
     limit_threads(1)
     result: dict[str, Any] = {
-        "command": command_line("benchmarks.speed_goals", argv),
+        "command": command_line("benchmarks.speed goals", argv),
         "machine": machine_info(),
         "envs": measure_envs(args.repeats, args.seconds, args.seed),
         "ppo": measure_ppo(args.ppo_updates, args.ppo_repeats, args.seed),

@@ -1,6 +1,6 @@
 """One run of a study: train one contender on one seed for exactly the budget, evaluating as it goes.
 
-:func:`run_one` is the only function that trains; ``benchmarks.compare`` and ``benchmarks.tune`` both
+:func:`run_one` is the only function that trains; ``benchmarks.compare`` and ``benchmarks.compare.tune`` both
 submit it (through :mod:`benchmarks.core.executor`), so a tuning trial and a reported run are measured alike.
 It returns the run's record (a JSON-able dict) and writes nothing: the driver writes files.
 
@@ -41,10 +41,10 @@ import numpy as np
 from benchmarks.core.common import limit_threads
 from benchmarks.core.store import LIBRARIES
 from benchmarks.core.store import library_versions as store_versions
-from benchmarks.core.executor import Task
-from benchmarks.core.study import CONTENDERS, RUN_FORMAT, THRESHOLDS, RunSpec
+from benchmarks.core.executor import Run
+from benchmarks.compare.study import CONTENDERS, KEY_TAG, THRESHOLDS, RunSpec
 
-__all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_task",
+__all__ = ["build_model", "comparable", "library_versions", "run_one", "run_spec", "spec_run",
            "TIMING_FIELDS"]
 
 #: Fields of a record that measure the process rather than the run: time, memory, and torch's thread
@@ -243,7 +243,9 @@ def _first_crossing(curve: Sequence[Mapping[str, Any]], threshold: float) -> tup
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:
-    """Train one contender on one seed in chunks, evaluating after each chunk; return the run record."""
+    """Train one contender on one seed in chunks, evaluating after each chunk; return the run record. Long
+    on purpose: the one function that trains a reported run, read top to bottom (build, train in chunks,
+    evaluate, record); splitting it would hide the order the measurement depends on."""
     import gymnasium as gym
 
     import rlvr_env  # noqa: F401
@@ -316,7 +318,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         collapse_rule = "same greedy answer for every train prompt, train success < 1"
     record: dict[str, Any] = {
         "key": spec.key,
-        "format": RUN_FORMAT,
+        "format": KEY_TAG,
         "spec": spec.to_dict(),
         "contender": spec.contender,
         "label": contender.label,
@@ -364,7 +366,7 @@ def run_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     return run_one(RunSpec.from_dict(spec))
 
 
-def spec_task(spec: RunSpec) -> Task:
+def spec_run(spec: RunSpec) -> Run:
     """A study's run as a task of the executor (``--rerun`` names its contender)."""
-    return Task("benchmarks.core.run:run_spec", spec.to_dict(), spec.key, group=spec.contender,
-                label=f"{spec.contender} s{spec.seed}")
+    return Run("benchmarks.compare.run:run_spec", spec.to_dict(), spec.key, arm=spec.contender,
+               label=f"{spec.contender} s{spec.seed}")

@@ -1,6 +1,6 @@
 """Scale, measured: Ray's overhead per run, 1 vs 2 workers, runs per hour, and the Countdown-4 projection.
 
-    python -m benchmarks.scale
+    python -m benchmarks.compare.scale
 
 Writes ``benchmarks/results/scale.{json,md}``. Three measurements, all on this machine:
 
@@ -11,7 +11,7 @@ Writes ``benchmarks/results/scale.{json,md}``. Three measurements, all on this m
    start-up is a fixed cost per study.
 2. **Workers**: the default study's contenders on ``--seeds`` seeds at ``--budget`` env steps (a
    scaled-down default study) through local Ray with 1 worker, then with 2; the ratio of wall times.
-   Both folders stay in ``benchmark-runs/scale/`` for ``python -m benchmarks.spread`` (the same runs
+   Both folders stay in ``benchmark-runs/scale/`` for ``python -m benchmarks.compare.spread`` (the same runs
    trained twice).
 3. **Projection**: each contender of the Countdown-4 study (those that can run today) trained once
    (seed 10) for ``--probe-budget`` env steps: training seconds per env step and evaluation seconds per
@@ -45,10 +45,11 @@ from benchmarks.core.common import (
     write_atomically,
     write_results,
 )
-from benchmarks.core.executor import ray_session, run_tasks
-from benchmarks.core.run import spec_task
+from benchmarks.core.cluster import ray_session
+from benchmarks.core.executor import run_all
+from benchmarks.compare.run import spec_run
 from benchmarks.core.store import check_run
-from benchmarks.core.study import (
+from benchmarks.compare.study import (
     EVALS_PER_RUN,
     LOCAL_OUT,
     RESULTS_DIR,
@@ -67,7 +68,7 @@ CLUSTERS = ((1, 2), (1, 16), (4, 16), (16, 32))
 def _timed_grid(specs: list[RunSpec], out: Path, workers: int) -> float:
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
-    outcome = run_tasks([spec_task(s) for s in specs], out, workers=workers, progress=False)
+    outcome = run_all([spec_run(s) for s in specs], out, workers=workers, progress=False)
     failures, records = outcome.failures, outcome.records
     if failures or len(records) != len(specs):
         raise RuntimeError(f"{len(failures)} runs failed: {failures[:1]}")
@@ -75,7 +76,7 @@ def _timed_grid(specs: list[RunSpec], out: Path, workers: int) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scale",
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.scale",
                                 description=(__doc__ or "").splitlines()[0])
     p.add_argument("--tiny-runs", type=int, default=12)
     p.add_argument("--seeds", type=seeds_argument(), default="10,11", help="seeds of the scaled-down default study")
@@ -87,11 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The three measurements of the module's docstring, in order. Long because its steps share the
+    study's folders and timings and are read top to bottom."""
     args = build_parser().parse_args(argv)
     out = output_folder(args)
     work = args.work
     from benchmarks.compare import specs_for
-    from benchmarks.core.run import run_one
+    from benchmarks.compare.run import run_one
 
     # 1. Ray overhead on tiny runs
     tiny = [RunSpec("grpo_tabular", "rlvr/Arithmetic-v0", seed, 640, 320, resolve_hyperparams("grpo_tabular"))
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     with ray_session(workers=1, quiet=True):
         startup = time.perf_counter() - t0
         t1 = time.perf_counter()
-        failures = run_tasks([spec_task(s) for s in tiny], work / "tiny", workers=1, progress=False).failures
+        failures = run_all([spec_run(s) for s in tiny], work / "tiny", workers=1, progress=False).failures
         through_ray = time.perf_counter() - t1
     if failures:
         raise RuntimeError(f"tiny runs failed: {failures[:1]}")
@@ -167,11 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         "projection": projection, "quick_mean_run_seconds": quick_mean,
         "quick_runs_per_hour": 3600 * cpus_here / quick_mean,
         "countdown4_runs_per_hour": 3600 * cpus_here / (total / n_runs),
-        "machine": machine_info(), "command": command_line("benchmarks.scale", argv),
+        "machine": machine_info(), "command": command_line("benchmarks.compare.scale", argv),
     }
     lines = [
-        f"Measured by `python -m benchmarks.scale` on {cpus_here} cores of a machine shared with other jobs "
-        f"(load average {machine_info()['load_average_1min']:.1f} at the end), so times are upper bounds.",
+        f"Measured by `python -m benchmarks.compare.scale` on {cpus_here} cores of a machine shared with "
+        f"other jobs (load average {machine_info()['load_average_1min']:.1f} at the end), so times are upper bounds.",
         "",
         "| measurement | value |",
         "|---|---|",

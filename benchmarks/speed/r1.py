@@ -9,7 +9,7 @@ Ratios measured in one run are what to quote on a shared machine; absolute figur
 Writes ``benchmark-runs/r1_speed/speed.json`` (git-ignored; ``--update-results`` writes
 ``benchmarks/results/r1/speed.json``)::
 
-    python -m benchmarks.r1_speed --steps 20000 --threads 1
+    python -m benchmarks.speed r1 --steps 20000 --threads 1
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,9 +30,9 @@ from agents.grpo.agent import GRPO
 from agents.grpo.transformer import DEFAULT_ARCH
 from agents.sft import demonstrations, supervised_fit
 
-from benchmarks.core.common import add_output_arguments, cli, output_folder, write_json
+from benchmarks.core.common import RESULTS_DIR, add_output_arguments, cli, output_folder, write_json
 
-RESULTS = Path(__file__).resolve().parent / "results" / "r1"
+RESULTS = RESULTS_DIR / "r1"
 
 
 def measure(policy: str, steps: int, seed: int, advantage: str = "grpo") -> dict[str, float]:
@@ -143,7 +142,7 @@ def measure_sft(n: int, seed: int) -> dict[str, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1_speed", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed r1", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--threads", type=int, default=1)

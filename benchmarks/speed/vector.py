@@ -1,6 +1,6 @@
 """How fast are the native vector envs and the batch verifier?
 
-    python -m benchmarks.vector_speed [--repeats 5] [--seconds 0.3] [--out DIR | --update-results]
+    python -m benchmarks.speed vector [--repeats 5] [--seconds 0.3] [--out DIR | --update-results]
 
 Three measurements, all in one process:
 
@@ -248,7 +248,7 @@ def run(repeats: int, seconds: float, seed: int, verifier_size: int) -> dict[str
     ratios = {name: {n: envs[name][n] / cart[n] for n in COUNTS} for name in VECTOR_IDS}
     verifiers = measure_verifiers(CountdownTask(), verifier_size, repeats, seed)
     return {
-        "command": "python -m benchmarks.vector_speed " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.speed vector " + " ".join(sys.argv[1:]),
         "machine": {
             "python": platform.python_version(),
             "numpy": np.__version__,
@@ -324,7 +324,8 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed vector",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per measurement (median)")
     parser.add_argument("--seconds", type=float, default=0.3, help="approximate length of one env run")
     parser.add_argument("--verifier-size", type=int, default=20000, help="answers in the verifier workload")

@@ -7,13 +7,12 @@ weights the CLI recipe (``python -m agents.grpo ... --sft N``) would give it. Ea
 ``benchmark-runs/r1/tune/<name>_s<seed>.json`` with the base's and the final held-out/train metrics
 (the CLI's own evaluation, :func:`agents.grpo.__main__._report`)::
 
-    python -m benchmarks.r1_tune --name lr1e-4 --seed 0 --steps 300000 --set learning_rate=1e-4 beta=0.01
+    python -m benchmarks.r1.tune --name lr1e-4 --seed 0 --steps 300000 --set learning_rate=1e-4 beta=0.01
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 
@@ -27,6 +26,7 @@ from agents.grpo.agent import GRPO
 from agents.sft import cold_start
 
 from benchmarks.core.common import LOCAL_OUT, write_json
+from benchmarks.core.store import digest
 
 #: Never committed: tuning runs on the choosing seeds (the bases are a cache).
 OUT = LOCAL_OUT / "r1_tune"
@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> dict:
     sft = {"n": args.sft, "epochs": args.sft_epochs, "lr": args.sft_lr, "batch_size": args.sft_batch_size,
            "minibatch": args.sft_minibatch, "warmup": args.sft_warmup}
     net = model.policy.net  # the resolved architecture and initialisation, defaults included
-    key = json.dumps({"env_kwargs": model.env_kwargs, "policy_kwargs": policy_kwargs, "sft": sft,
-                      "arch": {**net.arch, "init": net.init}, "seed": args.seed}, sort_keys=True)
-    base_path = OUT / "bases" / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".npz")
+    key = {"env_kwargs": model.env_kwargs, "policy_kwargs": policy_kwargs, "sft": sft,
+           "arch": {**net.arch, "init": net.init}, "seed": args.seed}
+    base_path = OUT / "bases" / (digest(key, 16) + ".npz")
     eval_args = argparse.Namespace(eval_k=args.eval_k, eval_prompts=None)
     record: dict = {"name": args.name, "seed": args.seed, "sft": sft, "policy_kwargs": policy_kwargs,
                     "env_kwargs": model.env_kwargs, "config": model.config.to_dict(),
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1_tune", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.r1.tune", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", required=True)
     parser.add_argument("--seed", type=int, default=0, help="a choosing seed (0-9); never a reported one")

@@ -1,35 +1,35 @@
 """A study as data: its env and kwargs, contenders, seeds and budget, in one readable place.
 
 Adding a contender is one :class:`Contender` line in :data:`CONTENDERS` (plus a search space in
-:mod:`benchmarks.tune` if it is tuned); adding a study is one :class:`Study` in :data:`STUDIES`, which
+:mod:`benchmarks.compare.tune` if it is tuned); adding a study is one :class:`Study` in :data:`STUDIES`, which
 ``python -m benchmarks.compare --study NAME`` then runs.
 
 Seeds: reported studies use seeds from 10 up (the GRPO agent's presets were chosen in sweeps over seeds
-0..9, ``agents/grpo/config.py``); tuning uses seeds 1000+ (:mod:`benchmarks.tune`), which no study reports.
+0..9, ``agents/grpo/config.py``); tuning uses seeds 1000+ (:mod:`benchmarks.compare.tune`), which no
+study reports.
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core.common import LOCAL_OUT, RESULTS_DIR
+from benchmarks.core.common import LOCAL_OUT, RESULTS_DIR, parse_seeds, seeds_argument
+from benchmarks.core.store import digest
 
 __all__ = [
     "CONTENDERS", "Contender", "DEFAULT_STUDY", "VERDICT_COLUMNS", "EVALS_PER_RUN", "HPARAMS_DIR",
     "LOCAL_OUT", "REFERENCES",
-    "RESULTS_DIR", "RUN_FORMAT", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
+    "RESULTS_DIR", "KEY_TAG", "RunSpec", "STUDIES", "Study", "THRESHOLDS", "contender_hyperparams",
     "hparams_path", "parse_contenders", "parse_seeds", "resolve_hyperparams", "seeds_argument",
 ]
 
-#: Bumped when what a run measures changes, so stale per-run files are not reused.
-RUN_FORMAT = 2
+#: The tag every stored run key and record of a study carries: fixed, since changing it would change every
+#: key (a change of what a run measures bumps :data:`benchmarks.core.store.CODE_VERSION` instead).
+KEY_TAG = 2
 # A GRPO spec carries its whole resolved GRPOConfig (the policy's preset plus any tuned overrides), so a
 # change of the agent's preset changes the run key and old runs are not reused; SB3 specs carry only
 # what differs from SB3's defaults.
@@ -136,7 +136,7 @@ _COMMITTED = {"arithmetic": "compare", "arithmetic-full": "compare_full"}
 _ARITHMETIC = ("grpo_tabular", "grpo_mlp", "grpo_mlp_tuned", "ppo_default", "ppo_tuned")
 # Countdown: GRPO (MLP, grammar-masked decoding), SB3 PPO (unmasked: it can write
 # malformed answers and is scored as written) and MaskablePPO (masked in training and scoring); each with
-# its defaults and, once `python -m benchmarks.tune --study ...` has written their files, tuned.
+# its defaults and, once `python -m benchmarks.compare.tune --study ...` has written their files, tuned.
 _COUNTDOWN = ("grpo_mlp_masked", "ppo_default", "maskable_ppo_default")
 _COUNTDOWN_TUNED = ("grpo_mlp_masked_tuned", "ppo_tuned", "maskable_ppo_tuned")
 
@@ -146,7 +146,8 @@ STUDIES: dict[str, Study] = {
         # Budgets are multiples of 20,480 env steps, which every Arithmetic contender's rollout /
         # iteration divides (GRPO 160, 320, 640; PPO 2,048, 4,096), so each ends its last update at
         # exactly the budget and no step is wasted (other budgets also end at exactly the budget; see
-        # benchmarks.core.run). 102,400 is where every GRPO seed of the 10-seed study had reached 95% held-out.
+        # benchmarks.compare.run). 102,400 is where every GRPO seed of the 10-seed study had reached 95%
+        # held-out.
         Study("arithmetic", "the quick look (the main command): 3 seeds", "rlvr/Arithmetic-v0", _ARITHMETIC,
               "10-12", 102_400),
         Study("arithmetic-full", "the reported Arithmetic study: 10 seeds", "rlvr/Arithmetic-v0",
@@ -185,15 +186,14 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        parts: list[Any] = [RUN_FORMAT, self.hyperparams, self.eval_every, list(self.eval_splits)]
+        parts: list[Any] = [KEY_TAG, self.hyperparams, self.eval_every, list(self.eval_splits)]
         # Only non-default fields join the digest, so runs written before they existed keep their keys.
         extra = {k: v for k, v in (("env_kwargs", self.env_kwargs), ("eval_prompts", self.eval_prompts),
                                    ("sampled_k", self.sampled_k)) if v}
         if extra:
             parts.append(extra)
-        digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:10]
         env_slug = re.sub(r"[^A-Za-z0-9]+", "-", self.env_id).strip("-")
-        return f"{self.contender}__{env_slug}__b{self.budget}__s{self.seed}__{digest}"
+        return f"{self.contender}__{env_slug}__b{self.budget}__s{self.seed}__{digest(parts, 10)}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,45 +234,6 @@ def resolve_hyperparams(contender: str, study: str | None = None) -> dict[str, A
 
         return contender_hyperparams(contender, load_hparams(contender, hparams_path(contender, study)))
     return contender_hyperparams(contender)
-
-
-def parse_seeds(text: str, *, minimum: int = 1, tuning: bool = False) -> list[int]:
-    """The one seed syntax of every CLI: ``"5"`` -> seed 5; ``"10,11"`` -> those seeds; ``"10-19"`` ->
-    10..19; parts combine (``"100-102,7"``). Reported seeds are below 1000; ``tuning`` seeds (benchmarks.tune)
-    are 1000 and up, so no reported run reuses a tuning seed. At least ``minimum`` distinct seeds."""
-    raw = str(text).strip()
-    seeds: list[int] = []
-    for part in (p.strip() for p in raw.split(",")):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if m is None:
-            raise ValueError(f"--seeds {raw!r}: {part!r} is not a seed; write a seed (5), a list (10,11) "
-                             "or a range (10-19)")
-        lo = int(m.group(1))
-        hi = lo if m.group(2) is None else int(m.group(2))
-        if hi < lo:
-            raise ValueError(f"--seeds {raw!r}: the range {part!r} must read LOW-HIGH with LOW <= HIGH")
-        seeds.extend(range(lo, hi + 1))
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {raw!r} names a seed twice; seeds must be distinct")
-    if len(seeds) < minimum:
-        raise ValueError(f"--seeds {raw!r} names {len(seeds)} seed(s); this command needs at least {minimum}")
-    if tuning and any(s < 1000 for s in seeds):
-        raise ValueError(f"--seeds {raw!r}: tuning seeds are 1000 and up (0..999 are for reported runs)")
-    if not tuning and any(s >= 1000 for s in seeds):
-        raise ValueError(f"--seeds {raw!r}: seeds >= 1000 are reserved for tuning (benchmarks.tune)")
-    return seeds
-
-
-def seeds_argument(minimum: int = 1, tuning: bool = False) -> Callable[[str], list[int]]:
-    """``type=`` for an argparse ``--seeds`` option: :func:`parse_seeds` with an argparse error."""
-    def parse(text: str) -> list[int]:
-        try:
-            return parse_seeds(text, minimum=minimum, tuning=tuning)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-
-    parse.__name__ = "seeds"
-    return parse
 
 
 def parse_contenders(text: str, flag: str = "--contenders") -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.stats import ONE_SEED, Interval, iqm_ci, ratio_ci
-from benchmarks.core.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
+from benchmarks.compare.study import CONTENDERS, REFERENCES, VERDICT_COLUMNS
 
 __all__ = ["summarize"]
 
@@ -90,7 +90,8 @@ def _goal(ratio: Interval, limit: float, censored: int, ref_censored: int) -> st
 
 
 def summarize(records: Sequence[Mapping[str, Any]], contenders: Sequence[str]) -> dict[str, Any]:
-    """Per-contender IQM and CIs, verdicts against each PPO reference, and the GRPO / PPO ratios."""
+    """Per-contender IQM and CIs, verdicts against each PPO reference, and the GRPO / PPO ratios. Long
+    because every column of the summary is computed here once, in the order the table shows them."""
     by_name: dict[str, list[Mapping[str, Any]]] = {}
     for r in records:
         by_name.setdefault(r["contender"], []).append(r)

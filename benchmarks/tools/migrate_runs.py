@@ -2,8 +2,8 @@
 checksum; :mod:`benchmarks.core.store`), leaving every record's content as it is, so every figure made
 from them stays the same.
 
-    python -m benchmarks.migrate_runs [FOLDER ...]                  # say what would change
-    python -m benchmarks.migrate_runs --update-results [FOLDER ...]  # rewrite (default: the committed runs)
+    python -m benchmarks.tools.migrate_runs [FOLDER ...]                   # say what would change
+    python -m benchmarks.tools.migrate_runs --update-results [FOLDER ...]  # rewrite (default: committed)
 
 A record's fingerprint is computed from its own spec and the library versions it records (a record
 that records none gets ``"unrecorded"``, so its fingerprint matches no running code and a study that
@@ -25,7 +25,7 @@ from benchmarks.core.store import LIBRARIES, STORE_FORMAT, CODE_VERSION, fingerp
 
 __all__ = ["main", "migrated"]
 
-STUDY_FN = "benchmarks.core.run:run_spec"
+STUDY_FN = "benchmarks.compare.run:run_spec"
 LAB_FN = "benchmarks.lab.runner:run_arm"
 
 
@@ -50,7 +50,7 @@ def migrated(path: Path) -> tuple[str, str, dict[str, Any]] | None:
     if data.get("format") == STORE_FORMAT and "checksum" in data:
         return None
     key = Path(path).stem
-    if isinstance(data.get("spec"), dict):  # a study run (benchmarks.core.run)
+    if isinstance(data.get("spec"), dict):  # a study run (benchmarks.compare.run)
         if data.get("key") != key:
             raise ValueError(f"{path}: its record names the run {data.get('key')!r}, not the file's {key!r}")
         return key, fingerprint(STUDY_FN, data["spec"], _version(data)), data
@@ -60,7 +60,7 @@ def migrated(path: Path) -> tuple[str, str, dict[str, Any]] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.migrate_runs", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tools.migrate_runs", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folders", nargs="*", type=Path, help="folders holding runs/ (default: every "
                    "committed results folder)")

@@ -1,6 +1,6 @@
 """Copy the benchmark result tables into README.md and the docs/ pages, so no figure there is typed by hand.
 
-    python -m benchmarks.update_readme [--check]
+    python -m benchmarks.tools.update_readme [--check]
 
 A page (README.md or any ``docs/*.md``) marks each generated block with ``<!-- BEGIN <path> -->`` ...
 ``<!-- END <path> -->``, where ``<path>`` is a markdown file a benchmark command writes, relative to the
@@ -19,9 +19,8 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.core.common import write_atomically
+from benchmarks.core.common import ROOT, write_atomically
 
-ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"(<!-- BEGIN (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- END (?P=path) -->)", re.S)
 # a markdown link or image target: ](target) or ](target "title"); the target has no spaces
 _LINK_TARGET = re.compile(r"(\]\()([^)\s]+)")
@@ -93,14 +92,14 @@ def refresh(root: Path = ROOT, *, check: bool = False) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.update_readme", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.update_readme", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="report stale blocks, change nothing")
     args = parser.parse_args(argv)
     stale = refresh(check=args.check)
     if args.check:
         for page, path in stale:
-            print(f"{page}: block for {path} is stale; run python -m benchmarks.update_readme")
+            print(f"{page}: block for {path} is stale; run python -m benchmarks.tools.update_readme")
         return 1 if stale else 0
     print(f"refreshed {len(stale)} block(s): {', '.join(f'{p}: {b}' for p, b in stale) or 'none'}")
     return 0

@@ -1,6 +1,6 @@
 """Where one GRPO iteration spends its time, on one thread.
 
-    python -m benchmarks.profile_grpo [--steps 40000] [--cases tab_arith,mlp_arith,mlp_countdown3]
+    python -m benchmarks.speed profile_grpo [--steps 40000] [--cases tab_arith,mlp_arith,mlp_countdown3]
                                       [--repeats 3] [--update-results]
 
 Each case trains a fresh agent (seed ``--seed``) with the phase timer on (``model.timer =
@@ -143,7 +143,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_grpo",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed profile_grpo",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=40_000, help="timed env steps per run")
     parser.add_argument("--warmup", type=int, default=4_000, help="untimed env steps before the timed ones")
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out = output_folder(args)
     limit_threads(1, import_torch=any(CASES[c][2] == "mlp" for c in cases))
     result = {
-        "command": command_line("benchmarks.profile_grpo", argv),
+        "command": command_line("benchmarks.speed profile_grpo", argv),
         "machine": machine_info(),
         "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "seed": args.seed,
         "cases": {c: profile_case(c, args.steps, args.warmup, args.repeats, args.seed) for c in cases},

@@ -1,7 +1,8 @@
 """Training throughput: environment steps per second of a whole ``learn`` call, GRPO (tabular, MLP)
 beside Stable-Baselines3 PPO (``MlpPolicy``, SB3 defaults) on ``rlvr/Arithmetic-v0``, in one process.
 
-    python -m benchmarks.throughput [--steps 20480] [--repeats 3] [--threads 1] [--out DIR | --update-results]
+    python -m benchmarks.speed throughput [--steps 20480] [--repeats 3] [--threads 1]
+                                          [--out DIR | --update-results]
 
 Method: the contenders are timed alternately, ``--repeats`` times each, each on a freshly built model
 (construction not timed), and the median steps/s is reported, so a drift of this shared machine's speed
@@ -94,7 +95,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed throughput", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20_480)
     parser.add_argument("--repeats", type=int, default=3)
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     threads = limit_threads(args.threads, import_torch=True)
     rates = measure(args.steps, args.repeats)
     result = {
-        "command": command_line("benchmarks.throughput", argv),
+        "command": command_line("benchmarks.speed throughput", argv),
         "machine": machine_info(),
         "steps": args.steps,
         "repeats": args.repeats,

@@ -30,22 +30,16 @@ Each run is one executor task (:mod:`benchmarks.core.executor`) with one torch t
 tasks carry their base's weights in their spec, so a cluster needs no shared filesystem. Results go to
 ``benchmark-runs/r1/`` (git-ignored) unless ``--update-results`` (``benchmarks/results/r1/``).
 Settings were chosen on seeds 0-2; the reported seeds start at 10.
-The summary, the goal verdicts and the table are :mod:`benchmarks.r1_report`'s.
+The summary, the goal verdicts and the table are :mod:`benchmarks.r1.report`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
-import io
 import json
 import re
-import sys
 import time
 from typing import Any
-
-import numpy as np
 
 from benchmarks.core.common import (
     LOCAL_OUT,
@@ -53,28 +47,22 @@ from benchmarks.core.common import (
     add_executor_arguments,
     add_output_arguments,
     check_writable,
-    cli,
     command_line,
     limit_threads,
     machine_info,
     output_folder,
     positive_int,
+    seeds_argument,
     write_atomically,
     write_results,
 )
-from benchmarks.core.executor import Task, run_tasks
-from benchmarks.core.study import seeds_argument
-from benchmarks.r1_report import (AGENT_ALGOS, ALGOS, DEFAULT_ENV_KWARGS, ENV_ID, KS, SB3_ALGOS, base_name,
-                                  headline, markdown, summarize)
+from benchmarks.core.executor import Run, run_all
+from benchmarks.core.store import run_key
+from benchmarks.core.bases import (DEFAULT_ENV_KWARGS, ENV_ID, EVAL, RECIPE_SFT, base_name, base_runs,
+                                   evaluate, make_model)
+from benchmarks.core.weights import load_weights
+from benchmarks.r1.report import AGENT_ALGOS, ALGOS, SB3_ALGOS, headline, markdown, summarize
 
-#: The recipe's cold start: the CLI's ``--sft 100000`` with its defaults (agents.grpo.config.COLD_START),
-#: for the transformer's default architecture (3 layers, width 128, PyTorch's default init). Chosen on
-#: seeds 0-2 by ``python -m benchmarks.r1_base`` (benchmarks/results/r1/base_search.md): PyTorch's init
-#: instead of GPT-2's N(0, 0.02) moved held-out greedy most, then a third layer, then 12 epochs
-#: instead of 8.
-RECIPE_SFT = {"n": 100_000, "epochs": 12, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
-              "warmup": 0.0}
-EVAL = {"k": 64, "prompts": 256, "curve_k": 8, "curve_prompts": 200}
 #: SB3 PPO / MaskablePPO per update, collected from the native vector env (256 rows x 8 steps = one
 #: 2,048-step rollout, about 300 answers, as GRPO's 16 x 16 group batch), minibatches of 512 x 2 epochs
 #: (8 gradient steps per rollout), GRPO's step size; SB3's other defaults (clip 0.2, gamma 0.99, GAE
@@ -87,68 +75,6 @@ SB3_SETTINGS = {"n_envs": 256, "n_steps": 8, "batch_size": 512, "n_epochs": 2, "
 LOCAL_BASES = LOCAL_OUT / "r1" / "bases"
 
 
-# -- weights travel in specs and records as text ----------------------------------------------------
-def _pack(net: Any) -> str:
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: v.detach().numpy() for k, v in net.state_dict().items()})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def unpack_weights(blob: str) -> dict[str, np.ndarray]:
-    """The named arrays of a base's packed weights (the base64 npz a base record carries)."""
-    with np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
-
-
-def load_weights(blob: str, net: Any) -> None:
-    """Load a base's packed weights into ``net``; ``ValueError`` when the names differ."""
-    import torch
-
-    arrays, expected = unpack_weights(blob), net.state_dict()
-    if set(arrays) != set(expected):
-        raise ValueError(f"base weights hold {sorted(arrays)}, the network {sorted(expected)}")
-    net.load_state_dict({k: torch.as_tensor(arrays[k]).to(expected[k].dtype) for k in expected})
-
-
-def _model(spec: dict[str, Any], masks: bool = True) -> Any:
-    import rlvr_env  # noqa: F401 - registers the envs
-    from agents.grpo.agent import GRPO
-    from agents.grpo.config import GRPOConfig
-
-    config = GRPOConfig.preset("transformer", action_masks=masks, **spec.get("grpo", {}))
-    return GRPO(ENV_ID, config, policy="transformer", seed=spec["seed"],
-                env_kwargs={**spec["env_kwargs"], "observation": "tokens"},
-                policy_kwargs=spec["policy_kwargs"])
-
-
-def _evaluate(model: Any, k: int, prompts: int, splits: tuple[str, ...] = ("train", "test")
-              ) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for split in splits:
-        rep = model.success(split, k=k, n_prompts=prompts)
-        out[split] = {"greedy": rep.greedy, "sampled": rep.sampled,
-                      "pass_at": {str(j): v for j, v in rep.pass_at([j for j in KS if j <= k]).items()}}
-    return out
-
-
-def base_run(spec: dict[str, Any]) -> dict[str, Any]:
-    """Stage 1: the cold start on ``spec["sft"]["n"]`` train-split solutions, evaluated alone."""
-    from agents.sft import cold_start
-
-    threads = limit_threads(1, import_torch=True)
-    sft = spec["sft"]
-    model = _model(spec, masks=sft.get("masked", True))  # unmasked: the unmasked PPO arm's own base
-    info = cold_start(model, sft["n"], epochs=sft["epochs"], batch_size=sft["batch_size"],
-                      learning_rate=sft["learning_rate"], minibatch=sft["minibatch"], warmup=sft["warmup"])
-    ev = spec["eval"]
-    return {"seed": spec["seed"], "sft": sft, "sft_seconds": info["sft_seconds"],
-            "sft_losses": info["sft_losses"],
-            "sft_tokens": info["sft_tokens"], "eval": _evaluate(model, ev["k"], ev["prompts"]),
-            "curve_start": _evaluate(model, ev["curve_k"], ev["curve_prompts"], ("test",))["test"]["sampled"],
-            "weights": _pack(model.policy.net), "parameters": model.num_parameters(),
-            "torch_threads": threads}
-
-
 def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     """Stage 2: one RL contender for ``spec["budget"]`` env steps from a base's weights (or from the
     seeded initial network when ``spec["base_weights"]`` is None), with a held-out learning curve."""
@@ -157,14 +83,14 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     masked = algo != "ppo"
     if algo not in ALGOS:
         raise ValueError(f"algo={algo!r} is not one of {ALGOS}")
-    scorer = _model(spec, masks=masked)  # GRPO trains this one; SB3 actors are copied into it to score
+    scorer = make_model(spec, masks=masked)  # GRPO trains this one; SB3 actors are copied into it to score
     if spec["base_weights"] is not None:
         load_weights(spec["base_weights"], scorer.policy.net)
     scorer.policy.restart_from_current()  # GRPO's KL reference = its start
     sb3 = _sb3_model(spec, scorer) if algo in SB3_ALGOS else None
     checkpoints = sorted(set(spec["points"]) | {budget})
-    curve = [{"steps": 0, "test_sampled": _evaluate(scorer, ev["curve_k"], ev["curve_prompts"],
-                                                    ("test",))["test"]["sampled"]}]
+    curve = [{"steps": 0, "test_sampled": evaluate(scorer, ev["curve_k"], ev["curve_prompts"],
+                                                   ("test",))["test"]["sampled"]}]
     seconds, done = 0.0, 0
     for target in checkpoints:  # whole iterations / rollouts: a run ends at or just past each point
         if target <= done:
@@ -182,11 +108,11 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
 
             copy_from_sb3(sb3, scorer.policy)
         curve.append({"steps": done, "train_seconds": seconds,
-                      "test_sampled": _evaluate(scorer, ev["curve_k"], ev["curve_prompts"],
-                                                ("test",))["test"]["sampled"]})
+                      "test_sampled": evaluate(scorer, ev["curve_k"], ev["curve_prompts"],
+                                               ("test",))["test"]["sampled"]})
     return {"algo": algo, "start": spec["start"], "seed": spec["seed"], "budget": budget, "steps_run": done,
             "train_seconds": seconds, "steps_per_second": done / max(seconds, 1e-9), "curve": curve,
-            "eval": _evaluate(scorer, ev["k"], ev["prompts"]), "torch_threads": threads}
+            "eval": evaluate(scorer, ev["k"], ev["prompts"]), "torch_threads": threads}
 
 
 def _sb3_model(spec: dict[str, Any], scorer: Any) -> Any:
@@ -212,29 +138,14 @@ def _sb3_model(spec: dict[str, Any], scorer: Any) -> Any:
 
 
 # -- the study ----------------------------------------------------------------------------------------
-def _key(group: str, spec: dict[str, Any]) -> str:
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{group}__s{spec['seed']}__{digest}"
+def stage1_runs(args: argparse.Namespace) -> list[Run]:
+    """Stage 1's runs (:func:`benchmarks.core.bases.base_runs`): the recipe's base and each smaller one per
+    seed, plus the unmasked base when the unmasked PPO arm is among ``args.arms``."""
+    return base_runs(args.seeds, args.recipe, sft_budgets=args.sft_budgets, env_kwargs=args.env_kwargs,
+                     evaluation=args.eval, unmasked="ppo" in args.arms)
 
 
-def base_tasks(args: argparse.Namespace) -> list[Task]:
-    """Stage 1's runs: the recipe's base and each smaller one per seed, plus the unmasked base when the
-    unmasked PPO arm is among ``args.arms``."""
-    tasks = []
-    for seed in args.seeds:
-        sfts = [{**args.recipe, "n": n} for n in sorted({args.recipe["n"], *args.sft_budgets})]
-        if "ppo" in args.arms:
-            sfts.append({**args.recipe, "masked": False})
-        for sft in sfts:
-            spec = {"seed": seed, "env_kwargs": args.env_kwargs, "policy_kwargs": {}, "eval": args.eval,
-                    "sft": sft}
-            name = base_name(sft)
-            tasks.append(Task("benchmarks.r1:base_run", spec, _key(name, spec), group=name,
-                              label=f"{name} s{seed}"))
-    return tasks
-
-
-def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, Any]]) -> list[Task]:
+def stage2_runs(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, Any]]) -> list[Run]:
     """Stage 2's runs; ``bases`` maps (seed, :func:`base_name`) to the base's record. Every arm of
     ``args.arms`` from the recipe's base (the unmasked PPO arm from the unmasked base), the agent's arms
     from scratch (those of ``args.scratch_arms``), GRPO from each smaller base; every run for
@@ -263,8 +174,8 @@ def rl_tasks(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str, An
                         "sb3": sb3}
                 if AGENT_ALGOS.get(algo):
                     spec["grpo"] = dict(AGENT_ALGOS[algo])
-                tasks.append(Task("benchmarks.r1:rl_run", spec, _key(name, spec), group=name,
-                                  label=f"{name} s{seed}"))
+                tasks.append(Run("benchmarks.r1:rl_run", spec, run_key(name, spec), arm=name,
+                                 label=f"{name} s{seed}"))
     return tasks
 
 
@@ -384,14 +295,14 @@ def main(argv: list[str] | None = None) -> int:
               "log": print}
     # Bases carry their weights (about 1 MB each): kept in the git-ignored cache, never committed.
     cache = args.out / "bases" if args.out is not None else LOCAL_BASES
-    stage1 = base_tasks(args)
+    stage1 = stage1_runs(args)
     check_writable(out)  # the results folder too, before the bases train
-    got = run_tasks(stage1, cache, desc="bases", **common)
+    got = run_all(stage1, cache, desc="bases", **common)
     bases = {(r["seed"], base_name(r["sft"])): r for r in got.ordered(stage1)}
-    stage2 = rl_tasks(args, bases)
+    stage2 = stage2_runs(args, bases)
     # the longest runs (SB3's) start first, so the last minutes of the study are not one run alone
     longest_first = sorted(stage2, key=lambda t: t.spec["algo"] not in SB3_ALGOS)
-    runs = run_tasks(longest_first, out, desc="rl", **common)
+    runs = run_all(longest_first, out, desc="rl", **common)
     result = {"command": command_line("benchmarks.r1", argv), "machine": machine_info(),
               "seeds": ",".join(map(str, args.seeds)), "curve_every": args.curve_every,
               "budget": args.budget, "arms": args.arms,
@@ -409,7 +320,3 @@ def main(argv: list[str] | None = None) -> int:
     for failure in result["failures"]:
         print(f"FAILED: {failure}")
     return 1 if result["failures"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(cli(main))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.core.stats import NO_INTERVAL, iqm_ci, ratio_ci
+from benchmarks.core.stats import NO_INTERVAL, iqm_ci, paired, ratio_ci, verdict
 
 ENV_ID = "rlvr/Countdown-v0"
 DEFAULT_ENV_KWARGS = {"n_numbers": 3}
@@ -182,7 +182,6 @@ def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple
     """Yue et al. (2025): RLVR raises pass@1 but narrows pass@k at large k. Per split, the per-seed
     differences RL - base (paired by seed; IQM and 95% CI, the lab's verdict rule) at k = 1 and k = 64,
     and the smallest k where the RL policy's mean pass@k falls below the base's."""
-    from benchmarks.lab.base import paired, verdict
 
     base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
     if not base or not rl:
@@ -247,6 +246,8 @@ def headline(result: dict[str, Any]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    """The R1 study's markdown table from its result. Long because the table is one text, read top to
+    bottom."""
     s = result["summary"]
     n = result["eval"]["k"]
     ks = [k for k in KS if k <= n]

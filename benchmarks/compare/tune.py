@@ -1,7 +1,7 @@
 """Tune the "tuned" contenders of a study with one and the same search budget each, on Ray Tune.
 
-``python -m benchmarks.tune [--study NAME]`` writes ``benchmarks/hparams/<contender>.json`` (Arithmetic)
-or ``<contender>__<study>.json`` (other studies); ``compare`` reads them. The protocol, identical for
+``python -m benchmarks.compare.tune [--study NAME]`` writes ``benchmarks/hparams/<contender>.json``
+(Arithmetic) or ``<contender>__<study>.json`` (other studies); ``compare`` reads them. The protocol, identical for
 every tuned contender of a study:
 
 - **search**: Ray Tune with its Optuna searcher (``ray.tune.search.optuna.OptunaSearch``, a seeded TPE
@@ -13,7 +13,7 @@ every tuned contender of a study:
   learning curve: rewards reaching high success early, which is what steps-to-95% measures), each run
   ``--budget`` env steps (the same for every contender). The held-out split is never evaluated while
   tuning;
-- every trial run is :func:`benchmarks.core.run.run_one` (same env, kwargs, evaluator and exact budget as
+- every trial run is :func:`benchmarks.compare.run.run_one` (same env, kwargs, evaluator and exact budget as
   the reported runs); the records of every trial come back to the driver, which writes them (with the
   chosen values) atomically.
 
@@ -47,10 +47,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.common import cli, write_atomically
-from benchmarks.core.executor import ray_session
-from benchmarks.core.run import spec_task
+from benchmarks.core.cluster import ray_session
+from benchmarks.compare.run import spec_run
 from benchmarks.core.store import save_run
-from benchmarks.core.study import (
+from benchmarks.compare.study import (
     CONTENDERS,
     DEFAULT_STUDY,
     EVALS_PER_RUN,
@@ -143,7 +143,7 @@ def _trial(config: dict[str, Any]) -> dict[str, Any]:
     import optuna
 
     from benchmarks.core.common import limit_threads
-    from benchmarks.core.run import run_one
+    from benchmarks.compare.run import run_one
 
     limit_threads(1)
     meta = config["_meta"]
@@ -180,7 +180,8 @@ def tune(
     sampler_seed: int = 0,
     quiet: bool = False,
 ) -> dict[str, Any]:
-    """Run the search for one contender through Ray Tune; return the hyperparameter-file content."""
+    """Run the search for one contender through Ray Tune; return the hyperparameter-file content. Long
+    because Ray Tune's search, its trial function and the file it writes are set up in one place."""
     import optuna
 
     # Tune's default CSV / JSON / TensorBoard loggers would log every trial's run records; the driver
@@ -217,7 +218,7 @@ def tune(
                        "final_train_success": [r["final_train_success"] for r in m["records"]],
                        "train_seconds": [r["train_seconds"] for r in m["records"]]})
         for record in m["records"]:  # the driver writes every trial run, as the executor does
-            task = spec_task(RunSpec.from_dict(record["spec"]))
+            task = spec_run(RunSpec.from_dict(record["spec"]))
             save_run(Path(out) / "runs", task.key, task.fingerprint, record)
     done = [t for t in trials if t["value"] is not None]
     if not done:
@@ -235,7 +236,7 @@ def tune(
         "tuning_budget_env_steps": budget, "tuning_seeds": list(seeds),
         "sampler": f"Ray Tune OptunaSearch, TPESampler(seed={sampler_seed}), first trial = library defaults",
         "search_space": _space_text(contender), "trials": trials,
-        "command": "python -m benchmarks.tune " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.compare.tune " + " ".join(sys.argv[1:]),
     }
 
 
@@ -247,7 +248,8 @@ def _space_text(contender: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=(__doc__ or "").splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare.tune",
+                                description=(__doc__ or "").splitlines()[0])
     p.add_argument("--study", default=DEFAULT_STUDY, choices=sorted(STUDIES))
     p.add_argument("--contenders", default=None,
                    help=f"comma-separated subset of {sorted(SEARCH_SPACES)} "

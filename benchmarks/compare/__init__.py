@@ -11,10 +11,11 @@ prompts). Each run is one Ray task (:mod:`benchmarks.core.executor`); with no ``
     python -m benchmarks.compare --study countdown3     # Countdown-3: GRPO, PPO, MaskablePPO
     python -m benchmarks.compare --ray-address HOST:6379 --study countdown4   # on a Ray cluster
 
-The pieces: :mod:`benchmarks.core.study` (studies and contenders as data), :mod:`benchmarks.core.run` (one run),
-:mod:`benchmarks.core.executor` (a grid on Ray), :mod:`benchmarks.core.summary` (IQM, intervals, verdicts, goals)
-and :mod:`benchmarks.core.report` (files, table, plots). "Tuned" hyperparameters come from
-``benchmarks/hparams/``, written by ``python -m benchmarks.tune`` with the same search budget per
+The pieces: :mod:`benchmarks.compare.study` (studies and contenders as data),
+:mod:`benchmarks.compare.run` (one run), :mod:`benchmarks.core.executor` (a grid on Ray),
+:mod:`benchmarks.compare.summary` (IQM, intervals, verdicts, goals) and :mod:`benchmarks.compare.report`
+(files, table, plots). "Tuned" hyperparameters come from
+``benchmarks/hparams/``, written by ``python -m benchmarks.compare.tune`` with the same search budget per
 contender, on the train split and on seeds 1000+ that no reported run uses.
 
 Outputs in the output folder (git-ignored ``benchmark-runs/<study>/`` unless ``--out``; the committed
@@ -34,9 +35,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.core.common import cli, write_atomically
-from benchmarks.core.executor import git_commit, run_tasks
-from benchmarks.core.report import (
+from benchmarks.core.common import write_atomically
+from benchmarks.core.executor import git_commit, run_all
+from benchmarks.compare.report import (
     CURVE_COLUMNS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
@@ -44,8 +45,8 @@ from benchmarks.core.report import (
     verdict_lines,
     write_outputs,
 )
-from benchmarks.core.run import build_model, library_versions, run_one, spec_task
-from benchmarks.core.study import (
+from benchmarks.compare.run import build_model, library_versions, run_one, spec_run
+from benchmarks.compare.study import (
     CONTENDERS,
     DEFAULT_STUDY,
     EVALS_PER_RUN,
@@ -61,7 +62,7 @@ from benchmarks.core.study import (
     seeds_argument,
     study_contenders,
 )
-from benchmarks.core.summary import summarize
+from benchmarks.compare.summary import summarize
 
 __all__ = [
     "CONTENDERS", "CURVE_COLUMNS", "RUN_COLUMNS", "SUMMARY_COLUMNS", "FULL", "QUICK", "RunSpec",
@@ -188,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     if args.contenders is None and missing_tuned(study):
         print(f"note: no tuned hyperparameters yet for {', '.join(missing_tuned(study))} on {study.name} "
-              f"(python -m benchmarks.tune --study {study.name}); running without them", file=sys.stderr)
+              f"(python -m benchmarks.compare.tune --study {study.name}); running without them",
+              file=sys.stderr)
     try:
         specs = specs_for(study, contenders, seeds, budget, eval_every, env_id)
     except ValueError as err:  # e.g. a budget SB3's env copies cannot split evenly
@@ -196,9 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     workers = None if address else (args.workers or os.cpu_count() or 1)
-    outcome = run_tasks([spec_task(s) for s in specs], out, address=address, workers=workers,
-                        progress=not args.quiet, rerun=rerun, desc=study.name, log=print)
-    records, failures = outcome.ordered(spec_task(s) for s in specs), outcome.failures
+    outcome = run_all([spec_run(s) for s in specs], out, address=address, workers=workers,
+                      progress=not args.quiet, rerun=rerun, desc=study.name, log=print)
+    records, failures = outcome.ordered(spec_run(s) for s in specs), outcome.failures
     dest = outcome.destination(out)  # a committed folder is written only when every run succeeded
     if args.update_results and not failures:
         # The committed folder holds exactly this study: drop run files it no longer contains.
@@ -236,7 +238,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(outcome.incomplete() + (f"; {out}/ is left as it was" if dest != out else ""), file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(cli(main))

@@ -1,4 +1,4 @@
-"""The README's main command on a fresh machine, measured: ``python -m benchmarks.fresh_install``.
+"""The README's main command on a fresh machine, measured: ``python -m benchmarks.tools.fresh_install``.
 
 Clones the repository's committed HEAD into a temporary folder, creates a new virtual environment there
 (no system site-packages), runs the README's main command line verbatim (the first line that installs
@@ -27,6 +27,7 @@ from pathlib import Path
 
 from benchmarks.core.common import (
     RESULTS_DIR,
+    ROOT,
     add_output_arguments,
     cli,
     command_line,
@@ -34,8 +35,6 @@ from benchmarks.core.common import (
     output_folder,
     write_results,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def readme_main_command(readme: str) -> str:
@@ -51,7 +50,7 @@ def _du_bytes(path: Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.fresh_install",
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tools.fresh_install",
                                 description=(__doc__ or "").splitlines()[0])
     p.add_argument("--keep", action="store_true", help="keep the temporary clone and environment")
     add_output_arguments(p, "fresh_install", RESULTS_DIR)
@@ -89,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "command": command, "commit": head, "install_seconds": install_seconds, "venv_bytes": venv_bytes,
         "main_command_seconds": run_seconds, "git_status_after": status, "verdicts": verdicts,
-        "machine": machine_info(), "measured_by": command_line("benchmarks.fresh_install", argv),
+        "machine": machine_info(), "measured_by": command_line("benchmarks.tools.fresh_install", argv),
     }
     table = "\n".join([
-        f"Measured by `python -m benchmarks.fresh_install` (a fresh clone of {head[:7]} and a new virtual "
-        f"environment, the README's main command verbatim; {machine_info()['cpus']} cores, load average "
+        f"Measured by `python -m benchmarks.tools.fresh_install` (a fresh clone of {head[:7]} and a new "
+        f"virtual environment, the README's main command verbatim; {machine_info()['cpus']} cores, load average "
         f"{machine_info()['load_average_1min']:.1f} after):",
         "",
         "| step | wall time | result |",
