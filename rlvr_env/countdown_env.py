@@ -121,7 +121,7 @@ class CountdownEnv(TokenEnv):
     | `settings`         | settings    | `None`           | the rows above as one ``CountdownSettings``   |
     | `solution_stats`   | bool        | `False`          | add solution count / shortest length (N <= 4) |
     | `observation`      | str         | `"bits"`         | `"relations"` appends one-hot numbers/target  |
-    |                    |             |                  | and pair residuals (``CountdownTask._relations``) |
+    |                    |             |                  | and pair residuals (``CountdownFeatures._relations``) |
     |                    |             |                  | `"tokens"`: prompt digits + answer as token ids   |
     |                    |             |                  | (:mod:`rlvr_env.token_obs`)                       |
     | `split`            | str         | `"train"`        | `"train"` or `"test"` (held-out multisets)    |
