@@ -34,11 +34,10 @@ from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
 from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
 from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
+from rlvr_env.vector_prompts import PromptSource
 from rlvr_env.verifier import RewardWeights
 
 __all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]
-
-_MIN_CHUNK = 1024  # prompts drawn per refill of the prompt buffer (amortises the sampler's overhead)
 
 
 def _mask_info(info: dict[str, Any], key: str, value: Any, mask: np.ndarray) -> None:
@@ -159,10 +158,9 @@ class TokenVectorEnv(VectorEnv):
         #: The array fast path (numbers and targets as arrays, the incremental array verifier), or None:
         #: prompts are the task's own values and answers are scored by ``task.score_batch``.
         self._arrays: BatchArrays | None = task.batch_arrays()
-        self._pool = self._finite_pool(task)
-        #: rows of the finite pool that belong to this env's split (empty for generated prompts)
-        in_split = [i for p, i in self._pool[2].items() if task.split_of(p) == split] if self._pool else []
-        self._split_rows = np.array(sorted(in_split), dtype=np.int64)
+        #: the prompts: a finite task's pool or the task's sampler, buffered, with their encodings
+        self.prompt_source = PromptSource(task, self._arrays, self.token_context, self._prefix_offset, split,
+                                          b)
         self.table = TokenTable.from_vocab(task.vocab, task.eos_id)
         self._rows = np.arange(b)
         arrays = self._arrays
@@ -182,7 +180,8 @@ class TokenVectorEnv(VectorEnv):
             self.machine = ProgramScorer(table, self.table, arrays.grammar, b, task.max_length,
                                          self.reward_weights, arrays.number_range)
         else:
-            n_numbers = self._pool[0][0].shape[1] if self._pool is not None else arrays.n_numbers
+            pool = self.prompt_source.pool
+            n_numbers = pool[0][0].shape[1] if pool is not None else arrays.n_numbers
             self.machine = StackMachine(
                 self.table, arrays.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
             )
@@ -193,79 +192,8 @@ class TokenVectorEnv(VectorEnv):
         self._every_row = np.ones(b, dtype=bool)  # (B,) the active rows of a step without waiting rows
         self._every_row.flags.writeable = False
         self._started = False
-        #: drawn prompts not used yet: their data (numbers and targets, or the prompt values), then encodings
-        self._buffer: tuple[np.ndarray, ...] | None = None
-        self._buffer_pos = 0
 
     # -- prompts ------------------------------------------------------------------------------------
-    def _finite_pool(self, task: Task) -> tuple[tuple[np.ndarray, ...], np.ndarray, dict[Any, int]] | None:
-        """For a task with a finite prompt list: the prompts' data (numbers (P, N) and targets (P,) on the
-        array path, else a (P,) object array of the prompts), their encodings (P, ...) and each prompt's
-        row, over both splits; None for a task that samples its prompts."""
-        pools = [task.prompts(s) for s in ("train", "test")]
-        if any(p is None for p in pools):
-            return None
-        prompts = [p for pool in pools for p in pool]  # type: ignore[union-attr]
-        ctx = self.token_context
-        if self._arrays is not None:
-            numbers = np.array([p.numbers for p in prompts], dtype=np.int64)
-            targets = np.array([p.target for p in prompts], dtype=np.int64)
-            data: tuple[np.ndarray, ...] = (numbers, targets)
-            encoded = (self._arrays.context_arrays(numbers, targets) if ctx is not None else
-                       np.stack([task.encode_prompt(p) for p in prompts]).astype(np.float32))
-        else:
-            values = np.empty(len(prompts), dtype=object)
-            values[:] = prompts
-            data = (values,)
-            encoded = self._encode_prompts(prompts)
-        return data, encoded, {p: i for i, p in enumerate(prompts)}
-
-    def _encode_prompts(self, prompts: Sequence[Any]) -> np.ndarray:
-        """(k, width) prompt segments of prompts given as the task's values (each distinct object once)."""
-        ctx = self.token_context
-        encode = self.task.encode_prompt if ctx is None else ctx.encode_prompt
-        dtype = np.float32 if ctx is None else np.int64
-        done: dict[int, np.ndarray] = {}
-        for p in prompts:
-            if id(p) not in done:
-                done[id(p)] = encode(p)
-        if not prompts:
-            return np.zeros((0, self._prefix_offset), dtype)
-        return np.stack([done[id(p)] for p in prompts]).astype(dtype)
-
-    def _fill(self, k: int) -> tuple[np.ndarray, ...]:
-        """Draw k prompts of this env's split with ``self.np_random``: their data, then their encodings."""
-        rng = self.np_random
-        if self._pool is not None:
-            data, encoded, _ = self._pool
-            idx = self._split_rows[rng.integers(len(self._split_rows), size=k)]
-            return (*(d.take(idx, axis=0) for d in data), encoded.take(idx, axis=0))
-        if self._arrays is not None:
-            numbers, targets, _ = self._arrays.sample_arrays(rng, self.split, k)
-            return numbers, targets, self._encode_arrays(numbers, targets)
-        prompts = self.task.sample_prompts(rng, self.split, k)
-        values = np.empty(len(prompts), dtype=object)
-        values[:] = prompts
-        return values, self._encode_prompts(prompts)
-
-    def _encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """The prompt segment of the observation on the array path: features or token-context ids."""
-        arrays: Any = self._arrays
-        if self.token_context is None:
-            return arrays.encode_arrays(numbers, targets)  # type: ignore[no-any-return]
-        return arrays.context_arrays(numbers, targets)  # type: ignore[no-any-return]
-
-    def _draw(self, k: int) -> tuple[np.ndarray, ...]:
-        """The next k prompts from the buffer (refilled in chunks of at least ``_MIN_CHUNK``)."""
-        buf, pos = self._buffer, self._buffer_pos
-        if buf is None or pos + k > len(buf[-1]):
-            fresh = self._fill(max(k, _MIN_CHUNK, self.num_envs))
-            if buf is not None and pos < len(buf[-1]):
-                fresh = tuple(np.concatenate([old[pos:], new]) for old, new in zip(buf, fresh))
-            buf, pos = fresh, 0
-        self._buffer, self._buffer_pos = buf, pos + k
-        return tuple(part[pos : pos + k] for part in buf)
-
     def _start(self, rows: np.ndarray, drawn: tuple[np.ndarray, ...]) -> None:
         """Begin fresh episodes on ``rows`` (k,) with the given prompts (their data, then encodings)."""
         self._obs[rows] = 0
@@ -275,7 +203,7 @@ class TokenVectorEnv(VectorEnv):
         self._done[rows] = False
 
     def _start_sampled(self, rows: np.ndarray, info: dict[str, Any], mask: np.ndarray) -> None:
-        self._start(rows, self._draw(len(rows)))
+        self._start(rows, self.prompt_source.draw(self.np_random, len(rows)))
         self._prompt_info(info, mask)
 
     def _prompt_info(self, info: dict[str, Any], mask: np.ndarray) -> None:
@@ -296,7 +224,7 @@ class TokenVectorEnv(VectorEnv):
             )
         super().reset(seed=seed)
         if seed is not None:
-            self._buffer, self._buffer_pos = None, 0
+            self.prompt_source.clear()
         if options is not None and not isinstance(options, dict):
             raise ValueError(f"options={options!r} must be a dict or None")
         options = dict(options or {})
@@ -315,9 +243,12 @@ class TokenVectorEnv(VectorEnv):
             if self._arrays is not None:
                 numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
                 targets = np.array([p.target for p in chosen], dtype=np.int64)
-                self._start(rows, (numbers, targets, self._encode(chosen, numbers, targets)))
+                encoded = self.prompt_source.encode_numbers(chosen, numbers, targets)
+                self._start(rows, (numbers, targets, encoded))
             else:
-                self._start(rows, (chosen, self._encode_chosen(chosen)))  # type: ignore[arg-type]
+                values = np.empty(len(chosen), dtype=object)
+                values[:] = chosen
+                self._start(rows, (values, self.prompt_source.encode_chosen(chosen)))
             split_of: dict[int, str] = {}  # a group's rows share one prompt object: its split once
             for r, p in zip(rows, chosen):
                 key = id(p)  # `chosen` holds the objects, alive here (cheaper than hashing a Prompt)
@@ -325,7 +256,7 @@ class TokenVectorEnv(VectorEnv):
                     split_of[key] = self.task.split_of(p)
                 prompts[r], splits[r] = p, split_of[key]
         else:
-            drawn = self._draw(len(rows))
+            drawn = self.prompt_source.draw(self.np_random, len(rows))
             self._start(rows, drawn)
             if self._arrays is not None:
                 for r, nums, t in zip(rows, drawn[0].tolist(), drawn[1].tolist()):
@@ -377,23 +308,6 @@ class TokenVectorEnv(VectorEnv):
             if id(item) not in checked:
                 checked[id(item)] = self.task.validate_prompt(item)
         return [checked[id(value[int(r)])] for r in rows]
-
-    def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """Encodings of validated prompts on the array path: the finite pool's rows, or the arrays'."""
-        if self._pool is not None:
-            row_of: dict[int, int] = {}  # by identity: a group repeats one prompt object
-            for p in prompts:
-                if id(p) not in row_of:
-                    row_of[id(p)] = self._pool[2][p]
-            return self._pool[1][[row_of[id(p)] for p in prompts]].reshape(len(prompts), -1)
-        return self._encode_arrays(numbers, targets)
-
-    def _encode_chosen(self, prompts: list[Any]) -> np.ndarray:
-        """Encodings of validated prompts on the generic path: the finite pool's rows, or computed."""
-        if self._pool is None:
-            return self._encode_prompts(prompts)
-        rows = self._pool[2]
-        return self._pool[1][[rows[p] for p in prompts]].reshape(len(prompts), -1)
 
     def step(
         self, actions: object
