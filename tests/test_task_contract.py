@@ -285,6 +285,29 @@ def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
     assert trace.reward == pytest.approx(1.1)
 
 
+# -- Countdown's settings, declared once -----------------------------------------------------------------
+def test_countdown_settings_are_one_object_every_countdown_env_takes() -> None:
+    from rlvr_env import CountdownSettings
+
+    settings = CountdownSettings(n_numbers=3, operators="*+", number_range=[1, 9])
+    assert settings == CountdownSettings(n_numbers=3, operators="+*", number_range=(1, 9), max_length=8)
+    same = CountdownTask(n_numbers=3, operators="+*", number_range=(1, 9))
+    assert CountdownTask(settings).vocab == same.vocab and same.settings == settings
+    single = gym.make("rlvr/Countdown-v0", settings=settings).unwrapped
+    vector = gym.make_vec("rlvr/Countdown-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                          settings=settings).unwrapped
+    text = gym.make("rlvr/CountdownText-v0", settings=settings).unwrapped
+    assert single.task.settings == vector.task.settings == text.task.settings == settings
+    by_keywords = gym.make("rlvr/Countdown-v0", n_numbers=3).unwrapped.task
+    assert by_keywords.settings == CountdownSettings(n_numbers=3)
+    with pytest.raises(ValueError, match=r"unknown keyword\(s\) \['n_number'\]; its settings are"):
+        gym.make("rlvr/Countdown-v0", n_number=3)
+    with pytest.raises(ValueError, match="give one or the other"):
+        CountdownTask(settings, n_numbers=4)
+    with pytest.raises(ValueError, match=r"max_length=5 must be in \[2 \* n_numbers, 64\]"):
+        CountdownSettings(n_numbers=3, max_length=5)
+
+
 # -- no task is probed ----------------------------------------------------------------------------------
 def test_no_code_probes_a_task_for_an_ability() -> None:
     probe = re.compile(r"\b(hasattr|getattr)\([^()\n]*\btask\b")
