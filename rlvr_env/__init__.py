@@ -9,7 +9,8 @@ from gymnasium.envs.registration import register, registry
 from rlvr_env.countdown_env import CountdownEnv
 from rlvr_env.envs import ArithmeticEnv, TokenEnv
 from rlvr_env.rewards import length_reward
-from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, Prompt, Task
+from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, ExpressionTask, Prompt, Task
+from rlvr_env.tasks.countdown_settings import CountdownSettings
 from rlvr_env.vector import ArithmeticVectorEnv, CountdownVectorEnv, TokenVectorEnv
 from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
 
@@ -20,8 +21,10 @@ __all__ = [
     "ArithmeticTask",
     "ArithmeticVectorEnv",
     "CountdownEnv",
+    "CountdownSettings",
     "CountdownTask",
     "CountdownVectorEnv",
+    "ExpressionTask",
     "Grammar",
     "Prompt",
     "RewardWeights",

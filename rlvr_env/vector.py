@@ -11,6 +11,11 @@ lockstep).
 Reach them through Gymnasium::
 
     envs = gym.make_vec("rlvr/Countdown-v0", num_envs=1024, vectorization_mode="vector_entry_point")
+
+The module is over 400 lines and ``TokenVectorEnv.step`` over 60 on purpose: ``step`` is the hot path
+of every rollout, and keeping its array bookkeeping in one function (no per-step helper calls) is part
+of what keeps it fast; the prompts live in :mod:`rlvr_env.vector_prompts` and the generic scorer in
+:mod:`rlvr_env.task_scorer`.
 """
 
 from __future__ import annotations
@@ -28,15 +33,16 @@ from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
 from rlvr_env.envs import check_render_mode, warn_no_render_mode
 from rlvr_env.program_scorer import ProgramScorer
 from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import Prompt, Task, check_split
+from rlvr_env.task_scorer import TaskScorer
+from rlvr_env.tasks.base import BatchArrays, Prompt, Task, check_split
 from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
+from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
 from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
-from rlvr_env.verifier import NumberUse, RewardWeights
+from rlvr_env.vector_prompts import PromptSource
+from rlvr_env.verifier import RewardWeights
 
 __all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]
-
-_MIN_CHUNK = 1024  # prompts drawn per refill of the prompt buffer (amortises the sampler's overhead)
 
 
 def _mask_info(info: dict[str, Any], key: str, value: Any, mask: np.ndarray) -> None:
@@ -72,14 +78,18 @@ class TokenVectorEnv(VectorEnv):
       Python ints, so no value is ever lost or wrapped. Text (``expression``, ``reason``) is not built in
       ``step``; :meth:`expression` decodes a row on demand.
     * **Prompts** a ``step`` draws for new episodes appear as ``info["prompt_numbers"]`` and
-      ``info["prompt_target"]`` (masked); ``reset`` also returns ``info["prompt"]``, an object array of
+      ``info["prompt_target"]`` (masked) on the array fast path (:meth:`Task.batch_arrays`), as
+      ``info["prompt"]`` (the task's own values, in the final info too) on the generic path, where
+      answers are scored by ``task.score_batch`` and masks come from ``task.action_masks_batch``;
+      ``reset`` also returns ``info["prompt"]``, an object array of
       :class:`~rlvr_env.tasks.base.Prompt` (drawn prompts carry no ``meta``: no stored solution) and
       ``info["split"]``. Prompts come from one generator, ``self.np_random``, in
       chunks; ``reset(seed=s)`` makes the sequence repeat, but env i is not the same stream as a single
       env seeded ``s + i``. For lockstep comparisons pass prompts explicitly.
     * ``reset(options={"prompt": p})`` takes one prompt for every env (a GRPO group is G envs on one
-      prompt) or a sequence of ``num_envs`` prompts; with ``options["reset_mask"]`` (a bool array of
-      shape ``(num_envs,)``) only the masked rows restart, and only their entries of the sequence are read.
+      prompt) or a sequence of ``num_envs`` prompts (on the generic path a ``list``); with
+      ``options["reset_mask"]`` (a bool array of shape ``(num_envs,)``) only the masked rows restart,
+      and only their entries of the sequence are read.
     * ``copy=True`` (as in :class:`gymnasium.vector.SyncVectorEnv`) returns a fresh observation array
       every call; ``copy=False`` returns the env's own buffer, which the next call overwrites.
     """
@@ -150,33 +160,35 @@ class TokenVectorEnv(VectorEnv):
             self.observation_space = batch_space(ctx.space, b)
             self.obs_layout = ctx.layout
 
-        self._pool = self._finite_pool(task)
-        if self.token_context is not None and self._pool is not None:
-            nums, tgts, _, rows_of = self._pool
-            self._pool = (nums, tgts, self.token_context.encode_arrays(nums, tgts), rows_of)
-        #: rows of the finite pool that belong to this env's split (empty for generated prompts)
-        in_split = [i for p, i in self._pool[3].items() if task.split_of(p) == split] if self._pool else []
-        self._split_rows = np.array(sorted(in_split), dtype=np.int64)
-        n_numbers = self._pool[0].shape[1] if self._pool is not None else getattr(task, "n_numbers")
+        #: The array fast path (numbers and targets as arrays, the incremental array verifier), or None:
+        #: prompts are the task's own values and answers are scored by ``task.score_batch``.
+        self._arrays: BatchArrays | None = task.batch_arrays()
+        #: the prompts: a finite task's pool or the task's sampler, buffered, with their encodings
+        self.prompt_source = PromptSource(task, self._arrays, self.token_context, self._prefix_offset, split,
+                                          b)
         self.table = TokenTable.from_vocab(task.vocab, task.eos_id)
         self._rows = np.arange(b)
+        arrays = self._arrays
         # Grammar masks as a state table when the task has one (small N): one state id per row.
-        automaton = getattr(task, "mask_automaton", None)
-        self._automaton = automaton() if automaton is not None else None
+        self._automaton = arrays.mask_automaton() if arrays is not None else None
         self._mask_state = np.zeros(b, dtype=np.int64)  # (B,) automaton state of each row's prefix
         if self._automaton is not None:
             self._mask_next = self._automaton.next.ravel()
         # Scoring: answer programs by table lookup when the setting has few answer shapes (small N),
-        # else the incremental evaluator; both exact (see rlvr_env.tasks.countdown_programs).
-        programs = getattr(task, "program_table", None)
-        table = programs() if programs is not None and self._automaton is not None else None
-        self.machine: StackMachine | ProgramScorer
-        if table is not None:
-            self.machine = ProgramScorer(table, self.table, task.grammar, b, task.max_length,
-                                         self.reward_weights, getattr(task, "number_range", None))
+        # else the incremental evaluator; both exact (see rlvr_env.tasks.countdown_programs). Without
+        # the array fast path: the task's own verifier, through score_batch.
+        table = arrays.program_table() if arrays is not None and self._automaton is not None else None
+        self.machine: StackMachine | ProgramScorer | TaskScorer
+        if arrays is None:
+            self.machine = TaskScorer(task, b, task.max_length, self.reward_weights)
+        elif table is not None:
+            self.machine = ProgramScorer(table, self.table, arrays.grammar, b, task.max_length,
+                                         self.reward_weights, arrays.number_range)
         else:
+            pool = self.prompt_source.pool
+            n_numbers = pool[0][0].shape[1] if pool is not None else arrays.n_numbers
             self.machine = StackMachine(
-                self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
+                self.table, arrays.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
             )
         self._obs = np.zeros((b, obs_dim), dtype=self.single_observation_space.dtype)  # (B, D)
         #: (B,) flat index in ``_obs`` of each row's first one-hot slot, minus one slot (pos counts from 1)
@@ -185,73 +197,27 @@ class TokenVectorEnv(VectorEnv):
         self._every_row = np.ones(b, dtype=bool)  # (B,) the active rows of a step without waiting rows
         self._every_row.flags.writeable = False
         self._started = False
-        self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._buffer_pos = 0
 
     # -- prompts ------------------------------------------------------------------------------------
-    @staticmethod
-    def _finite_pool(task: Task) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[Prompt, int]] | None:
-        """For a task with a finite prompt list: numbers (P, N), targets (P,), encodings (P, prompt_dim)
-        of every prompt of both splits, and each prompt's row."""
-        pools = [task.prompts(s) for s in ("train", "test")]
-        if any(p is None for p in pools):
-            if not hasattr(task, "sample_arrays") or not hasattr(task, "encode_arrays"):
-                raise ValueError(
-                    f"task {type(task).__name__} has no finite prompt list and no sample_arrays / "
-                    "encode_arrays methods; the vector env cannot draw its prompts as arrays"
-                )
-            return None
-        prompts = [p for pool in pools for p in pool]  # type: ignore[union-attr]
-        numbers = np.array([p.numbers for p in prompts], dtype=np.int64)
-        targets = np.array([p.target for p in prompts], dtype=np.int64)
-        encoded = np.stack([task.encode_prompt(p) for p in prompts]).astype(np.float32)
-        return numbers, targets, encoded, {p: i for i, p in enumerate(prompts)}
-
-    def _fill(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Draw k prompts of this env's split with ``self.np_random``: numbers, targets, encodings."""
-        rng = self.np_random
-        if self._pool is not None:
-            numbers, targets, encoded, _ = self._pool
-            idx = self._split_rows[rng.integers(len(self._split_rows), size=k)]
-            return numbers.take(idx, axis=0), targets[idx], encoded.take(idx, axis=0)
-        task: Any = self.task
-        numbers, targets, _ = task.sample_arrays(rng, self.split, k)
-        return numbers, targets, self._encode_arrays(numbers, targets)
-
-    def _encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """The prompt segment of the observation: the task's features, or the token context's ids."""
-        coder: Any = self.task if self.token_context is None else self.token_context
-        return coder.encode_arrays(numbers, targets)
-
-    def _draw(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The next k prompts from the buffer (refilled in chunks of at least ``_MIN_CHUNK``)."""
-        buf, pos = self._buffer, self._buffer_pos
-        if buf is None or pos + k > len(buf[1]):
-            fresh = self._fill(max(k, _MIN_CHUNK, self.num_envs))
-            if buf is not None and pos < len(buf[1]):
-                fresh = tuple(  # type: ignore[assignment]
-                    np.concatenate([old[pos:], new]) for old, new in zip(buf, fresh)
-                )
-            buf, pos = fresh, 0
-        self._buffer, self._buffer_pos = buf, pos + k
-        return buf[0][pos : pos + k], buf[1][pos : pos + k], buf[2][pos : pos + k]
-
-    def _start(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray, encoded: np.ndarray) -> None:
-        """Begin fresh episodes on ``rows`` (k,) with the given prompts (arrays of k rows)."""
+    def _start(self, rows: np.ndarray, drawn: tuple[np.ndarray, ...]) -> None:
+        """Begin fresh episodes on ``rows`` (k,) with the given prompts (their data, then encodings)."""
         self._obs[rows] = 0
-        self._obs[rows, : self._prefix_offset] = encoded
-        self.machine.set_prompts(rows, numbers, targets)
+        self._obs[rows, : self._prefix_offset] = drawn[-1]
+        self.machine.set_prompts(rows, *drawn[:-1])  # type: ignore[arg-type]
         self._mask_state[rows] = 0
         self._done[rows] = False
 
     def _start_sampled(self, rows: np.ndarray, info: dict[str, Any], mask: np.ndarray) -> None:
-        numbers, targets, encoded = self._draw(len(rows))
-        self._start(rows, numbers, targets, encoded)
+        self._start(rows, self.prompt_source.draw(self.np_random, len(rows)))
         self._prompt_info(info, mask)
 
     def _prompt_info(self, info: dict[str, Any], mask: np.ndarray) -> None:
-        _mask_info(info, "prompt_numbers", self.machine.numbers.copy(), mask)
-        _mask_info(info, "prompt_target", self.machine.targets.copy(), mask)
+        machine = self.machine
+        if isinstance(machine, TaskScorer):
+            _mask_info(info, "prompt", machine.prompts.copy(), mask)
+            return
+        _mask_info(info, "prompt_numbers", machine.numbers.copy(), mask)
+        _mask_info(info, "prompt_target", machine.targets.copy(), mask)
 
     # -- Gymnasium API ------------------------------------------------------------------------------
     def reset(
@@ -263,7 +229,7 @@ class TokenVectorEnv(VectorEnv):
             )
         super().reset(seed=seed)
         if seed is not None:
-            self._buffer, self._buffer_pos = None, 0
+            self.prompt_source.clear()
         if options is not None and not isinstance(options, dict):
             raise ValueError(f"options={options!r} must be a dict or None")
         options = dict(options or {})
@@ -279,9 +245,15 @@ class TokenVectorEnv(VectorEnv):
         splits = np.full(self.num_envs, None, dtype=object)
         if "prompt" in options:
             chosen = self._prompts_option(options["prompt"], rows)
-            numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
-            targets = np.array([p.target for p in chosen], dtype=np.int64)
-            self._start(rows, numbers, targets, self._encode(chosen, numbers, targets))
+            if self._arrays is not None:
+                numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
+                targets = np.array([p.target for p in chosen], dtype=np.int64)
+                encoded = self.prompt_source.encode_numbers(chosen, numbers, targets)
+                self._start(rows, (numbers, targets, encoded))
+            else:
+                values = np.empty(len(chosen), dtype=object)
+                values[:] = chosen
+                self._start(rows, (values, self.prompt_source.encode_chosen(chosen)))
             split_of: dict[int, str] = {}  # a group's rows share one prompt object: its split once
             for r, p in zip(rows, chosen):
                 key = id(p)  # `chosen` holds the objects, alive here (cheaper than hashing a Prompt)
@@ -289,10 +261,14 @@ class TokenVectorEnv(VectorEnv):
                     split_of[key] = self.task.split_of(p)
                 prompts[r], splits[r] = p, split_of[key]
         else:
-            numbers, targets, encoded = self._draw(len(rows))
-            self._start(rows, numbers, targets, encoded)
-            for r, nums, t in zip(rows, numbers.tolist(), targets.tolist()):
-                prompts[r], splits[r] = Prompt(tuple(nums), int(t)), self.split
+            drawn = self.prompt_source.draw(self.np_random, len(rows))
+            self._start(rows, drawn)
+            if self._arrays is not None:
+                for r, nums, t in zip(rows, drawn[0].tolist(), drawn[1].tolist()):
+                    prompts[r], splits[r] = Prompt(tuple(nums), int(t)), self.split
+            else:
+                for r, p in zip(rows.tolist(), drawn[0]):
+                    prompts[r], splits[r] = p, self.split
         self._started = True
         _mask_info(info, "prompt", prompts, mask)
         _mask_info(info, "split", splits, mask)
@@ -312,12 +288,17 @@ class TokenVectorEnv(VectorEnv):
             raise ValueError("the first reset must reset every env; options['reset_mask'] must be all True")
         return value.copy()
 
-    def _prompts_option(self, value: object, rows: np.ndarray) -> list[Prompt]:
-        """One validated Prompt per reset row from ``options["prompt"]``."""
-        single = isinstance(value, Prompt)
-        if not single and isinstance(value, (tuple, list)) and len(value) == 2:
-            first, second = value
-            single = isinstance(second, (int, np.integer)) and isinstance(first, (tuple, list))
+    def _prompts_option(self, value: object, rows: np.ndarray) -> list[Any]:
+        """One validated prompt per reset row from ``options["prompt"]``: one prompt for every row, or a
+        sequence of ``num_envs`` prompts (on the generic path: a ``list``; prompts are hashable values,
+        never lists)."""
+        if self._arrays is not None:
+            single = isinstance(value, Prompt)
+            if not single and isinstance(value, (tuple, list)) and len(value) == 2:
+                first, second = value
+                single = isinstance(second, (int, np.integer)) and isinstance(first, (tuple, list))
+        else:
+            single = not isinstance(value, list)
         if single:
             prompt = self.task.validate_prompt(value)
             return [prompt] * len(rows)
@@ -326,21 +307,12 @@ class TokenVectorEnv(VectorEnv):
                 f"options['prompt'] must be one prompt or a sequence of num_envs={self.num_envs} prompts, "
                 f"got {value!r:.200}"
             )
-        checked: dict[int, Prompt] = {}  # by identity: a caller repeating one object gets it checked once
+        checked: dict[int, Any] = {}  # by identity: a caller repeating one object gets it checked once
         for r in rows:
             item = value[int(r)]
             if id(item) not in checked:
                 checked[id(item)] = self.task.validate_prompt(item)
         return [checked[id(value[int(r)])] for r in rows]
-
-    def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        if self._pool is not None:
-            row_of: dict[int, int] = {}  # by identity: a group repeats one prompt object
-            for p in prompts:
-                if id(p) not in row_of:
-                    row_of[id(p)] = self._pool[3][p]
-            return self._pool[2][[row_of[id(p)] for p in prompts]].reshape(len(prompts), -1)
-        return self._encode_arrays(numbers, targets)
 
     def step(
         self, actions: object
@@ -407,7 +379,9 @@ class TokenVectorEnv(VectorEnv):
                 self._start_sampled(ended, info, done)
             else:
                 self._done |= done
-                if info:  # NextStep: rows restarted this step share the prompt keys with ended rows
+                if info and "prompt" in final:  # NextStep, generic path: one "prompt" key for both
+                    final["_prompt"] = done | info["_prompt"]
+                elif info:  # NextStep: rows restarted this step share the prompt keys with ended rows
                     both = done | info["_prompt_numbers"]
                     final["prompt_numbers"] = np.where(done[:, None], final["prompt_numbers"],
                                                        info["prompt_numbers"])
@@ -479,14 +453,17 @@ class TokenVectorEnv(VectorEnv):
         if self._automaton is not None:
             # take(axis=0): a row gather ~10x faster than fancy indexing (NumPy 2.x, 2-D tables)
             return self._automaton.masks.take(self._mask_state, axis=0)
-        task: Any = self.task
-        if hasattr(task, "action_masks_arrays"):
-            return task.action_masks_arrays(self.machine.tokens, self.machine.pos)
-        return np.stack([task.action_mask(self.prompt(i), self.tokens(i)) for i in range(self.num_envs)])
+        machine = self.machine
+        if isinstance(machine, TaskScorer):
+            return self.task.action_masks_batch(list(machine.prompts), machine.tokens, machine.pos)
+        arrays: Any = self._arrays
+        return arrays.action_masks_arrays(machine.tokens, machine.pos)  # type: ignore[no-any-return]
 
-    def prompt(self, index: int) -> Prompt:
+    def prompt(self, index: int) -> Any:
         """The prompt of env ``index``'s current (or just finished) episode."""
         m = self.machine
+        if isinstance(m, TaskScorer):
+            return m.prompts[index]
         return Prompt(tuple(int(x) for x in m.numbers[index]), int(m.targets[index]))
 
     def tokens(self, index: int) -> list[int]:
@@ -570,14 +547,8 @@ class CountdownVectorEnv(TokenVectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        n_numbers: int = 4,
-        number_range: tuple[int, int] = (1, 10),
-        target_range: tuple[int, int] = (1, 100),
-        operators: str = "+-*/",
-        parentheses: bool = True,
-        number_use: NumberUse = "at_most_once",
-        integer_division: bool = False,
-        max_length: int | None = None,
+        settings: CountdownSettings | None = None,
+        *,
         solution_stats: bool = False,
         observation: str = "bits",
         split: str = "train",
@@ -586,22 +557,13 @@ class CountdownVectorEnv(TokenVectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
         copy: bool = True,
         render_mode: str | None = None,
+        **keywords: Any,
     ) -> None:
         # solution_stats is accepted so that make() and make_vec() take the same kwargs; the vector env
         # draws prompts as arrays and never builds per-prompt metadata.
         task_observation, env_observation = split_observation(observation, OBSERVATIONS)
         super().__init__(
-            CountdownTask(
-                n_numbers=n_numbers,
-                number_range=number_range,
-                target_range=target_range,
-                operators=operators,
-                parentheses=parentheses,
-                number_use=number_use,
-                integer_division=integer_division,
-                max_length=max_length,
-                observation=task_observation,
-            ),
+            CountdownTask(settings_of(settings, keywords, "rlvr/Countdown-v0"), observation=task_observation),
             num_envs,
             split=split,
             accuracy_weight=accuracy_weight,

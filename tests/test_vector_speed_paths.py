@@ -207,9 +207,9 @@ def test_prompt_code_tables_equal_the_arithmetic(kwargs: dict[str, Any]) -> None
     fast = task.encode_arrays(numbers, targets)
     slow = fast.copy()
     lo, tlo = task.number_range[0], task.target_range[0]
-    task._codes(numbers - lo, targets - tlo, slow)
+    task.features._codes(numbers - lo, targets - tlo, slow)
     assert np.array_equal(fast, slow)
-    assert (task._code_tables() is None) == (kwargs.get("number_range") == (1, 9000))
+    assert (task.features._code_tables() is None) == (kwargs.get("number_range") == (1, 9000))
 
 
 def test_batch_verify_without_programs_is_the_same_verdict() -> None:

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from rlvr_env.batch_verify import TokenTable
 from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
-from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
+from rlvr_env.tasks.base import Prompt, check_split, unpack_prompt
+from rlvr_env.tasks.expression import ExpressionTask, _digits_needed
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
+from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
+from rlvr_env.tasks.countdown_features import OBSERVATIONS, CountdownFeatures
 from rlvr_env.tasks.countdown_draw import (
     ADDITIVE, ATOM, MAX_DRAW_TABLE, MULTIPLICATIVE, DrawRules, cached_draw_table, draw_picks, merge,
     raw_history, resolve_history,
@@ -26,11 +30,10 @@ from rlvr_env.tasks.countdown_draw import (
 from rlvr_env.tasks.countdown_split import (
     HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash, tuple_index,
 )
-from rlvr_env.verifier import Grammar, NumberUse, verify
+from rlvr_env.verifier import verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
 
-_OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 _ATOM, _ADDITIVE, _MULTIPLICATIVE = ATOM, ADDITIVE, MULTIPLICATIVE
 _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
@@ -41,60 +44,9 @@ _MAX_DRAW_INDEX = MAX_DRAW_TABLE // 2  # number tuples a draw table can index (i
 #: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
 _MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
-_MAX_CODE_TABLE = 4096  # number / target range widths encoded by table lookup, at most
 
 
-def _check_range(name: str, value: object, lowest: int, highest: int) -> tuple[int, int]:
-    if (
-        not isinstance(value, (tuple, list))
-        or len(value) != 2
-        or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value)
-    ):
-        raise ValueError(f"{name}={value!r} must be a (low, high) pair of integers")
-    lo, hi = int(value[0]), int(value[1])
-    if not lowest <= lo <= hi <= highest:
-        raise ValueError(f"{name}={value!r} must satisfy {lowest} <= low <= high <= {highest}")
-    return lo, hi
-
-
-#: Prompt encodings (``observation=``): "bits" (numbers and target as scaled values and binary codes)
-#: or "relations" (those plus one-hot numbers and target and the pair residuals; see
-#: :meth:`CountdownTask._relations`).
-OBSERVATIONS = ("bits", "relations", "lookahead")
-_PAIR_RESULTS = ("a+b", "a*b", "a-b", "b-a", "a/b", "b/a")
-_RESIDUALS = ("r+c", "r-c", "c-r", "r*c", "r/c", "c/r")
-
-
-def _pair_results(a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The integer results of combining a and b (k,) as in ``_PAIR_RESULTS``, each with a (k,) flag that
-    is False where the result is not an integer (inexact division)."""
-    true = np.ones(a.shape, dtype=bool)
-    a_div = (b != 0) & (a % np.where(b == 0, 1, b) == 0)
-    b_div = (a != 0) & (b % np.where(a == 0, 1, a) == 0)
-    return [(a + b, true), (a * b, true), (a - b, true), (b - a, true),
-            (np.where(a_div, a // np.where(b == 0, 1, b), 0), a_div),
-            (np.where(b_div, b // np.where(a == 0, 1, a), 0), b_div)]
-
-
-def _residuals(r: np.ndarray, t: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The integer c that makes ``r op c`` (or ``c op r``) equal t, as in ``_RESIDUALS``, with flags."""
-    true = np.ones(r.shape, dtype=bool)
-    safe_r = np.where(r == 0, 1, r)
-    safe_t = np.where(t == 0, 1, t)
-    div_r = (r != 0) & (t % safe_r == 0)  # t = r * c
-    div_t = (t != 0) & (r % safe_t == 0)  # t = r / c  ->  c = r / t
-    return [(t - r, true), (r - t, true), (t + r, true),
-            (np.where(div_r, t // safe_r, 0), div_r),
-            (np.where(div_t, r // safe_t, 0), div_t),
-            (t * r, r != 0)]
-
-
-def _bits(values: np.ndarray, width: int) -> np.ndarray:
-    """(..., width) float32 binary code of non-negative ints, least significant bit first."""
-    return ((values[..., None] >> np.arange(width)) & 1).astype(np.float32)
-
-
-class CountdownTask(Task):
+class CountdownTask(ExpressionTask):
     """Countdown-N prompts, a slot-token vocabulary, masks, and a deterministic multiset split.
 
     Vocabulary (token id = index): ``"n0" .. "n{N-1}"`` (the prompt's numbers by slot), the allowed
@@ -107,54 +59,26 @@ class CountdownTask(Task):
 
     name = "countdown"
     tabular_segments = None
+    number_range: tuple[int, int]
 
     def __init__(
         self,
-        n_numbers: int = 4,
-        number_range: tuple[int, int] = (1, 10),
-        target_range: tuple[int, int] = (1, 100),
-        operators: str = "+-*/",
-        parentheses: bool = True,
-        number_use: NumberUse = "at_most_once",
-        integer_division: bool = False,
-        max_length: int | None = None,
+        settings: CountdownSettings | None = None,
+        *,
         solution_stats: bool = False,
         observation: str = "bits",
+        **keywords: Any,
     ) -> None:
-        if isinstance(n_numbers, bool) or not isinstance(n_numbers, (int, np.integer)):
-            raise ValueError(f"n_numbers={n_numbers!r} must be an integer in [2, 8]")
-        if not 2 <= n_numbers <= 8:
-            raise ValueError(f"n_numbers={n_numbers!r} must be in [2, 8]")
-        self.n_numbers = n = int(n_numbers)
-        # Numbers start at 1 (the game's rule; a negative number would read as a minus operator).
-        # Six digits is the verifier's literal limit.
-        self.number_range = _check_range("number_range", number_range, 1, 999_999)
-        self.target_range = _check_range("target_range", target_range, -(2**30), 2**30)
-        if self.target_range[1] - self.target_range[0] >= 2**20:
-            raise ValueError(f"target_range={target_range!r} must span fewer than 2**20 values")
-        if not isinstance(operators, str) or not operators or set(operators) - set(_OPS):
-            raise ValueError(f"operators={operators!r} must be a non-empty string of characters from '+-*/'")
-        self.operators = "".join(op for op in _OPS if op in operators)
-        if not isinstance(parentheses, bool):
-            raise ValueError(f"parentheses={parentheses!r} must be a bool")
-        if not isinstance(integer_division, bool):
-            raise ValueError(f"integer_division={integer_division!r} must be a bool")
-        self.grammar = Grammar(
-            operators=frozenset(self.operators),
-            parentheses=parentheses,
-            number_use=number_use,
-            integer_division=integer_division,
-        )
-        if max_length is None:
-            max_length = 4 * n - 4  # the longest minimal-parenthesis expression over N numbers, + EOS
-        if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
-            raise ValueError(f"max_length={max_length!r} must be an integer")
-        if not 2 * n <= max_length <= 64:
-            raise ValueError(
-                f"max_length={max_length!r} must be in [2 * n_numbers, 64] = [{2 * n}, 64]: an answer "
-                f"using all {n} numbers needs {2 * n - 1} tokens and EOS"
-            )
-        self.max_length = int(max_length)
+        #: the setting (:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`): given as an
+        #: object or as its fields' keywords (``CountdownTask(n_numbers=3)``)
+        self.settings = s = settings_of(settings, keywords, "CountdownTask")
+        self.n_numbers = n = s.n_numbers
+        self.number_range = s.number_range
+        self.target_range = s.target_range
+        self.operators = s.operators
+        parentheses, integer_division = s.parentheses, s.integer_division
+        self.grammar = s.grammar
+        self.max_length = s.max_length  # type: ignore[assignment]
         self.solution_stats = bool(solution_stats)
         if self.solution_stats and n > 4:
             raise ValueError(
@@ -178,39 +102,8 @@ class CountdownTask(Task):
                                     tuple(int(k) for k in self._op_kinds), parentheses, integer_division,
                                     self.max_length)
 
-        lo, hi = self.number_range
-        tlo, thi = self.target_range
-        self._number_bits = max(1, (hi - lo).bit_length())
-        self._target_bits = max(1, (thi - tlo).bit_length())
-        nb, tb = self._number_bits, self._target_bits
-        self._layout = {
-            "numbers": slice(0, n),
-            "number_bits": slice(n, n + n * nb),
-            "target": slice(n + n * nb, n + n * nb + 1),
-            "target_bits": slice(n + n * nb + 1, n + n * nb + 1 + tb),
-        }
-        if observation not in OBSERVATIONS:
-            raise ValueError(f"observation={observation!r} is not one of {OBSERVATIONS}")
+        self.features = CountdownFeatures(n, self.number_range, self.target_range, observation)
         self.observation = observation
-        if observation in ("relations", "lookahead"):
-            width = hi - lo + 1
-            if width > 64 or thi - tlo + 1 > 1024:
-                raise ValueError(
-                    f"observation='relations' one-hot encodes numbers and targets: number_range="
-                    f"{self.number_range} must span at most 64 values and target_range={self.target_range}"
-                    " at most 1024"
-                )
-            pairs = n * (n - 1) // 2
-            end = self._layout["target_bits"].stop
-            for name, size in (("number_onehot", n * width), ("target_onehot", thi - tlo + 1),
-                               ("pair_residuals", pairs * len(_PAIR_RESULTS) * len(_RESIDUALS) * width)):
-                self._layout[name] = slice(end, end + size)
-                end += size
-            if observation == "lookahead":
-                for name, size in (("number_hits", n), ("pair_hits", pairs * len(_PAIR_RESULTS)),
-                                   ("pair_matches", pairs * len(_PAIR_RESULTS) * len(_RESIDUALS) * (n - 2))):
-                    self._layout[name] = slice(end, end + size)
-                    end += size
         # Validate early: a setting that (almost) never yields a prompt fails here, not at reset().
         rng = np.random.default_rng(0)
         for split in ("train", "test"):
@@ -315,8 +208,23 @@ class CountdownTask(Task):
         return Prompt(nums, int(target), tuple(meta))
 
     def sample_prompt(self, rng: np.random.Generator, split: str) -> Prompt:
-        numbers, targets, history = self.sample_arrays(rng, split, 1)
-        return self._make_prompt(numbers[0], int(targets[0]), history[0])
+        return self.sample_prompts(rng, split, 1)[0]
+
+    def sample_prompts(self, rng: np.random.Generator, split: str, k: int) -> list[Prompt]:
+        """k prompts drawn as :meth:`sample_arrays` draws them, each with its generating expression in
+        ``meta`` (``solution``, ``solution_tokens``, ``solution_length``)."""
+        numbers, targets, history = self.sample_arrays(rng, split, k)
+        return [self._make_prompt(numbers[i], int(targets[i]), history[i]) for i in range(k)]
+
+    def solution(self, prompt: Prompt) -> tuple[int, ...] | None:
+        """The generating expression's token ids of a drawn prompt (None for a replayed pair)."""
+        tokens = prompt.info().get("solution_tokens")
+        return None if tokens is None else tuple(tokens)  # type: ignore[arg-type]
+
+    def prompt_extent(self) -> tuple[int, int, int, bool]:
+        (lo, hi), (tlo, thi) = self.number_range, self.target_range
+        return (self.n_numbers, max(_digits_needed(lo), _digits_needed(hi)),
+                max(_digits_needed(tlo), _digits_needed(thi)), tlo < 0)
 
     def validate_prompt(self, prompt: object) -> Prompt:
         numbers, target = unpack_prompt(prompt)
@@ -379,121 +287,11 @@ class CountdownTask(Task):
     # -- observation -------------------------------------------------------------------------------
     @property
     def prompt_layout(self) -> dict[str, slice]:
-        return dict(self._layout)
+        return dict(self.features.layout)
 
     def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """(k, prompt_dim) float32 encodings of prompts given as numbers (k, N) and targets (k,)."""
-        lo, hi = self.number_range
-        tlo, thi = self.target_range
-        k = numbers.shape[0]
-        rel = np.asarray(numbers, dtype=np.int64) - lo  # (k, N)
-        trel = np.asarray(targets, dtype=np.int64) - tlo  # (k,)
-        out = np.empty((k, self.prompt_dim), dtype=np.float32)
-        tables = self._code_tables()
-        if tables is not None and k and rel.min() >= 0 and rel.max() <= hi - lo and trel.min() >= 0 \
-                and trel.max() <= thi - tlo:  # a gather from the codes of every value (same floats)
-            scaled, bits, target = tables
-            out[:, self._layout["numbers"]] = scaled[rel]
-            out[:, self._layout["number_bits"]] = bits[rel].reshape(k, -1)
-            target_segment = slice(self._layout["target"].start, self._layout["target_bits"].stop)
-            out[:, target_segment] = target.take(trel, axis=0)
-        else:
-            self._codes(rel, trel, out)
-        if self.observation in ("relations", "lookahead"):
-            self._relations(numbers, targets, out)
-        if self.observation == "lookahead":
-            self._lookahead(numbers, targets, out)
-        return out
-
-    def _codes(self, rel: np.ndarray, trel: np.ndarray, out: np.ndarray) -> None:
-        """The scaled values and binary codes of numbers ``rel`` (k, N) and targets ``trel`` (k,), both
-        relative to their range's low end, into ``out`` (k, prompt_dim)."""
-        k = rel.shape[0]
-        out[:, self._layout["numbers"]] = rel / max(self.number_range[1] - self.number_range[0], 1)
-        out[:, self._layout["number_bits"]] = _bits(rel, self._number_bits).reshape(k, -1)
-        out[:, self._layout["target"]] = (trel / max(self.target_range[1] - self.target_range[0], 1))[:, None]
-        out[:, self._layout["target_bits"]] = _bits(trel, self._target_bits)
-
-    def _code_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """:meth:`_codes` of every number and target of the ranges (when both span at most
-        ``_MAX_CODE_TABLE`` values): scaled (W,), bits (W, bits), target segment (T, 1 + bits); built on
-        first use. The vector env encodes every prompt it draws, so a gather beats the arithmetic."""
-        if not hasattr(self, "_tables"):
-            w = self.number_range[1] - self.number_range[0] + 1
-            t = self.target_range[1] - self.target_range[0] + 1
-            self._tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-            if max(w, t) <= _MAX_CODE_TABLE:
-                m = max(w, t)
-                values = np.arange(m, dtype=np.int64)
-                out = np.zeros((m, self.prompt_dim), dtype=np.float32)
-                self._codes(np.repeat(values[:, None], self.n_numbers, axis=1), values, out)
-                target = out[:t, self._layout["target"].start : self._layout["target_bits"].stop].copy()
-                bits = out[:w, self._layout["number_bits"]][:, : self._number_bits].copy()
-                self._tables = (out[:w, 0].copy(), bits, target)
-        return self._tables
-
-    def _relations(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
-        """Fill the ``observation="relations"`` segments of ``out`` (k, prompt_dim).
-
-        * ``number_onehot``: slot k's number, one-hot over ``number_range``;
-        * ``target_onehot``: the target, one-hot over ``target_range``;
-        * ``pair_residuals``: for every pair of slots (i < j), every result r of combining them
-          (``a+b, a*b, a-b, b-a, a/b, b/a``; a division counts only when exact) and every way a third
-          number c could finish the answer from r (``r+c, r-c, c-r, r*c, r/c, c/r`` = target), the value
-          c would need, one-hot over ``number_range`` (all zero when c would fall outside it). These are
-          relations of one pair with the target, what a person writes down first ("5*4 = 20, 20 short
-          of 23 by 3"); they do not say whether the needed c is one of the prompt's numbers, which the
-          policy has to find by comparing with ``number_onehot``.
-        """
-        lo, hi = self.number_range
-        width = hi - lo + 1
-        k, n = numbers.shape
-        rows = np.arange(k)
-        nums = np.asarray(numbers, dtype=np.int64)
-        t = np.asarray(targets, dtype=np.int64)
-        onehot = np.zeros((k, n, width), dtype=np.float32)
-        onehot[rows[:, None], np.arange(n)[None, :], nums - lo] = 1.0
-        out[:, self._layout["number_onehot"]] = onehot.reshape(k, -1)
-        tgt = np.zeros((k, self.target_range[1] - self.target_range[0] + 1), dtype=np.float32)
-        tgt[rows, t - self.target_range[0]] = 1.0
-        out[:, self._layout["target_onehot"]] = tgt
-        res = np.zeros((k, n * (n - 1) // 2, len(_PAIR_RESULTS), len(_RESIDUALS), width), dtype=np.float32)
-        p = 0
-        for i in range(n):
-            for j in range(i + 1, n):
-                a, b = nums[:, i], nums[:, j]
-                for ri, (r_num, r_ok) in enumerate(_pair_results(a, b)):
-                    for ci, (c_val, c_ok) in enumerate(_residuals(r_num, t)):
-                        ok = r_ok & c_ok & (c_val >= lo) & (c_val <= hi)
-                        res[rows[ok], p, ri, ci, c_val[ok] - lo] = 1.0
-                p += 1
-        out[:, self._layout["pair_residuals"]] = res.reshape(k, -1)
-
-    def _lookahead(self, numbers: np.ndarray, targets: np.ndarray, out: np.ndarray) -> None:
-        """Fill the ``observation="lookahead"`` segments: a one-step search, written into the
-        observation. ``number_hits``: slot k's number equals the target; ``pair_hits``: a pair result
-        (as in ``pair_residuals``) equals the target; ``pair_matches``: for each pair result, each way
-        to finish and each *other* slot k (in slot order), whether n_k is the number that finishes it.
-        For N = 3 this names every correct two-operator expression (the policy still has to write it
-        as tokens); for N >= 4 it sees one merge ahead of a pair, not a whole answer."""
-        k, n = numbers.shape
-        nums = np.asarray(numbers, dtype=np.int64)
-        t = np.asarray(targets, dtype=np.int64)
-        out[:, self._layout["number_hits"]] = (nums == t[:, None]).astype(np.float32)
-        hits = np.zeros((k, n * (n - 1) // 2, len(_PAIR_RESULTS)), dtype=np.float32)
-        match = np.zeros((k, n * (n - 1) // 2, len(_PAIR_RESULTS), len(_RESIDUALS), n - 2), dtype=np.float32)
-        p = 0
-        for i in range(n):
-            for j in range(i + 1, n):
-                others = [s for s in range(n) if s not in (i, j)]
-                for ri, (r_num, r_ok) in enumerate(_pair_results(nums[:, i], nums[:, j])):
-                    hits[:, p, ri] = r_ok & (r_num == t)
-                    for ci, (c_val, c_ok) in enumerate(_residuals(r_num, t)):
-                        for oi, other in enumerate(others):
-                            match[:, p, ri, ci, oi] = r_ok & c_ok & (c_val == nums[:, other])
-                p += 1
-        out[:, self._layout["pair_hits"]] = hits.reshape(k, -1)
-        out[:, self._layout["pair_matches"]] = match.reshape(k, -1)
+        return self.features.encode_arrays(numbers, targets)
 
     def encode_prompt(self, prompt: Prompt) -> np.ndarray:
         return self.encode_arrays(np.array([prompt.numbers]), np.array([prompt.target]))[0]
@@ -507,10 +305,6 @@ class CountdownTask(Task):
                 break  # the answer ends at its first EOS
             out.append(str(prompt.numbers[t]) if t < n else self.vocab[t])
         return out
-
-    def render_prompt(self, prompt: Prompt) -> str:
-        nums = " ".join(str(x) for x in prompt.numbers)
-        return f"numbers: {nums} | target: {prompt.target}"
 
     def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """(B, V) bool masks for prefixes ``tokens[b, :lengths[b]]`` (tokens (B, L), lengths (B,)).
