@@ -1,0 +1,311 @@
+"""Multi-digit arithmetic: ``a op b`` with operands of 1..D digits, the answer written digit by digit.
+
+The testbed of Lee et al. 2023, "Teaching Arithmetic to Small Transformers": a prompt is two non-negative
+integers and an operator; the answer is the exact result written as a decimal number, one token per
+digit (and ``"-"`` first for a negative result when subtraction is offered), then ``"<eos>"``. The
+verifier reads the digits as an integer (no ``eval``) and compares it with ``a op b`` exactly.
+
+The split is by operand length, so "held-out" asks the length-generalisation question of the paper
+(section 7): ``split="train"`` draws operands of 1..``train_digits`` digits, ``split="test"`` the prompts
+where at least one operand has more (up to ``max_digits``). Which split a prompt belongs to is a function
+of the prompt alone (:meth:`DigitsTask.split_of`), so every env, agent and table agrees on it.
+
+This module is the worked example of the docs page ``docs/add-a-task.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from rlvr_env.tasks.base import Task, check_split
+from rlvr_env.verifier import RewardWeights, Verdict
+
+__all__ = ["DigitsPrompt", "DigitsTask", "OPERATORS", "read_number"]
+
+#: The operators a prompt may use, in vocabulary order.
+OPERATORS = "+-*"
+_EOS = "<eos>"
+_DIGITS = tuple("0123456789")
+#: A canonical integer: an optional sign, then 0 or digits without a leading zero (ASCII only: ``int``
+#: alone would also read "٣", "1_000" or " 7"), and never "-0".
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+_MAX_DIGITS_LIMIT = 9  # operands up to 9 digits keep every result inside int64 (vector env arrays)
+
+
+@dataclass(frozen=True)
+class DigitsPrompt:
+    """One prompt ``a op b``: non-negative integer operands and an operator from :data:`OPERATORS`.
+    Immutable and hashable (it is ``info["prompt"]`` and what ``reset(options={"prompt": ...})`` takes)."""
+
+    a: int
+    op: str
+    b: int
+
+    @property
+    def result(self) -> int:
+        """The exact answer."""
+        if self.op == "+":
+            return self.a + self.b
+        if self.op == "-":
+            return self.a - self.b
+        return self.a * self.b
+
+    def __str__(self) -> str:
+        return f"{self.a}{self.op}{self.b}"
+
+
+def read_number(text: str, max_digits: int) -> tuple[int | None, str | None]:
+    """``text`` as an integer written the canonical way, and None; or None and the reason it is not one.
+
+    Canonical: ASCII digits, an optional leading ``-``, no leading zero, no ``-0``, at most
+    ``max_digits`` digits. The digits are checked by a pattern before ``int`` reads them, so nothing but
+    a plain decimal integer is ever converted.
+    """
+    if not isinstance(text, str):
+        return None, f"expected text, got {type(text).__name__}"
+    if not text:
+        return None, "empty answer"
+    digits = len(text) - text.startswith("-")
+    if digits > max_digits:
+        return None, f"the number has {digits} digits; at most {max_digits} are read"
+    if _NUMBER.match(text):
+        return int(text), None
+    if text in ("-", "-0"):
+        return None, f"{text!r} is not a number (a sign needs a non-zero number after it)"
+    for i, ch in enumerate(text):
+        if ch not in _DIGITS and not (ch == "-" and i == 0):
+            where = "a sign only leads the number" if ch == "-" else "only the digits 0-9 and a leading '-'"
+            return None, f"character {ch!r} at position {i} is not allowed ({where})"
+    return None, f"number {text!r} has a leading zero"
+
+
+class DigitsTask(Task):
+    """Prompts ``a op b`` with operands of 1..``max_digits`` digits; answers written digit by digit.
+
+    Args:
+        max_digits: D, the longest operand (1..9).
+        train_digits: the longest operand of a training prompt (1..D-1); held-out prompts have an operand
+            with more digits. D must be larger, so the held-out split is never empty.
+        operators: a non-empty string of characters from ``"+-*"`` (order does not matter). The default
+            is ``"+"``, the paper's main task and the one its length-generalisation study is about;
+            ``"-"`` adds a sign token (a result may be negative), ``"*"`` doubles the answer length.
+        grammar_mask: True (the default): :meth:`action_mask` offers only the tokens that keep the answer
+            a canonical number (digits, then EOS; no leading zero, a sign only first). False: every token.
+
+    Vocabulary (token id = index): ``"0"`` .. ``"9"``, ``"-"`` when subtraction is offered, ``"<eos>"``.
+    ``max_length`` is the longest correct answer plus EOS, so every correct answer fits.
+
+    Prompts are drawn length first: each operand's digit count is uniform over the split's lengths
+    (for ``"test"``, the (len a, len b) pairs with at least one operand longer than ``train_digits``),
+    then the operand is uniform among the numbers of that length (1-digit numbers include 0). So short
+    operands are as frequent as long ones, as in the paper's balanced sampling (section 3).
+    """
+
+    name = "digits"
+    tabular_segments = None
+
+    def __init__(
+        self,
+        max_digits: int = 3,
+        train_digits: int = 2,
+        operators: str = "+",
+        grammar_mask: bool = True,
+    ) -> None:
+        for key, value in (("max_digits", max_digits), ("train_digits", train_digits)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{key}={value!r} must be an integer")
+        if not 2 <= max_digits <= _MAX_DIGITS_LIMIT:
+            raise ValueError(f"max_digits={max_digits!r} must be in [2, {_MAX_DIGITS_LIMIT}] (the held-out "
+                             "split needs operands longer than the training ones)")
+        if not 1 <= train_digits < max_digits:
+            raise ValueError(f"train_digits={train_digits!r} must be in [1, max_digits - 1] = "
+                             f"[1, {max_digits - 1}], so the held-out split has longer operands")
+        if not isinstance(operators, str) or not operators or set(operators) - set(OPERATORS):
+            raise ValueError(f"operators={operators!r} must be a non-empty string of characters from "
+                             f"{OPERATORS!r}")
+        if not isinstance(grammar_mask, bool):
+            raise ValueError(f"grammar_mask={grammar_mask!r} must be a bool")
+        self.max_digits = d = int(max_digits)
+        self.train_digits = int(train_digits)
+        self.operators = "".join(op for op in OPERATORS if op in operators)
+        self._grammar_mask = grammar_mask
+        self.signed = "-" in self.operators
+        self.vocab = (*_DIGITS, *(("-",) if self.signed else ()), _EOS)
+        self.eos_id = len(self.vocab) - 1
+        self.minus_id = 10 if self.signed else None
+        biggest = 10**d - 1
+        largest = {"+": 2 * biggest, "-": biggest, "*": biggest * biggest}
+        #: The most digits a correct answer has (the mask allows no more).
+        self.answer_digits = max(len(str(largest[op])) for op in self.operators)
+        self.max_length = self.answer_digits + int(self.signed) + 1
+        # Operand-length pairs of each split: (digits of a, digits of b).
+        pairs = [(i, j) for i in range(1, d + 1) for j in range(1, d + 1)]
+        self._length_pairs = {
+            "train": [p for p in pairs if max(p) <= self.train_digits],
+            "test": [p for p in pairs if max(p) > self.train_digits],
+        }
+
+    # -- prompts ---------------------------------------------------------------------------------
+    def sample_prompt(self, rng: np.random.Generator, split: str) -> DigitsPrompt:
+        check_split(split)
+        pairs = self._length_pairs[split]
+        la, lb = pairs[int(rng.integers(len(pairs)))]
+        op = self.operators[int(rng.integers(len(self.operators)))]
+        return DigitsPrompt(_draw_operand(rng, la), op, _draw_operand(rng, lb))
+
+    def validate_prompt(self, prompt: object) -> DigitsPrompt:
+        """A :class:`DigitsPrompt` or an ``(a, op, b)`` triple, checked against this task's settings."""
+        if isinstance(prompt, DigitsPrompt):
+            a, op, b = prompt.a, prompt.op, prompt.b
+        elif isinstance(prompt, (tuple, list)) and len(prompt) == 3:
+            a, op, b = prompt
+        else:
+            raise ValueError(f"prompt {prompt!r:.80} must be a DigitsPrompt or an (a, op, b) triple, "
+                             "e.g. (12, '+', 7)")
+        if op not in self.operators or not isinstance(op, str):
+            raise ValueError(f"prompt operator {op!r} is not one of this task's operators "
+                             f"{self.operators!r}")
+        for name, value in (("a", a), ("b", b)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"prompt operand {name}={value!r} must be an integer")
+            if not 0 <= value < 10**self.max_digits:
+                raise ValueError(f"prompt operand {name}={value!r} must be a non-negative integer of at "
+                                 f"most max_digits={self.max_digits} digits")
+        return DigitsPrompt(int(a), op, int(b))
+
+    def split_of(self, prompt: DigitsPrompt) -> str:  # type: ignore[override]
+        """``"test"`` when an operand has more than ``train_digits`` digits, else ``"train"``."""
+        longest = max(len(str(prompt.a)), len(str(prompt.b)))
+        return "test" if longest > self.train_digits else "train"
+
+    def render_prompt(self, prompt: DigitsPrompt) -> str:  # type: ignore[override]
+        return f"{prompt.a} {prompt.op} {prompt.b} ="
+
+    # -- observation ----------------------------------------------------------------------------
+    @property
+    def prompt_layout(self) -> dict[str, slice]:
+        """``"a"`` and ``"b"``: per digit place (units first), a one-hot over (none, 0..9); ``"op"``:
+        a one-hot over the task's operators."""
+        w = 11 * self.max_digits
+        return {"a": slice(0, w), "op": slice(w, w + len(self.operators)),
+                "b": slice(w + len(self.operators), 2 * w + len(self.operators))}
+
+    def encode_prompt(self, prompt: DigitsPrompt) -> np.ndarray:  # type: ignore[override]
+        # Digits aligned by place value (units in the first block), so the same place is the same
+        # feature whatever the operand's length: what a network needs to carry from one place to the next.
+        layout = self.prompt_layout
+        out = np.zeros(self.prompt_dim, dtype=np.float32)
+        for key, value in (("a", prompt.a), ("b", prompt.b)):
+            start = layout[key].start
+            text = str(value)[::-1]
+            for place in range(self.max_digits):
+                cls = 1 + int(text[place]) if place < len(text) else 0
+                out[start + 11 * place + cls] = 1.0
+        out[layout["op"].start + self.operators.index(prompt.op)] = 1.0
+        return out
+
+    # -- answers --------------------------------------------------------------------------------
+    def decode(self, token_ids: Sequence[int], prompt: object) -> str:
+        """The answer text: the tokens before the first EOS, joined without spaces (digits are one
+        number here, which is the point of the task)."""
+        out = []
+        for i in token_ids:
+            if i == self.eos_id:
+                break
+            out.append(self.vocab[i])
+        return "".join(out)
+
+    def score(  # type: ignore[override]
+        self,
+        prompt: DigitsPrompt,
+        token_ids: Sequence[int],
+        weights: RewardWeights,
+        *,
+        truncated: bool = False,
+    ) -> Verdict:
+        """Well-formed: a canonical number (:func:`read_number`) ended by EOS. Correct: well-formed and
+        equal to ``a op b``. The reward is ``weights``' sum of the two parts."""
+        text = self.decode(token_ids, prompt)
+        if truncated:
+            value, reason = None, f"no end-of-sequence token within {self.max_length} tokens (truncated)"
+        else:
+            value, reason = read_number(text, self.answer_digits)
+        return self.verdict(prompt, text, value, reason, weights)
+
+    def verdict(self, prompt: DigitsPrompt, text: str, value: int | None, reason: str | None,
+                weights: RewardWeights) -> Verdict:
+        """The verdict on an answer already read as ``value`` (None, with ``reason``, when it is not a
+        number): shared by the token answer and the text completion, so both pay alike."""
+        well_formed = value is not None
+        correct = well_formed and value == prompt.result
+        if well_formed and not correct:
+            reason = f"{value} is not {prompt.a} {prompt.op} {prompt.b} = {prompt.result}"
+        parts = weights.parts(correct, well_formed)
+        return Verdict(
+            reward=float(sum(parts.values())),
+            correct=correct,
+            well_formed=well_formed,
+            value=None if value is None else Fraction(value),
+            reason=reason,
+            expression=text,
+            parts=parts,
+        )
+
+    def solution(self, prompt: DigitsPrompt) -> tuple[int, ...]:
+        """The correct answer's token ids, EOS included (a cold start imitates these)."""
+        text = str(prompt.result)
+        return (*(self.minus_id if ch == "-" else int(ch) for ch in text), self.eos_id)  # type: ignore[misc]
+
+    # -- masks ----------------------------------------------------------------------------------
+    @property
+    def grammar_masked(self) -> bool:
+        return self._grammar_mask
+
+    def action_mask(self, prompt: object, prefix: Sequence[int]) -> np.ndarray:
+        """(V,) bool: the tokens that keep ``prefix`` a prefix of a canonical number of at most
+        :attr:`answer_digits` digits. A prefix that already broke the grammar (an agent that ignored the
+        mask) is offered every token; all True without ``grammar_mask``."""
+        mask = np.ones(len(self.vocab), dtype=bool)
+        if not self._grammar_mask:
+            return mask
+        state = self._prefix_state(prefix)
+        if state is None:
+            return mask
+        sign, digits, first = state
+        mask[:] = False
+        if digits == 0:
+            mask[1:10] = True  # a first digit; "0" only alone and unsigned
+            mask[0] = not sign
+            if self.minus_id is not None:
+                mask[self.minus_id] = not sign
+            return mask
+        mask[self.eos_id] = True
+        if first != 0 and digits < self.answer_digits:
+            mask[:10] = True
+        return mask
+
+    def _prefix_state(self, prefix: Sequence[int]) -> tuple[bool, int, int] | None:
+        """(signed, digits so far, first digit or -1) of a prefix that is still canonical, else None."""
+        sign, digits, first = False, 0, -1
+        for pos, t in enumerate(prefix):
+            t = int(t)
+            if t == self.minus_id and pos == 0:
+                sign = True
+            elif 0 <= t <= 9 and first != 0 and digits < self.answer_digits and not (sign and digits == 0
+                                                                                    and t == 0):
+                first = t if digits == 0 else first
+                digits += 1
+            else:
+                return None
+        return sign, digits, first
+
+
+def _draw_operand(rng: np.random.Generator, length: int) -> int:
+    """A uniform number of exactly ``length`` digits (0 counts as a 1-digit number)."""
+    low = 0 if length == 1 else 10 ** (length - 1)
+    return int(rng.integers(low, 10**length))
