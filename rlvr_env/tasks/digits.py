@@ -33,7 +33,7 @@ _EOS = "<eos>"
 _DIGITS = tuple("0123456789")
 #: A canonical integer: an optional sign, then 0 or digits without a leading zero (ASCII only: ``int``
 #: alone would also read "٣", "1_000" or " 7"), and never "-0".
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+_NUMBER = re.compile(r"(?:0|-?[1-9][0-9]*)\Z")
 _MAX_DIGITS_LIMIT = 9  # operands up to 9 digits keep every result inside int64 (vector env arrays)
 
 
@@ -96,6 +96,7 @@ class DigitsTask(Task):
             ``"-"`` adds a sign token (a result may be negative), ``"*"`` doubles the answer length.
         grammar_mask: True (the default): :meth:`action_mask` offers only the tokens that keep the answer
             a canonical number (digits, then EOS; no leading zero, a sign only first). False: every token.
+            Masks never change what is paid: the verifier alone decides.
 
     Vocabulary (token id = index): ``"0"`` .. ``"9"``, ``"-"`` when subtraction is offered, ``"<eos>"``.
     ``max_length`` is the longest correct answer plus EOS, so every correct answer fits.
@@ -269,15 +270,17 @@ class DigitsTask(Task):
     def action_mask(self, prompt: object, prefix: Sequence[int]) -> np.ndarray:
         """(V,) bool: the tokens that keep ``prefix`` a prefix of a canonical number of at most
         :attr:`answer_digits` digits. A prefix that already broke the grammar (an agent that ignored the
-        mask) is offered every token; all True without ``grammar_mask``."""
+        mask) is offered EOS only, as Countdown does: the answer is lost, so a legal token ends it. All
+        True without ``grammar_mask``."""
         mask = np.ones(len(self.vocab), dtype=bool)
         if not self._grammar_mask:
             return mask
         state = self._prefix_state(prefix)
+        mask[:] = False
         if state is None:
+            mask[self.eos_id] = True
             return mask
         sign, digits, first = state
-        mask[:] = False
         if digits == 0:
             mask[1:10] = True  # a first digit; "0" only alone and unsigned
             mask[0] = not sign
@@ -296,8 +299,9 @@ class DigitsTask(Task):
             t = int(t)
             if t == self.minus_id and pos == 0:
                 sign = True
-            elif 0 <= t <= 9 and first != 0 and digits < self.answer_digits and not (sign and digits == 0
-                                                                                    and t == 0):
+            elif 0 <= t <= 9 and first != 0 and digits < self.answer_digits:
+                if sign and digits == 0 and t == 0:
+                    return None  # "-0"
                 first = t if digits == 0 else first
                 digits += 1
             else:

@@ -1,0 +1,195 @@
+"""Multi-digit arithmetic (rlvr_env.tasks.digits): the verifier, the split, masks, solutions, and the task
+through every path that runs a task (single env, vector env, text env, agents)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask, read_number
+from rlvr_env.verifier import RewardWeights
+
+W = RewardWeights()
+EOS = DigitsTask().eos_id
+
+
+def ids(task: DigitsTask, text: str) -> list[int]:
+    """Token ids of an answer text, EOS appended."""
+    return [task.vocab.index(ch) for ch in text] + [task.eos_id]
+
+
+# -- the verifier --------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, value", [("0", 0), ("7", 7), ("120", 120), ("-7", -7), ("-105", -105)])
+def test_read_number_reads_canonical_integers(text: str, value: int) -> None:
+    assert read_number(text, 4) == (value, None)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty answer"),
+    ("007", "leading zero"),
+    ("-0", "a sign needs a non-zero number"),
+    ("-", "a sign needs a non-zero number"),
+    ("1-2", "character '-' at position 1"),
+    ("--3", "character '-' at position 1"),
+    ("1 2", "character ' ' at position 1"),
+    ("\u0663", "character '\u0663' at position 0"),  # an Arabic-Indic three: int() would read it
+    ("1_0", "character '_' at position 1"),
+    ("12345", "5 digits; at most 4"),
+])
+def test_read_number_refuses_anything_else_with_a_reason(text: str, reason: str) -> None:
+    value, why = read_number(text, 4)
+    assert value is None and reason in str(why)
+
+
+def test_score_pays_accuracy_and_format_by_hand() -> None:
+    task = DigitsTask(max_digits=3, train_digits=2, operators="+-*")
+    p = DigitsPrompt(12, "+", 7)
+    right = task.score(p, ids(task, "19"), W)
+    assert (right.reward, right.correct, right.well_formed, right.value) == (1.1, True, True, 19)
+    assert right.parts == {"accuracy": 1.0, "format": 0.1} and right.expression == "19"
+    wrong = task.score(p, ids(task, "18"), W)
+    assert (wrong.reward, wrong.correct, wrong.well_formed) == (pytest.approx(0.1), False, True)
+    assert "18 is not 12 + 7 = 19" in str(wrong.reason)
+    assert task.score(p, ids(task, "019"), W).reward == 0.0  # leading zero: not a number
+    assert task.score(DigitsPrompt(3, "-", 12), ids(task, "-9"), W).reward == pytest.approx(1.1)
+    assert task.score(DigitsPrompt(999, "*", 999), ids(task, "998001"), W).correct
+    truncated = task.score(p, [1, 9], W, truncated=True)
+    assert truncated.reward == 0.0 and "truncated" in str(truncated.reason)
+    weighted = task.score(p, ids(task, "19"), RewardWeights(accuracy=2.0, format=0.5))
+    assert weighted.reward == 2.5
+
+
+def test_tokens_after_eos_are_not_read() -> None:
+    task = DigitsTask()
+    assert task.decode([1, 9, EOS, 5, 5], DigitsPrompt(12, "+", 7)) == "19"
+
+
+# -- settings and prompts ------------------------------------------------------------------------
+def test_vocabulary_and_answer_length_follow_the_operators() -> None:
+    plus = DigitsTask(max_digits=3, operators="+")
+    assert plus.vocab == (*"0123456789", "<eos>") and plus.max_length == 5  # 999+999 = 1998, EOS
+    signed = DigitsTask(max_digits=3, operators="-+")
+    assert signed.operators == "+-" and signed.vocab[10] == "-" and signed.max_length == 6
+    times = DigitsTask(max_digits=2, train_digits=1, operators="*")
+    assert times.max_length == 5  # 99*99 = 9801, EOS
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_digits": 1}, "max_digits=1 must be in"),
+    ({"max_digits": 10}, "max_digits=10 must be in"),
+    ({"max_digits": 3, "train_digits": 3}, "train_digits=3 must be in"),
+    ({"train_digits": 0}, "train_digits=0 must be in"),
+    ({"max_digits": 2.5}, "max_digits=2.5 must be an integer"),
+    ({"operators": "+/"}, "operators='\\+/' must be"),
+    ({"operators": ""}, "operators='' must be"),
+    ({"grammar_mask": 1}, "grammar_mask=1 must be a bool"),
+])
+def test_bad_settings_are_refused_by_name(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        DigitsTask(**kwargs)
+
+
+@pytest.mark.parametrize("prompt, match", [
+    ((1, "*", 2), "operator '\\*' is not one of"),
+    ((1000, "+", 2), "a=1000 must be a non-negative integer of at most max_digits=3"),
+    ((1, "+", -2), "b=-2 must be"),
+    ((1.0, "+", 2), "a=1.0 must be an integer"),
+    ((True, "+", 2), "a=True must be an integer"),
+    ((1, 2), "must be a DigitsPrompt or an \\(a, op, b\\) triple"),
+])
+def test_invalid_prompts_are_refused_by_name(prompt: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        DigitsTask().validate_prompt(prompt)
+
+
+def test_split_is_by_operand_length_by_hand() -> None:
+    task = DigitsTask(max_digits=3, train_digits=2)
+    assert task.split_of(DigitsPrompt(99, "+", 99)) == "train"
+    assert task.split_of(DigitsPrompt(0, "+", 5)) == "train"
+    assert task.split_of(DigitsPrompt(100, "+", 0)) == "test"
+    assert task.split_of(DigitsPrompt(5, "+", 123)) == "test"
+    assert DigitsTask(max_digits=4, train_digits=3).split_of(DigitsPrompt(5, "+", 123)) == "train"
+
+
+def test_sampled_prompts_fall_in_their_split_cover_every_length_and_repeat_by_seed() -> None:
+    task = DigitsTask(max_digits=3, train_digits=2, operators="+-*")
+    for split in ("train", "test"):
+        rng = np.random.default_rng(0)
+        prompts = [task.sample_prompt(rng, split) for _ in range(600)]
+        assert {task.split_of(p) for p in prompts} == {split}
+        lengths = {(len(str(p.a)), len(str(p.b))) for p in prompts}
+        expected = {(i, j) for i in (1, 2, 3) for j in (1, 2, 3) if (max(i, j) > 2) == (split == "test")}
+        assert lengths == expected
+        assert {p.op for p in prompts} == {"+", "-", "*"}
+        again = np.random.default_rng(0)
+        assert [task.sample_prompt(again, split) for _ in range(600)] == prompts
+    with pytest.raises(ValueError, match="split='dev' is not one of"):
+        task.sample_prompt(np.random.default_rng(0), "dev")
+
+
+def test_prompt_features_are_digits_by_place_value() -> None:
+    task = DigitsTask(max_digits=2, train_digits=1, operators="+*")
+    x = task.encode_prompt(DigitsPrompt(12, "*", 7))
+    layout = task.prompt_layout
+    a = x[layout["a"]].reshape(2, 11)  # (place, none/0..9), units first
+    b = x[layout["b"]].reshape(2, 11)
+    assert a.argmax(axis=1).tolist() == [1 + 2, 1 + 1]  # units 2, tens 1
+    assert b.argmax(axis=1).tolist() == [1 + 7, 0]  # units 7, no tens
+    assert x[layout["op"]].tolist() == [0.0, 1.0]
+    assert x.sum() == 5 and x.dtype == np.float32
+
+
+# -- masks and solutions -------------------------------------------------------------------------
+def _prompts(task: DigitsTask, n: int) -> list[DigitsPrompt]:
+    rng = np.random.default_rng(1)
+    extremes = [DigitsPrompt(a, op, b) for op in task.operators for a in (0, 10**task.max_digits - 1)
+                for b in (0, 10**task.max_digits - 1)]
+    return extremes + [task.sample_prompt(rng, s) for s in ("train", "test") for _ in range(n)]
+
+
+@pytest.mark.parametrize("operators", ["+", "-", "*", "+-*"])
+def test_solutions_score_accuracy_plus_format_and_masks_never_hide_them(operators: str) -> None:
+    task = DigitsTask(max_digits=3, train_digits=2, operators=operators)
+    for p in _prompts(task, 100):
+        sol = task.solution(p)
+        assert len(sol) <= task.max_length and sol[-1] == task.eos_id
+        verdict = task.score(p, sol, W)
+        assert verdict.reward == pytest.approx(1.1) and verdict.value == p.result
+        for k, token in enumerate(sol):
+            assert task.action_mask(p, sol[:k])[token], (p, sol[:k])
+
+
+def test_grammar_mask_by_hand() -> None:
+    task = DigitsTask(max_digits=2, train_digits=1, operators="+-")  # answers of at most 3 digits
+    p, minus = DigitsPrompt(1, "+", 2), task.minus_id
+
+    def allowed(prefix: list[int]) -> list[str]:
+        return [task.vocab[i] for i in np.flatnonzero(task.action_mask(p, prefix))]
+
+    assert allowed([]) == [*"0123456789", "-"]  # no empty answer
+    assert allowed([minus]) == [*"123456789"]  # no "-0", no "--"
+    assert allowed([0]) == ["<eos>"]  # "0" only alone
+    assert allowed([3]) == [*"0123456789", "<eos>"]
+    assert allowed([3, 0, 0]) == ["<eos>"]  # the longest answer has 3 digits
+    assert allowed([0, 5]) == ["<eos>"]  # a prefix that broke the grammar (mask ignored) can only end
+    assert DigitsTask(grammar_mask=False).action_mask(p, []).all()
+    assert task.grammar_masked and not DigitsTask(grammar_mask=False).grammar_masked
+
+
+def test_every_answer_the_mask_allows_is_well_formed() -> None:
+    # Walk every masked path of the small setting: each one that ends with EOS is a canonical number.
+    task = DigitsTask(max_digits=2, train_digits=1, operators="-")
+    p = DigitsPrompt(3, "-", 5)
+    stack: list[list[int]] = [[]]
+    ended = 0
+    while stack:
+        prefix = stack.pop()
+        for token in np.flatnonzero(task.action_mask(p, prefix)):
+            answer = [*prefix, int(token)]
+            if token == task.eos_id:
+                assert task.score(p, answer, W).well_formed, answer
+                ended += 1
+            else:
+                assert len(answer) < task.max_length
+                stack.append(answer)
+    assert ended == 1 + 2 * 99  # 0, and +-1..99
