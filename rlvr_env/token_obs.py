@@ -27,24 +27,19 @@ exactly (a lockstep test checks it). The default observations do not change: no 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from rlvr_env.tasks.base import Prompt, Task
+from rlvr_env.tasks.base import Task
+from rlvr_env.tasks.expression import ANSWER, BOS, COMMA, MINUS, PAD, SPECIAL_TOKENS, TARGET, ExpressionTask
 
-__all__ = ["OBSERVATION_KINDS", "SPECIAL_TOKENS", "TokenContext", "TokenContextSpace", "check_observation",
+__all__ = ["ANSWER", "BOS", "COMMA", "MINUS", "PAD", "TARGET", "OBSERVATION_KINDS", "SPECIAL_TOKENS", "TokenContext", "TokenContextSpace", "check_observation",
            "split_observation"]
 
 #: What a token env can observe: its task's feature vector plus a one-hot answer, or the token context.
 OBSERVATION_KINDS = ("features", "tokens")
-#: The context vocabulary's fixed head: specials, then digits (ids 6-15).
-SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "=", "<ans>", ",", "-")
-PAD, BOS, TARGET, ANSWER, COMMA, MINUS = range(len(SPECIAL_TOKENS))
-_DIGIT0 = len(SPECIAL_TOKENS)
-_SLOT = re.compile(r"n(\d+)\Z")
 
 
 def check_observation(observation: object) -> str:
@@ -84,54 +79,25 @@ class TokenContextSpace(spaces.Box):
                 f"answer_width={self.answer_width})")
 
 
-def _digits_needed(value: int) -> int:
-    return len(str(abs(int(value))))
-
-
 class TokenContext:
     """Builds token-context rows for one :class:`~rlvr_env.tasks.base.Task` (see the module docstring).
 
-    Prompts are read as numbers and a target; their digit widths come from the task's
-    ``number_range`` / ``target_range`` when it has them (Countdown), else from its finite prompt list
-    (Arithmetic).
+    The prompt side comes from the task's token-observation ability (:meth:`Task.context_tokens` and
+    :meth:`Task.encode_context`); ``ValueError`` for a task that does not offer it.
     """
 
     def __init__(self, task: Task) -> None:
+        spec = task.context_tokens()
+        if spec is None:
+            raise ValueError(f"task {type(task).__name__} offers no token observation (its context_tokens() "
+                             "is None); use observation='features'")
         self.task = task
-        n_actions = len(task.vocab)
-        self.answer_offset = _DIGIT0 + 10
-        self.vocab: tuple[str, ...] = (*SPECIAL_TOKENS, *"0123456789", *task.vocab)
-        if hasattr(task, "number_range") and hasattr(task, "target_range"):
-            n_numbers = int(getattr(task, "n_numbers"))
-            lo, hi = task.number_range  # type: ignore[attr-defined]
-            tlo, thi = task.target_range  # type: ignore[attr-defined]
-            number_digits = max(_digits_needed(lo), _digits_needed(hi))
-            target_digits = max(_digits_needed(tlo), _digits_needed(thi))
-            signed = tlo < 0
-        else:
-            prompts = [*(task.prompts("train") or ()), *(task.prompts("test") or ())]
-            if not prompts:
-                raise ValueError(
-                    f"task {type(task).__name__} has neither number/target ranges nor a finite prompt "
-                    "list, so the token context cannot size its prompt"
-                )
-            n_numbers = len(prompts[0].numbers)
-            number_digits = max(_digits_needed(x) for p in prompts for x in p.numbers)
-            target_digits = max(_digits_needed(p.target) for p in prompts)
-            signed = any(p.target < 0 for p in prompts)
-        self.n_numbers = n_numbers
-        self.number_digits, self.target_digits, self.signed = number_digits, target_digits, signed
-        # Slot k's label: the answer's own "n<k>" token when the vocabulary has one, else a comma.
-        slot_ids = {int(m.group(1)): i for i, tok in enumerate(task.vocab) if (m := _SLOT.match(tok))}
-        self.slot_labels = np.array(
-            [self.answer_offset + slot_ids[k] if k in slot_ids else COMMA for k in range(n_numbers)],
-            dtype=np.int64,
-        )
-        # <bos>, per number (label, digits), "=", [sign], target digits, <ans>.
-        self.prompt_width = 1 + n_numbers * (1 + number_digits) + 1 + int(signed) + target_digits + 1
+        self.answer_offset = len(spec.vocab)
+        self.vocab: tuple[str, ...] = (*spec.vocab, *task.vocab)
+        self.prompt_width = spec.width
         self.answer_width = int(task.max_length)
         self.space = TokenContextSpace(self.vocab, self.prompt_width, self.answer_width, self.answer_offset)
-        self.n_actions = n_actions
+        self.n_actions = len(task.vocab)
 
     @property
     def length(self) -> int:
@@ -143,39 +109,20 @@ class TokenContext:
         """Named slices of a row: ``"prompt"`` (left-padded) and ``"answer"`` (right-padded)."""
         return {"prompt": slice(0, self.prompt_width), "answer": slice(self.prompt_width, self.length)}
 
-    def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """(k, P) int64 prompt segments for prompts given as numbers (k, N) and targets (k,)."""
-        numbers = np.asarray(numbers, dtype=np.int64).reshape(-1, self.n_numbers)
-        targets = np.asarray(targets, dtype=np.int64).reshape(-1)
-        k = numbers.shape[0]
-        hole = -1  # a digit position a shorter number does not use; squeezed out below
-        pieces = [np.full((k, 1), BOS)]
-        for slot in range(self.n_numbers):
-            label = np.full((k, 1), self.slot_labels[slot])
-            pieces += [label, self._digits(numbers[:, slot], self.number_digits)]
-        pieces.append(np.full((k, 1), TARGET))
-        if self.signed:
-            pieces.append(np.where(targets < 0, MINUS, hole)[:, None])
-        pieces += [self._digits(targets, self.target_digits), np.full((k, 1), ANSWER)]
-        row = np.concatenate(pieces, axis=1)  # (k, P) with holes
-        # Left-pad: a stable sort on "is a real token" moves the holes to the front, keeping token order.
-        order = np.argsort(row != hole, axis=1, kind="stable")
-        row = np.take_along_axis(row, order, axis=1)
-        row[row == hole] = PAD
+    def encode_prompt(self, prompt: Any) -> np.ndarray:
+        """(P,) int64 prompt segment of one prompt (the task's :meth:`~Task.encode_context`)."""
+        row = np.asarray(self.task.encode_context(prompt), dtype=np.int64)
+        if row.shape != (self.prompt_width,):
+            raise ValueError(f"task {type(self.task).__name__}.encode_context gave shape {row.shape}, "
+                             f"expected ({self.prompt_width},)")
         return row
 
-    @staticmethod
-    def _digits(values: np.ndarray, width: int) -> np.ndarray:
-        """(k, width) context ids of |values| in decimal, most significant first, -1 for leading zeros."""
-        v = np.abs(values)[:, None]
-        powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)  # (width,)
-        digits = _DIGIT0 + (v // powers) % 10
-        leading = (v < powers) & (np.arange(width) < width - 1)  # "0" itself keeps its last digit
-        return np.where(leading, -1, digits)
-
-    def encode_prompt(self, prompt: Prompt) -> np.ndarray:
-        """(P,) int64 prompt segment of one prompt."""
-        return self.encode_arrays(np.array([prompt.numbers]), np.array([prompt.target]))[0]
+    def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(k, P) int64 prompt segments of an arithmetic task's prompts given as numbers (k, N) and
+        targets (k,) (:meth:`rlvr_env.tasks.expression.ExpressionTask.context_arrays`)."""
+        if not isinstance(self.task, ExpressionTask):
+            raise ValueError(f"task {type(self.task).__name__} has no number/target prompts to encode as arrays")
+        return self.task.context_arrays(numbers, targets)
 
     def decode(self, row: np.ndarray) -> str:
         """The row as text (padding dropped): for reading and debugging."""

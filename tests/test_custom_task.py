@@ -10,11 +10,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from agents import GRPO, GRPOConfig
-from rlvr_env import Grammar, Prompt, Task, TokenEnv
+from rlvr_env import Grammar, Prompt, TokenEnv
+from rlvr_env.tasks.expression import ExpressionTask
 from rlvr_env.tasks.base import check_split, unpack_prompt
 
 
-class SumTask(Task):
+class SumTask(ExpressionTask):
     """Two numbers from 1..4 and their sum or product as target; answers are 3 tokens ("a+b")."""
 
     name = "sum"

@@ -1,7 +1,9 @@
 """Prompt families (tasks) that the token-emission environment runs on."""
 
 from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import SPLITS, Prompt, Task
+from rlvr_env.tasks.base import SPLITS, BatchArrays, ContextTokens, Prompt, Task
 from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.expression import ExpressionTask
 
-__all__ = ["ArithmeticTask", "CountdownTask", "Prompt", "SPLITS", "Task"]
+__all__ = ["ArithmeticTask", "BatchArrays", "ContextTokens", "CountdownTask", "ExpressionTask", "Prompt",
+           "SPLITS", "Task"]

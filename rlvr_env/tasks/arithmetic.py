@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rlvr_env.tasks.base import SPLITS, Prompt, Task, check_split, unpack_prompt
+from rlvr_env.tasks.base import SPLITS, Prompt, check_split, unpack_prompt
+from rlvr_env.tasks.expression import ExpressionTask
 from rlvr_env.verifier import Grammar, verify
 
 __all__ = ["ArithmeticTask", "NUMBERS", "TARGETS", "PERMUTATIONS"]
@@ -41,7 +42,7 @@ def _held_out(perm_index: int, target_index: int) -> bool:
     return perm_index in (target_index % 6, (target_index + 3) % 6)
 
 
-class ArithmeticTask(Task):
+class ArithmeticTask(ExpressionTask):
     """Prompts: a permutation of (2, 3, 5) and a reachable target (10, 11, 13, 17 or 30): 30 prompts.
 
     The answer is 5 tokens from ``2 3 5 + *``; it is well-formed when it alternates number, operator,
@@ -59,6 +60,7 @@ class ArithmeticTask(Task):
     max_length = 5
     eos_id = None
     grammar = _GRAMMAR
+    n_numbers = len(NUMBERS)
     tabular_segments = ("target", "prefix")
 
     def __init__(self, grammar_mask: bool = False) -> None:

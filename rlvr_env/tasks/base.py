@@ -1,32 +1,63 @@
-"""The task protocol: what a token-emission environment needs to know about a family of prompts.
+"""The Task contract: everything an environment, a cold start or a language-model bridge needs from a task.
 
-A *task* bundles a prompt sampler with its deterministic train / held-out split, a vocabulary, a grammar
-and the verifier call. :class:`rlvr_env.envs.TokenEnv` is generic over tasks, so a new family of prompts
-is one :class:`Task` subclass plus one ``gymnasium.register`` call.
+A *task* is a family of prompts plus its verifier. Every ability the envs use is declared here, on
+:class:`Task`, with a default where one makes sense; nothing in the package probes a task with
+``hasattr``. A new task implements the required part and overrides the optional abilities it has:
+
+**Required** (abstract): ``name``, ``vocab`` (answer tokens, id = index), ``max_length``, ``eos_id``
+(None: fixed-length answers); :meth:`sample_prompt`, :meth:`validate_prompt`, :meth:`split_of`;
+:attr:`prompt_layout` and :meth:`encode_prompt` (the ``"features"`` observation); :meth:`score`.
+
+**Optional, with defaults** (what a task gets for free):
+
+* prompts: :meth:`prompts` (a finite list, default None = sampled), :meth:`sample_prompts` (k at once,
+  default: k calls of :meth:`sample_prompt`), :meth:`render_prompt` (one line of text);
+* answers: :meth:`decode` (default: the vocabulary strings joined up to EOS);
+* scoring a batch: :meth:`score_batch` (default: :meth:`score` per answer, so an override of ``score`` is
+  paid on every path: single env, native vector env, text env and GRPO alike);
+* masks: :meth:`action_mask` and :meth:`action_masks_batch` (default all-ones), :attr:`grammar_masked`;
+* the token observation (``observation="tokens"``): :meth:`context_tokens` and :meth:`encode_context`
+  (default None: not offered);
+* a cold start: :meth:`solution` (default None: no known solution), :attr:`has_solutions`;
+* text (text env and LLM bridges): :meth:`prompt_text`, :meth:`parse_answer`, :meth:`score_text`,
+  :meth:`prompt_record` / :meth:`prompt_from_record` (default: the prompt's own text and the vocabulary's
+  strings; records are offered by tasks whose prompts are plain JSON values);
+* an array fast path for the native vector env: :meth:`batch_arrays` (default None: the vector env runs
+  the generic path, prompts as Python values and answers scored through :meth:`score_batch`).
+
+The prompt type is the task's own immutable, hashable value (a frozen dataclass, a tuple, ...): it is what
+``reset`` puts in ``info["prompt"]`` and what ``reset(options={"prompt": p})`` replays. The arithmetic
+tasks use :class:`Prompt` (numbers and a target) through :class:`rlvr_env.tasks.expression.ExpressionTask`.
 """
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict, join_tokens, verify
+from rlvr_env.verifier import Grammar, RewardWeights, Verdict
 
-__all__ = ["Prompt", "Task", "SPLITS", "check_split", "unpack_prompt"]
+if TYPE_CHECKING:
+    from rlvr_env.tasks.countdown_masks import MaskAutomaton
+    from rlvr_env.tasks.countdown_programs import ProgramTable
 
-_SLOT = re.compile(r"n(\d+)\Z")
+__all__ = ["BatchArrays", "ContextTokens", "Prompt", "Task", "SPLITS", "check_split", "refused_verdict",
+           "truncated_verdict", "unpack_prompt"]
 
 #: The split names every task understands.
 SPLITS: tuple[str, ...] = ("train", "test")
 
+P = TypeVar("P", bound=Hashable)
+
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt: the numbers an answer may use and the target value. Immutable and hashable.
+    """One prompt of the arithmetic tasks: the numbers an answer may use and the target value.
+    Immutable and hashable.
 
     ``meta`` holds optional, task-specific per-prompt facts (e.g. number of solutions) as a tuple of
     ``(name, value)`` pairs so the prompt stays hashable; it does not take part in equality.
@@ -52,44 +83,103 @@ class Prompt:
         return dict(self.meta)
 
 
-class Task(ABC):
-    """A family of prompts with a vocabulary, a grammar and a verifier.
+@dataclass(frozen=True)
+class ContextTokens:
+    """How a task writes its prompts for ``observation="tokens"`` (:mod:`rlvr_env.token_obs`).
 
-    Subclasses set :attr:`name`, :attr:`vocab` (token strings, id = index), :attr:`max_length`,
-    :attr:`eos_id` (None when answers have a fixed length and end after ``max_length`` tokens) and
-    :attr:`grammar`, and implement the abstract methods.
+    ``vocab``: the context's own tokens, which come before the task's answer tokens in the context
+    vocabulary (``vocab[0]`` must be ``"<pad>"``: id 0 is padding); action ``a`` is context id
+    ``len(vocab) + a``. ``width``: the prompt segment's length P (every prompt fits, left-padded).
+    """
+
+    vocab: tuple[str, ...]
+    width: int
+
+    def __post_init__(self) -> None:
+        if not self.vocab or self.vocab[0] != "<pad>":
+            raise ValueError(f"ContextTokens.vocab={self.vocab!r:.80} must start with '<pad>' (id 0 pads)")
+        if isinstance(self.width, bool) or not isinstance(self.width, int) or self.width < 1:
+            raise ValueError(f"ContextTokens.width={self.width!r} must be a positive integer")
+
+
+class BatchArrays(Protocol):
+    """The array fast path of the native vector env (:meth:`Task.batch_arrays` returns one, or None).
+
+    Offered by a task whose prompts are numbers and a target (:class:`Prompt`) and whose :meth:`Task.score`
+    is :func:`rlvr_env.verify` under ``grammar``: then the vector env holds prompts as arrays and verifies
+    answers incrementally with array operations that agree exactly with ``verify``. A task that overrides
+    ``score`` (or ``score_batch``, ``decode``) must not offer it: its verifier would be bypassed.
+    """
+
+    grammar: Grammar
+    n_numbers: int
+    #: the numbers' range when bounded (lets answers be scored by table lookup), else None
+    number_range: tuple[int, int] | None
+
+    def sample_arrays(self, rng: np.random.Generator, split: str,
+                      k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """k prompts of ``split`` drawn with ``rng``: numbers (k, N), targets (k,) and a (k, ...) array of
+        per-prompt facts (Countdown: each generating expression)."""
+
+    def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(k, prompt_dim) float32 features of prompts given as arrays (:meth:`Task.encode_prompt`)."""
+
+    def context_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(k, P) int64 token-context prompt segments (:meth:`Task.encode_context`)."""
+
+    def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, V) bool masks of prefixes ``tokens[b, :lengths[b]]``."""
+
+    def mask_automaton(self) -> MaskAutomaton | None:
+        """The masks as a state table, or None (masks are computed from the prefixes)."""
+
+    def program_table(self) -> ProgramTable | None:
+        """The answer shapes as a trie of programs (scoring by lookup), or None."""
+
+
+class Task(ABC, Generic[P]):
+    """A family of prompts with a vocabulary and a verifier; see the module docstring for the contract.
+
+    Subclasses set :attr:`name`, :attr:`vocab` (token strings, id = index), :attr:`max_length` and
+    :attr:`eos_id` (None when answers have a fixed length and end after ``max_length`` tokens), and
+    implement the abstract methods; the other methods are abilities with defaults.
     """
 
     name: str
     vocab: tuple[str, ...]
     max_length: int
     eos_id: int | None
-    grammar: Grammar
     #: Observation segments a lookup-table policy should key on (those the answer depends on);
     #: None means the whole observation.
     tabular_segments: tuple[str, ...] | None = None
 
-    # -- prompts ---------------------------------------------------------------------------------
+    # -- prompts (required) ----------------------------------------------------------------------
     @abstractmethod
-    def sample_prompt(self, rng: np.random.Generator, split: str) -> Prompt:
+    def sample_prompt(self, rng: np.random.Generator, split: str) -> P:
         """Draw one prompt of ``split`` using only ``rng``."""
 
     @abstractmethod
-    def validate_prompt(self, prompt: object) -> Prompt:
-        """Return ``prompt`` as a :class:`Prompt` of this task, or raise ``ValueError`` saying why not.
-
-        Accepts a :class:`Prompt` or a ``(numbers, target)`` pair.
-        """
+    def validate_prompt(self, prompt: object) -> P:
+        """Return ``prompt`` as a prompt of this task, or raise ``ValueError`` naming the value and the rule."""
 
     @abstractmethod
-    def split_of(self, prompt: Prompt) -> str:
+    def split_of(self, prompt: P) -> str:
         """Which split (``"train"`` or ``"test"``) a valid prompt belongs to."""
 
-    def prompts(self, split: str) -> tuple[Prompt, ...] | None:
+    # -- prompts (optional) ----------------------------------------------------------------------
+    def prompts(self, split: str) -> tuple[P, ...] | None:
         """All prompts of ``split`` when the task is finite, else None (sample instead)."""
         return None
 
-    # -- observation ----------------------------------------------------------------------------
+    def sample_prompts(self, rng: np.random.Generator, split: str, k: int) -> list[P]:
+        """``k`` prompts of ``split`` using only ``rng`` (default: ``k`` calls of :meth:`sample_prompt`)."""
+        return [self.sample_prompt(rng, split) for _ in range(k)]
+
+    def render_prompt(self, prompt: P) -> str:
+        """The prompt as one line of text (``render_mode="ansi"``, logs)."""
+        return str(prompt)
+
+    # -- the "features" observation (required) ---------------------------------------------------
     @property
     @abstractmethod
     def prompt_layout(self) -> dict[str, slice]:
@@ -100,66 +190,47 @@ class Task(ABC):
         return max(s.stop for s in self.prompt_layout.values())
 
     @abstractmethod
-    def encode_prompt(self, prompt: Prompt) -> np.ndarray:
+    def encode_prompt(self, prompt: P) -> np.ndarray:
         """(prompt_dim,) float32 features in [0, 1] that describe the prompt to a policy."""
 
-    # -- answers --------------------------------------------------------------------------------
-    def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
-        """The verifier tokens for ``token_ids``: the answer ends at the first EOS (it and everything
-        after it are dropped), and a slot token ``"n<k>"`` stands for the prompt's k-th number."""
-        slots = self._slot_tokens()
-        out: list[str] = []
+    # -- answers and scoring ---------------------------------------------------------------------
+    def decode(self, token_ids: Sequence[int], prompt: P) -> str:
+        """The answer as text: the vocabulary strings of ``token_ids`` joined, up to the first EOS."""
+        out = []
         for i in token_ids:
             if i == self.eos_id:
                 break
-            k = slots.get(i)
-            out.append(self.vocab[i] if k is None else str(prompt.numbers[k]))
-        return out
+            out.append(self.vocab[i])
+        return "".join(out)
 
-    def _slot_tokens(self) -> dict[int, int]:
-        """{token id: prompt slot} of the vocabulary's ``"n<k>"`` tokens (computed once per task)."""
-        cached = self.__dict__.get("_slot_token_cache")
-        if cached is None or cached[0] is not self.vocab:
-            table = {i: int(tok[1:]) for i, tok in enumerate(self.vocab) if _SLOT.match(tok)}
-            cached = (self.vocab, table)
-            self.__dict__["_slot_token_cache"] = cached
-        return cached[1]
+    @abstractmethod
+    def score(self, prompt: P, token_ids: Sequence[int], weights: RewardWeights, *,
+              truncated: bool = False) -> Verdict:
+        """Verify one finished answer. The verdict's ``parts`` (named, weighted) sum to its ``reward``.
+        ``truncated``: the answer hit ``max_length`` without EOS (:func:`truncated_verdict` is the
+        usual verdict: nothing is paid)."""
 
-    def decode(self, token_ids: Sequence[int], prompt: Prompt) -> str:
-        """The answer as text, as the verifier reads it: :func:`rlvr_env.verifier.join_tokens` of
-        :meth:`token_strings`, so two adjacent number tokens stay two numbers (``"1 2"``, which is not
-        well-formed), never one literal (``"12"``)."""
-        return join_tokens(self.token_strings(token_ids, prompt))
+    def score_batch(self, prompts: Sequence[P], answers: Sequence[Sequence[int]], weights: RewardWeights,
+                    truncated: Sequence[bool]) -> list[Verdict]:
+        """One verdict per answer, equal to :meth:`score`'s (the default calls it per answer). Override it
+        only to score faster, never differently: every env scores through it or through ``score``."""
+        return [self.score(p, a, weights, truncated=bool(t)) for p, a, t in zip(prompts, answers, truncated)]
 
-    def score(
-        self,
-        prompt: Prompt,
-        token_ids: Sequence[int],
-        weights: RewardWeights,
-        *,
-        truncated: bool = False,
-    ) -> Verdict:
-        """Verify a finished answer. A truncated answer (no EOS within ``max_length``) is never
-        well-formed: the format reward is withheld and so is accuracy."""
-        text = self.decode(token_ids, prompt)
-        if truncated:
-            return Verdict(
-                reward=0.0,
-                correct=False,
-                well_formed=False,
-                value=None,
-                reason=f"no end-of-sequence token within {self.max_length} tokens (truncated)",
-                expression=text,
-                parts={"accuracy": 0.0, "format": 0.0},
-            )
-        return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
-
-    def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
+    # -- masks -----------------------------------------------------------------------------------
+    def action_mask(self, prompt: P, prefix: Sequence[int]) -> np.ndarray:
         """(V,) bool: tokens that keep ``prefix`` a prefix of some well-formed answer.
 
         The default allows every token; tasks with a grammar mask override it.
         """
         return np.ones(len(self.vocab), dtype=bool)
+
+    def action_masks_batch(self, prompts: Sequence[P], tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, V) bool masks of the prefixes ``tokens[b, :lengths[b]]`` of ``prompts[b]`` (default:
+        :meth:`action_mask` per row, or all-ones without a grammar mask)."""
+        if not self.grammar_masked:
+            return np.ones((len(prompts), len(self.vocab)), dtype=bool)
+        rows = [self.action_mask(p, tokens[b, : int(lengths[b])].tolist()) for b, p in enumerate(prompts)]
+        return np.stack(rows) if rows else np.ones((0, len(self.vocab)), dtype=bool)
 
     @property
     def grammar_masked(self) -> bool:
@@ -167,9 +238,97 @@ class Task(ABC):
         default does). Agents and labels read it to tell a real grammar mask from an all-ones one."""
         return type(self).action_mask is not Task.action_mask
 
-    def render_prompt(self, prompt: Prompt) -> str:
-        nums = " ".join(str(n) for n in prompt.numbers)
-        return f"numbers: {nums} | target: {prompt.target}"
+    # -- the "tokens" observation ----------------------------------------------------------------
+    def context_tokens(self) -> ContextTokens | None:
+        """The prompt side of ``observation="tokens"`` (:class:`ContextTokens`), or None: not offered."""
+        return None
+
+    def encode_context(self, prompt: P) -> np.ndarray:
+        """(P,) int64 context ids of ``prompt``, left-padded with 0; ids index
+        ``context_tokens().vocab + vocab``. Called only when :meth:`context_tokens` is not None."""
+        raise NotImplementedError(f"task {type(self).__name__} offers no token observation")
+
+    # -- a cold start ----------------------------------------------------------------------------
+    def solution(self, prompt: P) -> tuple[int, ...] | None:
+        """A correct answer's token ids (EOS included when the task has one) for a prompt this task drew,
+        or None when none is known. A supervised cold start reads it."""
+        return None
+
+    @property
+    def has_solutions(self) -> bool:
+        """Whether :meth:`solution` is implemented (a cold start needs it)."""
+        return type(self).solution is not Task.solution
+
+    # -- text: the text env and the language-model bridges ----------------------------------------
+    def prompt_text(self, prompt: P, instruction: str) -> str:
+        """What a language model reads: the task's question for ``prompt`` and then ``instruction`` (where
+        to put the answer, from :class:`rlvr_env.completions.AnswerFormat`)."""
+        return f"{self.render_prompt(prompt)}\n{instruction}"
+
+    def parse_answer(self, prompt: P, text: str) -> list[int] | None:
+        """Token ids for an extracted answer text, or None when the text cannot be written in the
+        vocabulary. Default: longest vocabulary string first, whitespace between tokens ignored."""
+        order = sorted((t for t in range(len(self.vocab)) if t != self.eos_id), key=lambda t: -len(self.vocab[t]))
+        ids: list[int] = []
+        pos, text = 0, text.strip()
+        while pos < len(text):
+            if text[pos].isspace():
+                pos += 1
+                continue
+            for t in order:
+                tok = self.vocab[t]
+                if tok and text.startswith(tok, pos):
+                    ids.append(t)
+                    pos += len(tok)
+                    break
+            else:
+                return None
+        return ids
+
+    def score_text(self, prompt: P, text: str, weights: RewardWeights) -> Verdict:
+        """Verify an extracted answer text: :meth:`parse_answer`, then :meth:`score` (EOS appended when the
+        task has one; an answer longer than ``max_length`` tokens is scored as truncated)."""
+        ids = self.parse_answer(prompt, text)
+        if ids is None:
+            return refused_verdict(f"answer {text!r:.60} cannot be written in this task's vocabulary", text)
+        if self.eos_id is not None:
+            ids.append(self.eos_id)
+        truncated = len(ids) > self.max_length
+        return self.score(prompt, ids[: self.max_length], weights, truncated=truncated)
+
+    def prompt_record(self, prompt: P) -> dict[str, Any]:
+        """The prompt as plain JSON values (a dataset row's columns); the inverse is
+        :meth:`prompt_from_record`. The default refuses: a task with JSON prompts overrides both."""
+        raise NotImplementedError(f"task {type(self).__name__} does not write its prompts as records")
+
+    def prompt_from_record(self, record: dict[str, Any]) -> P:
+        """The prompt of a record written by :meth:`prompt_record` (validated)."""
+        raise NotImplementedError(f"task {type(self).__name__} does not read its prompts from records")
+
+    # -- the native vector env's array fast path ---------------------------------------------------
+    def batch_arrays(self) -> BatchArrays | None:
+        """The array fast path (:class:`BatchArrays`), or None: the vector env then holds prompts as
+        Python values and scores through :meth:`score_batch` (the default)."""
+        return None
+
+
+def truncated_verdict(max_length: int, expression: str) -> Verdict:
+    """The verdict of an answer cut off at ``max_length`` without EOS: nothing is paid."""
+    return Verdict(
+        reward=0.0,
+        correct=False,
+        well_formed=False,
+        value=None,
+        reason=f"no end-of-sequence token within {max_length} tokens (truncated)",
+        expression=expression,
+        parts={"accuracy": 0.0, "format": 0.0},
+    )
+
+
+def refused_verdict(reason: str, expression: str = "") -> Verdict:
+    """The verdict of an answer refused before verification: no reward, with the reason."""
+    return Verdict(reward=0.0, correct=False, well_formed=False, value=None, reason=reason,
+                   expression=expression, parts={"accuracy": 0.0, "format": 0.0})
 
 
 def check_split(split: str) -> None:

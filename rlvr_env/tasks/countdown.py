@@ -16,7 +16,8 @@ import numpy as np
 
 from rlvr_env.batch_verify import TokenTable
 from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
-from rlvr_env.tasks.base import Prompt, Task, check_split, unpack_prompt
+from rlvr_env.tasks.base import Prompt, check_split, unpack_prompt
+from rlvr_env.tasks.expression import ExpressionTask, _digits_needed
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
 from rlvr_env.tasks.countdown_draw import (
@@ -94,7 +95,7 @@ def _bits(values: np.ndarray, width: int) -> np.ndarray:
     return ((values[..., None] >> np.arange(width)) & 1).astype(np.float32)
 
 
-class CountdownTask(Task):
+class CountdownTask(ExpressionTask):
     """Countdown-N prompts, a slot-token vocabulary, masks, and a deterministic multiset split.
 
     Vocabulary (token id = index): ``"n0" .. "n{N-1}"`` (the prompt's numbers by slot), the allowed
@@ -315,8 +316,23 @@ class CountdownTask(Task):
         return Prompt(nums, int(target), tuple(meta))
 
     def sample_prompt(self, rng: np.random.Generator, split: str) -> Prompt:
-        numbers, targets, history = self.sample_arrays(rng, split, 1)
-        return self._make_prompt(numbers[0], int(targets[0]), history[0])
+        return self.sample_prompts(rng, split, 1)[0]
+
+    def sample_prompts(self, rng: np.random.Generator, split: str, k: int) -> list[Prompt]:
+        """k prompts drawn as :meth:`sample_arrays` draws them, each with its generating expression in
+        ``meta`` (``solution``, ``solution_tokens``, ``solution_length``)."""
+        numbers, targets, history = self.sample_arrays(rng, split, k)
+        return [self._make_prompt(numbers[i], int(targets[i]), history[i]) for i in range(k)]
+
+    def solution(self, prompt: Prompt) -> tuple[int, ...] | None:
+        """The generating expression's token ids of a drawn prompt (None for a replayed pair)."""
+        tokens = prompt.info().get("solution_tokens")
+        return None if tokens is None else tuple(tokens)  # type: ignore[arg-type]
+
+    def prompt_extent(self) -> tuple[int, int, int, bool]:
+        (lo, hi), (tlo, thi) = self.number_range, self.target_range
+        return (self.n_numbers, max(_digits_needed(lo), _digits_needed(hi)),
+                max(_digits_needed(tlo), _digits_needed(thi)), tlo < 0)
 
     def validate_prompt(self, prompt: object) -> Prompt:
         numbers, target = unpack_prompt(prompt)
@@ -507,10 +523,6 @@ class CountdownTask(Task):
                 break  # the answer ends at its first EOS
             out.append(str(prompt.numbers[t]) if t < n else self.vocab[t])
         return out
-
-    def render_prompt(self, prompt: Prompt) -> str:
-        nums = " ".join(str(x) for x in prompt.numbers)
-        return f"numbers: {nums} | target: {prompt.target}"
 
     def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """(B, V) bool masks for prefixes ``tokens[b, :lengths[b]]`` (tokens (B, L), lengths (B,)).

@@ -1,0 +1,260 @@
+"""Arithmetic-expression tasks: prompts are numbers and a target, answers are expressions that
+:func:`rlvr_env.verify` scores under the task's :class:`~rlvr_env.Grammar`.
+
+:class:`ExpressionTask` fills the optional abilities of the Task contract for this family once (token
+context, text prompt and answer parsing, dataset records, the vector env's array fast path), so
+:class:`~rlvr_env.tasks.arithmetic.ArithmeticTask` and :class:`~rlvr_env.tasks.countdown.CountdownTask`
+only say how prompts are drawn, encoded and masked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rlvr_env.tasks.base import BatchArrays, ContextTokens, Prompt, Task, truncated_verdict
+from rlvr_env.verifier import Grammar, RewardWeights, Verdict, VerifierError, join_tokens, tokenize, verify
+
+__all__ = ["ExpressionTask", "SPECIAL_TOKENS", "PAD", "BOS", "TARGET", "ANSWER", "COMMA", "MINUS",
+           "describe_grammar"]
+
+_SLOT = re.compile(r"n(\d+)\Z")
+#: The token context's fixed head: specials, then digits (ids 6-15).
+SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "=", "<ans>", ",", "-")
+PAD, BOS, TARGET, ANSWER, COMMA, MINUS = range(len(SPECIAL_TOKENS))
+_DIGIT0 = len(SPECIAL_TOKENS)
+_CONTEXT_VOCAB: tuple[str, ...] = (*SPECIAL_TOKENS, *"0123456789")
+#: Methods whose package versions the array verifier agrees with (tests check it in lockstep); an
+#: override of any of them outside the package turns the array fast path off.
+_VERIFIER_METHODS = ("score", "score_batch", "decode", "token_strings")
+
+
+def _digits_needed(value: int) -> int:
+    return len(str(abs(int(value))))
+
+
+def describe_grammar(grammar: Grammar) -> str:
+    """The grammar as one sentence of the text prompt."""
+    ops = " ".join(o for o in "+-*/" if o in grammar.operators)
+    parens = "parentheses" if grammar.parentheses else "no parentheses"
+    use = "each number exactly once" if grammar.number_use == "exactly_once" else \
+        "each number at most once"
+    division = "; every division must come out even" if grammar.integer_division and \
+        "/" in grammar.operators else ""
+    return f"Use only the operators {ops} and {parens}, {use}{division}; no other numbers."
+
+
+class ExpressionTask(Task[Prompt]):
+    """A Task whose prompts are :class:`Prompt` (numbers and a target) and whose answers are infix
+    expressions verified by :func:`rlvr_env.verify` under :attr:`grammar`.
+
+    A subclass sets ``grammar`` besides the Task attributes. A vocabulary token ``"n<k>"`` stands for the
+    prompt's k-th number (it decodes to the number's digits). Subclasses with ranged prompts override
+    :meth:`prompt_extent`; a finite task gets it from its prompt list.
+    """
+
+    grammar: Grammar
+    #: numbers per prompt (the array fast path's width) and their range, when bounded (None: unbounded)
+    n_numbers: int
+    number_range: tuple[int, int] | None = None
+
+    # -- answers -----------------------------------------------------------------------------------
+    def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
+        """The verifier tokens for ``token_ids``: the answer ends at the first EOS (it and everything
+        after it are dropped), and a slot token ``"n<k>"`` stands for the prompt's k-th number."""
+        slots = self._slot_tokens()
+        out: list[str] = []
+        for i in token_ids:
+            if i == self.eos_id:
+                break
+            k = slots.get(i)
+            out.append(self.vocab[i] if k is None else str(prompt.numbers[k]))
+        return out
+
+    def _slot_tokens(self) -> dict[int, int]:
+        """{token id: prompt slot} of the vocabulary's ``"n<k>"`` tokens (computed once per task)."""
+        cached = self.__dict__.get("_slot_token_cache")
+        if cached is None or cached[0] is not self.vocab:
+            table = {i: int(tok[1:]) for i, tok in enumerate(self.vocab) if _SLOT.match(tok)}
+            cached = (self.vocab, table)
+            self.__dict__["_slot_token_cache"] = cached
+        return cached[1]
+
+    def decode(self, token_ids: Sequence[int], prompt: Prompt) -> str:
+        """The answer as text, as the verifier reads it: :func:`rlvr_env.verifier.join_tokens` of
+        :meth:`token_strings`, so two adjacent number tokens stay two numbers (``"1 2"``, which is not
+        well-formed), never one literal (``"12"``)."""
+        return join_tokens(self.token_strings(token_ids, prompt))
+
+    def score(self, prompt: Prompt, token_ids: Sequence[int], weights: RewardWeights, *,
+              truncated: bool = False) -> Verdict:
+        """Verify a finished answer. A truncated answer (no EOS within ``max_length``) is never
+        well-formed: the format reward is withheld and so is accuracy."""
+        text = self.decode(token_ids, prompt)
+        if truncated:
+            return truncated_verdict(self.max_length, text)
+        return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
+
+    def render_prompt(self, prompt: Prompt) -> str:
+        nums = " ".join(str(n) for n in prompt.numbers)
+        return f"numbers: {nums} | target: {prompt.target}"
+
+    # -- the token context -------------------------------------------------------------------------
+    def prompt_extent(self) -> tuple[int, int, int, bool]:
+        """(numbers per prompt, digits of the widest number, digits of the widest target, whether a
+        target can be negative): what sizes the token context. Default: from the finite prompt list."""
+        prompts = [*(self.prompts("train") or ()), *(self.prompts("test") or ())]
+        if not prompts:
+            raise ValueError(f"task {type(self).__name__} has no finite prompt list; override prompt_extent "
+                             "to size its token context")
+        return (len(prompts[0].numbers), max(_digits_needed(x) for p in prompts for x in p.numbers),
+                max(_digits_needed(p.target) for p in prompts), any(p.target < 0 for p in prompts))
+
+    def _context_layout(self) -> tuple[int, int, int, bool, np.ndarray, int]:
+        """(N, number digits, target digits, signed, slot labels (N,), width), computed once."""
+        cached = self.__dict__.get("_context_cache")
+        if cached is None or cached[0] is not self.vocab:
+            n, number_digits, target_digits, signed = self.prompt_extent()
+            answer_offset = len(_CONTEXT_VOCAB)
+            # Slot k's label: the answer's own "n<k>" token when the vocabulary has one, else a comma.
+            slot_ids = {int(m.group(1)): i for i, tok in enumerate(self.vocab) if (m := _SLOT.match(tok))}
+            labels = np.array([answer_offset + slot_ids[k] if k in slot_ids else COMMA for k in range(n)],
+                              dtype=np.int64)
+            # <bos>, per number (label, digits), "=", [sign], target digits, <ans>.
+            width = 1 + n * (1 + number_digits) + 1 + int(signed) + target_digits + 1
+            cached = (self.vocab, (n, number_digits, target_digits, signed, labels, width))
+            self.__dict__["_context_cache"] = cached
+        return cached[1]  # type: ignore[no-any-return]
+
+    def context_tokens(self) -> ContextTokens:
+        """``<pad> <bos> = <ans> , -`` and the digits; a prompt reads ``<bos> n0 7 n1 9 = 1 6 <ans>``
+        (numbers labelled by their slot token, or by ``,`` without slot tokens; then the target)."""
+        return ContextTokens(_CONTEXT_VOCAB, self._context_layout()[5])
+
+    def encode_context(self, prompt: Prompt) -> np.ndarray:
+        return self.context_arrays(np.array([prompt.numbers]), np.array([prompt.target]))[0]
+
+    def context_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(k, P) int64 prompt segments for prompts given as numbers (k, N) and targets (k,)."""
+        n, number_digits, target_digits, signed, labels, _ = self._context_layout()
+        numbers = np.asarray(numbers, dtype=np.int64).reshape(-1, n)
+        targets = np.asarray(targets, dtype=np.int64).reshape(-1)
+        k = numbers.shape[0]
+        hole = -1  # a digit position a shorter number does not use; squeezed out below
+        pieces = [np.full((k, 1), BOS)]
+        for slot in range(n):
+            pieces += [np.full((k, 1), labels[slot]), _digits(numbers[:, slot], number_digits)]
+        pieces.append(np.full((k, 1), TARGET))
+        if signed:
+            pieces.append(np.where(targets < 0, MINUS, hole)[:, None])
+        pieces += [_digits(targets, target_digits), np.full((k, 1), ANSWER)]
+        row = np.concatenate(pieces, axis=1)  # (k, P) with holes
+        # Left-pad: a stable sort on "is a real token" moves the holes to the front, keeping token order.
+        order = np.argsort(row != hole, axis=1, kind="stable")
+        row = np.take_along_axis(row, order, axis=1)
+        row[row == hole] = PAD
+        return row
+
+    # -- text ----------------------------------------------------------------------------------------
+    def prompt_text(self, prompt: Prompt, instruction: str) -> str:
+        numbers = ", ".join(str(n) for n in prompt.numbers)
+        return (f"Write an arithmetic expression that equals {prompt.target} using the numbers {numbers}.\n"
+                f"{describe_grammar(self.grammar)}\n{instruction}")
+
+    def parse_answer(self, prompt: Prompt, text: str) -> list[int] | None:
+        """Token ids of an expression text: operators and parentheses by their token, a number by the
+        first unused slot holding it (or its own token in a vocabulary of literals). None when the text
+        does not lex or names a number or symbol the vocabulary cannot write."""
+        try:
+            parts = tokenize(text)
+        except VerifierError:
+            return None
+        slots = self._slot_tokens()
+        by_slot = {k: i for i, k in slots.items()}
+        used: set[int] = set()
+        ids: list[int] = []
+        for part in parts:
+            if part.isdigit() and slots:
+                free = [k for k, x in enumerate(prompt.numbers) if str(x) == part and k not in used]
+                if not free:
+                    free = [k for k, x in enumerate(prompt.numbers) if str(x) == part]
+                if not free or free[0] not in by_slot:
+                    return None
+                used.add(free[0])
+                ids.append(by_slot[free[0]])
+            elif part in self.vocab:
+                ids.append(self.vocab.index(part))
+            else:
+                return None
+        return ids
+
+    def score_text(self, prompt: Prompt, text: str, weights: RewardWeights) -> Verdict:
+        """:func:`rlvr_env.verify` on the text; a subclass that overrides :meth:`score` is paid through it
+        instead (the text parsed into token ids), so the text env pays what the token envs pay."""
+        if self._own_verifier():
+            return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
+        if self.parse_answer(prompt, text) is None:
+            return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
+        return super().score_text(prompt, text, weights)
+
+    def prompt_record(self, prompt: Prompt) -> dict[str, Any]:
+        """``{"numbers": [...], "target": t}``."""
+        return {"numbers": [int(x) for x in prompt.numbers], "target": int(prompt.target)}
+
+    def prompt_from_record(self, record: dict[str, Any]) -> Prompt:
+        if not isinstance(record, dict) or "numbers" not in record or "target" not in record:
+            raise ValueError(f"record {record!r:.80} must be a dict with 'numbers' and 'target'")
+        return self.validate_prompt((tuple(record["numbers"]), record["target"]))
+
+    # -- the array fast path -------------------------------------------------------------------------
+    def _own_verifier(self) -> bool:
+        """Whether scoring is the package's own (verify on the decoded text), so the array verifier,
+        which agrees with it exactly, may stand in for it."""
+        for name in _VERIFIER_METHODS:
+            owner = next(c for c in type(self).__mro__ if name in c.__dict__)
+            if owner.__module__.partition(".")[0] != "rlvr_env":
+                return False
+        return True
+
+    def batch_arrays(self) -> BatchArrays | None:
+        """This task itself while its scoring is the package's own (see :class:`BatchArrays`), else None."""
+        return self if self._own_verifier() else None  # type: ignore[return-value]
+
+    def sample_arrays(self, rng: np.random.Generator, split: str,
+                      k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """k prompts of ``split`` as arrays: numbers (k, N), targets (k,), and (k, 0) per-prompt facts."""
+        prompts = self.sample_prompts(rng, split, k)
+        numbers = np.array([p.numbers for p in prompts], dtype=np.int64).reshape(k, -1)
+        return numbers, np.array([p.target for p in prompts], dtype=np.int64), np.zeros((k, 0), np.int64)
+
+    def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(k, prompt_dim) features of prompts given as arrays (:meth:`encode_prompt` per row)."""
+        rows = [self.encode_prompt(Prompt(tuple(int(x) for x in nums), int(t)))
+                for nums, t in zip(np.asarray(numbers).tolist(), np.asarray(targets).tolist())]
+        return np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.prompt_dim), np.float32)
+
+    def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(B, V) masks of prefixes given as arrays; all-ones without a grammar mask."""
+        b = np.asarray(tokens).shape[0]
+        if not self.grammar_masked:
+            return np.ones((b, len(self.vocab)), dtype=bool)
+        raise NotImplementedError(f"task {type(self).__name__} has a grammar mask but no action_masks_arrays")
+
+    def mask_automaton(self) -> Any:
+        return None
+
+    def program_table(self) -> Any:
+        return None
+
+
+def _digits(values: np.ndarray, width: int) -> np.ndarray:
+    """(k, width) context ids of |values| in decimal, most significant first, -1 for leading zeros."""
+    v = np.abs(values)[:, None]
+    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)  # (width,)
+    digits = _DIGIT0 + (v // powers) % 10
+    leading = (v < powers) & (np.arange(width) < width - 1)  # "0" itself keeps its last digit
+    return np.where(leading, -1, digits)
+
