@@ -19,10 +19,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.base import Task, check_split
+from rlvr_env.tasks.base import ContextTokens, Task, check_split, truncated_verdict
 from rlvr_env.verifier import RewardWeights, Verdict
 
 __all__ = ["DigitsPrompt", "DigitsTask", "OPERATORS", "read_number"]
@@ -84,7 +85,7 @@ def read_number(text: str, max_digits: int) -> tuple[int | None, str | None]:
     return None, f"number {text!r} has a leading zero"
 
 
-class DigitsTask(Task):
+class DigitsTask(Task[DigitsPrompt]):
     """Prompts ``a op b`` with operands of 1..``max_digits`` digits; answers written digit by digit.
 
     Args:
@@ -179,12 +180,12 @@ class DigitsTask(Task):
                                  f"most max_digits={self.max_digits} digits")
         return DigitsPrompt(int(a), op, int(b))
 
-    def split_of(self, prompt: DigitsPrompt) -> str:  # type: ignore[override]
+    def split_of(self, prompt: DigitsPrompt) -> str:
         """``"test"`` when an operand has more than ``train_digits`` digits, else ``"train"``."""
         longest = max(len(str(prompt.a)), len(str(prompt.b)))
         return "test" if longest > self.train_digits else "train"
 
-    def render_prompt(self, prompt: DigitsPrompt) -> str:  # type: ignore[override]
+    def render_prompt(self, prompt: DigitsPrompt) -> str:
         return f"{prompt.a} {prompt.op} {prompt.b} ="
 
     # -- observation ----------------------------------------------------------------------------
@@ -196,7 +197,7 @@ class DigitsTask(Task):
         return {"a": slice(0, w), "op": slice(w, w + len(self.operators)),
                 "b": slice(w + len(self.operators), 2 * w + len(self.operators))}
 
-    def encode_prompt(self, prompt: DigitsPrompt) -> np.ndarray:  # type: ignore[override]
+    def encode_prompt(self, prompt: DigitsPrompt) -> np.ndarray:
         # Digits aligned by place value (units in the first block), so the same place is the same
         # feature whatever the operand's length: what a network needs to carry from one place to the next.
         layout = self.prompt_layout
@@ -210,18 +211,50 @@ class DigitsTask(Task):
         out[layout["op"].start + self.operators.index(prompt.op)] = 1.0
         return out
 
-    # -- answers --------------------------------------------------------------------------------
-    def decode(self, token_ids: Sequence[int], prompt: object) -> str:
-        """The answer text: the tokens before the first EOS, joined without spaces (digits are one
-        number here, which is the point of the task)."""
-        out = []
-        for i in token_ids:
-            if i == self.eos_id:
-                break
-            out.append(self.vocab[i])
-        return "".join(out)
+    # -- the token observation -------------------------------------------------------------------
+    def context_tokens(self) -> ContextTokens:
+        """``<pad>``, the digits, the task's operators and ``=``; a prompt reads ``1 2 + 7 =`` (left-padded
+        to ``2 * max_digits + 2`` positions), as a language model's tokenizer would split it."""
+        return ContextTokens(self._context_vocab, 2 * self.max_digits + 2)
 
-    def score(  # type: ignore[override]
+    @property
+    def _context_vocab(self) -> tuple[str, ...]:
+        return ("<pad>", *_DIGITS, *self.operators, "=")
+
+    def encode_context(self, prompt: DigitsPrompt) -> np.ndarray:
+        ids = {tok: i for i, tok in enumerate(self._context_vocab)}
+        row = [ids[ch] for ch in f"{prompt.a}{prompt.op}{prompt.b}="]
+        out = np.zeros(2 * self.max_digits + 2, dtype=np.int64)
+        out[len(out) - len(row):] = row
+        return out
+
+    # -- text: the text env and the language-model bridges ----------------------------------------
+    def prompt_text(self, prompt: DigitsPrompt, instruction: str) -> str:
+        question = f"What is {prompt.a} {prompt.op} {prompt.b}? Write the exact result as an integer."
+        return f"{question}\n{instruction}"
+
+    def parse_answer(self, prompt: DigitsPrompt, text: str) -> list[int] | None:
+        """The token ids of a canonical number (surrounding whitespace stripped), else None."""
+        value, _ = read_number(text.strip(), self.answer_digits)
+        return None if value is None else [self.vocab.index(ch) for ch in str(value)]
+
+    def score_text(self, prompt: DigitsPrompt, text: str, weights: RewardWeights) -> Verdict:
+        """The verdict :meth:`score` gives the same number written as tokens (whitespace around it is
+        stripped; inside it, it is a character the verifier refuses), with the reason when it is none."""
+        answer = text.strip()
+        value, reason = read_number(answer, self.answer_digits)
+        return self.verdict(prompt, answer, value, reason, weights)
+
+    def prompt_record(self, prompt: DigitsPrompt) -> dict[str, Any]:
+        return {"a": prompt.a, "op": prompt.op, "b": prompt.b}
+
+    def prompt_from_record(self, record: dict[str, Any]) -> DigitsPrompt:
+        if not isinstance(record, dict) or not {"a", "op", "b"} <= set(record):
+            raise ValueError(f"record {record!r:.80} must be a dict with keys 'a', 'op' and 'b'")
+        return self.validate_prompt((record["a"], record["op"], record["b"]))
+
+    # -- answers --------------------------------------------------------------------------------
+    def score(
         self,
         prompt: DigitsPrompt,
         token_ids: Sequence[int],
@@ -233,9 +266,8 @@ class DigitsTask(Task):
         equal to ``a op b``. The reward is ``weights``' sum of the two parts."""
         text = self.decode(token_ids, prompt)
         if truncated:
-            value, reason = None, f"no end-of-sequence token within {self.max_length} tokens (truncated)"
-        else:
-            value, reason = read_number(text, self.answer_digits)
+            return truncated_verdict(self.max_length, text)
+        value, reason = read_number(text, self.answer_digits)
         return self.verdict(prompt, text, value, reason, weights)
 
     def verdict(self, prompt: DigitsPrompt, text: str, value: int | None, reason: str | None,
@@ -259,8 +291,7 @@ class DigitsTask(Task):
 
     def solution(self, prompt: DigitsPrompt) -> tuple[int, ...]:
         """The correct answer's token ids, EOS included (a cold start imitates these)."""
-        text = str(prompt.result)
-        return (*(self.minus_id if ch == "-" else int(ch) for ch in text), self.eos_id)  # type: ignore[misc]
+        return (*(self.vocab.index(ch) for ch in str(prompt.result)), self.eos_id)
 
     # -- masks ----------------------------------------------------------------------------------
     @property
