@@ -8,8 +8,10 @@ from gymnasium.envs.registration import register, registry
 
 from rlvr_env.countdown_env import CountdownEnv
 from rlvr_env.envs import ArithmeticEnv, TokenEnv
+from rlvr_env.registration import register_task
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, Prompt, Task
+from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
 from rlvr_env.vector import ArithmeticVectorEnv, CountdownVectorEnv, TokenVectorEnv
 from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
 
@@ -22,6 +24,8 @@ __all__ = [
     "CountdownEnv",
     "CountdownTask",
     "CountdownVectorEnv",
+    "DigitsPrompt",
+    "DigitsTask",
     "Grammar",
     "Prompt",
     "RewardWeights",
@@ -31,6 +35,7 @@ __all__ = [
     "TokenVectorEnv",
     "Verdict",
     "length_reward",
+    "register_task",
     "to_sb3_vec_env",
     "verify",
 ]
@@ -63,3 +68,5 @@ _register(
 # Text-mode (language-model) variants: observation = prompt text, action = completion string.
 _register("rlvr/CountdownText-v0", "rlvr_env.text_env:CountdownTextEnv")
 _register("rlvr/ArithmeticText-v0", "rlvr_env.text_env:ArithmeticTextEnv")
+# A task on the Task contract needs no env classes of its own: one call registers all three envs.
+register_task("rlvr/Digits-v0", DigitsTask, text_id="rlvr/DigitsText-v0")

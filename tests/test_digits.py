@@ -3,8 +3,15 @@ through every path that runs a task (single env, vector env, text env, agents)."
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
+
+import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
+
+import rlvr_env  # noqa: F401  (registers the envs)
 
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask, read_number
 from rlvr_env.verifier import RewardWeights
@@ -193,3 +200,70 @@ def test_every_answer_the_mask_allows_is_well_formed() -> None:
                 assert len(answer) < task.max_length
                 stack.append(answer)
     assert ended == 1 + 2 * 99  # 0, and +-1..99
+
+
+# -- the single env ------------------------------------------------------------------------------
+def _play(env: gym.Env, answer: Sequence[int]) -> tuple[float, bool, bool, dict]:
+    for token in answer:
+        _, reward, terminated, truncated, info = env.step(token)
+    return float(reward), terminated, truncated, info
+
+
+@pytest.mark.parametrize("observation", ["features", "tokens"])
+def test_the_env_passes_gymnasium_and_sb3_checkers(observation: str) -> None:
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make("rlvr/Digits-v0", operators="+-*", observation=observation)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped)
+    sb3_check_env(gym.make("rlvr/Digits-v0", operators="+-*", observation=observation).unwrapped)
+
+
+def test_the_env_replays_a_prompt_and_pays_the_verifier() -> None:
+    env = gym.make("rlvr/Digits-v0", operators="+-", render_mode="ansi")
+    task = env.unwrapped.task
+    obs, info = env.reset(options={"prompt": (3, "-", 12)})
+    assert info == {"prompt": DigitsPrompt(3, "-", 12), "split": "train"}
+    obs2, _ = env.reset(options={"prompt": DigitsPrompt(3, "-", 12)})
+    assert np.array_equal(obs, obs2)
+    reward, terminated, truncated, info = _play(env, ids(task, "-9"))
+    assert (reward, terminated, truncated) == (pytest.approx(1.1), True, False)
+    assert info["correct"] and info["expression"] == "-9" and info["value"] == -9
+    assert info["reward_parts"] == {"accuracy": 1.0, "format": 0.1} and info["length"] == 3
+    assert env.render() == "3 - 12 = | answer: - 9 <eos> [done]"
+    env.reset(options={"prompt": (3, "-", 12)})
+    reward, terminated, truncated, info = _play(env, [1] * task.max_length)  # never ends: truncated
+    assert (reward, terminated, truncated, info["well_formed"]) == (0.0, False, True, False)
+    with pytest.raises(ValueError, match="operator '\\*' is not one of"):
+        env.reset(options={"prompt": (3, "*", 12)})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_digit'"):
+        gym.make("rlvr/Digits-v0", max_digit=4)
+
+
+def test_the_split_kwarg_draws_from_its_split_and_a_seed_repeats_it() -> None:
+    env = gym.make("rlvr/Digits-v0", split="test")
+    env.reset(seed=3)
+    drawn = [env.reset()[1] for _ in range(50)]
+    assert {i["split"] for i in drawn} == {"test"}
+    env.reset(seed=3)
+    assert [env.reset()[1]["prompt"] for _ in range(50)] == [i["prompt"] for i in drawn]
+
+
+def test_the_token_observation_reads_the_prompt_as_text_then_the_answer() -> None:
+    env = gym.make("rlvr/Digits-v0", max_digits=2, train_digits=1, operators="+*", observation="tokens")
+    space = env.observation_space
+    obs, _ = env.reset(options={"prompt": (12, "*", 7)})
+    prompt = [space.vocab[i] for i in obs[: space.prompt_width] if i]
+    assert prompt == ["1", "2", "*", "7", "="] and space.prompt_width == 6
+    obs, *_ = env.step(8)
+    assert space.vocab[obs[space.prompt_width]] == "8"  # the answer's first digit, as the context reads it
+    assert obs[space.prompt_width] == space.answer_offset + 8
+
+
+def test_masks_on_the_env_follow_the_answer() -> None:
+    env = gym.make("rlvr/Digits-v0")
+    env.reset(options={"prompt": (0, "+", 0)})
+    assert env.unwrapped.action_masks().tolist() == [True] * 10 + [False]
+    env.step(0)
+    assert env.unwrapped.action_masks().tolist() == [False] * 10 + [True]
