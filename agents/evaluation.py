@@ -20,7 +20,6 @@ episode's start (``episode_start``), as ``evaluate_policy`` does in SB3."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -130,23 +129,7 @@ def answer_correct(
     episodes = [p for p in prompts for _ in range(repeats)]
     if isinstance(predict, SB3Predictor):
         predict = predict.episodes(len(episodes))  # a fresh state per episode, for recurrent models
-    if _has_arrays(base.task):
-        return _answer_correct_vector(predict, base, episodes, deterministic, masked).reshape(
-            len(prompts), repeats)
-    envs = [copy.deepcopy(base) for _ in episodes]
-    obs = np.stack([e.reset(options={"prompt": p})[0] for e, p in zip(envs, episodes)])  # (N, D)
-    active = np.ones(len(envs), dtype=bool)
-    correct = np.zeros(len(envs), dtype=bool)
-    while active.any():
-        idx = np.flatnonzero(active)
-        masks = np.stack([envs[i].action_masks() for i in idx]) if masked else None
-        actions = _predict_rows(predict, obs[idx], masks, deterministic, idx)  # (n_active,)
-        for j, i in enumerate(idx):
-            o, _, terminated, truncated, info = envs[i].step(int(actions[j]))
-            obs[i] = o
-            if terminated or truncated:
-                active[i] = False
-                correct[i] = bool(info["correct"])
+    correct = _answer_correct_vector(predict, base, episodes, deterministic, masked)
     return correct.reshape(len(prompts), repeats)
 
 
@@ -158,21 +141,13 @@ def _predict_rows(predict: MaskedPredict, obs: np.ndarray, masks: np.ndarray | N
     return np.asarray(predict(obs, masks, deterministic)).reshape(-1)
 
 
-def _has_arrays(task: object) -> bool:
-    """Whether the task can run in the generic native vector env (finite prompts or array sampling)."""
-    pools = [task.prompts(s) for s in ("train", "test")]  # type: ignore[attr-defined]
-    return all(p is not None for p in pools) or (
-        hasattr(task, "sample_arrays") and hasattr(task, "encode_arrays")
-    )
-
-
 def _answer_correct_vector(predict: MaskedPredict, base: TokenEnv, episodes: list[Prompt],
                            deterministic: bool, masked: bool) -> np.ndarray:
     """:func:`answer_correct` in the native vector env (same task, observations, masks and verdicts as
     the single env; a lockstep test in tests/test_vector.py checks that), one row per episode."""
     from rlvr_env.vector import TokenVectorEnv
 
-    kind = "features" if getattr(base, "token_context", None) is None else "tokens"  # same observation
+    kind = "features" if base.token_context is None else "tokens"  # same observation
     venv = TokenVectorEnv(base.task, len(episodes), split=base.split, autoreset_mode="Disabled",
                           observation=kind)
     obs, _ = venv.reset(options={"prompt": episodes})

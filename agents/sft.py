@@ -29,7 +29,7 @@ import torch
 from agents.bc import Demonstrations
 from agents.grpo.config import COLD_START
 from agents.evaluation import as_token_env
-from rlvr_env.tasks.base import Prompt
+from rlvr_env.tasks.base import Prompt, Task
 from rlvr_env.vector import TokenVectorEnv
 
 __all__ = ["AnswerDemonstrations", "cold_start", "demonstrations", "solutions", "supervised_fit"]
@@ -54,21 +54,28 @@ def _positive_int(name: str, value: object) -> int:
     return int(value)
 
 
-def solutions(task: Any, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...]]]:
+def solutions(task: Task, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...]]]:
     """``n`` train-split prompts and one correct answer each: numbers (n, N), targets (n,), token ids.
 
-    Drawn with ``np.random.default_rng(seed)`` by the task's generator (``sample_arrays(rng, "train",
-    n)``); the answer is the generating expression. ``ValueError`` for a task that keeps no solutions.
+    Drawn with ``np.random.default_rng(seed)`` by the task's generator (``sample_prompts(rng, "train",
+    n)``); the answer is the task's :meth:`~rlvr_env.tasks.base.Task.solution` (Countdown: the generating
+    expression). ``ValueError`` for a task that declares no solutions.
     """
     n = _positive_int("n", n)
-    if not (hasattr(task, "sample_arrays") and hasattr(task, "solution_tokens")):
+    if not task.has_solutions:
         raise ValueError(
-            f"task {type(task).__name__} does not generate prompts with their solutions "
-            "(sample_arrays + solution_tokens, as CountdownTask does); the cold start needs them"
+            f"task {type(task).__name__} declares no solutions (Task.solution, as CountdownTask "
+            "implements it); the cold start needs them"
         )
     rng = np.random.default_rng(seed)
-    numbers, targets, history = task.sample_arrays(rng, "train", n)
-    return numbers, targets, [task.solution_tokens(h) for h in history]
+    prompts = task.sample_prompts(rng, "train", n)
+    answers = [task.solution(p) for p in prompts]
+    missing = [p for p, a in zip(prompts, answers) if a is None]
+    if missing:
+        raise ValueError(f"task {type(task).__name__} knows no solution for the drawn prompt {missing[0]!r}")
+    numbers = np.array([p.numbers for p in prompts], dtype=np.int64).reshape(n, -1)
+    targets = np.array([p.target for p in prompts], dtype=np.int64)
+    return numbers, targets, answers  # type: ignore[return-value]
 
 
 def demonstrations(env: gym.Env, n: int, seed: int) -> AnswerDemonstrations:
@@ -78,7 +85,7 @@ def demonstrations(env: gym.Env, n: int, seed: int) -> AnswerDemonstrations:
     answer is not paid as correct (the generator and the verifier disagree)."""
     base = as_token_env(env)
     numbers, targets, answers = solutions(base.task, n, seed)
-    kind = "tokens" if getattr(base, "token_context", None) is not None else "features"
+    kind = "tokens" if base.token_context is not None else "features"
     obs_dtype = np.int16 if kind == "tokens" else np.float32  # token ids are small: 4x less memory
     obs_parts, mask_parts, act_parts = [], [], []
     for start in range(0, n, _CHUNK):

@@ -144,9 +144,13 @@ class SB3VecEnv(VecEnv):
         final = info["final_info"]
         final_obs = info["final_obs"]
         cols: dict[str, list[Any]] = {
-            key: final[key][ended].tolist() for key in ("correct", "well_formed", "length", "prompt_target")
+            key: final[key][ended].tolist() for key in ("correct", "well_formed", "length")
         }
-        numbers = final["prompt_numbers"][ended].tolist()
+        if "prompt" in final:  # the generic path: the task's own prompt values
+            prompts = final["prompt"][ended].tolist()
+        else:  # the array path: numbers and targets
+            prompts = [Prompt(tuple(nums), t) for nums, t in
+                       zip(final["prompt_numbers"][ended].tolist(), final["prompt_target"][ended].tolist())]
         parts = {name: final["reward_parts"][name][ended].tolist() for name in final["reward_parts"]
                  if not name.startswith("_")}
         time_limit = (truncated & ~terminated)[ended].tolist()
@@ -154,7 +158,7 @@ class SB3VecEnv(VecEnv):
             infos[i] = {
                 "TimeLimit.truncated": time_limit[j],
                 "terminal_observation": final_obs[i],
-                "prompt": Prompt(tuple(numbers[j]), cols["prompt_target"][j]),
+                "prompt": prompts[j],
                 "reward_parts": {name: values[j] for name, values in parts.items()},
                 "correct": cols["correct"][j],
                 "well_formed": cols["well_formed"][j],

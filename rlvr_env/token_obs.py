@@ -35,7 +35,8 @@ from gymnasium import spaces
 from rlvr_env.tasks.base import Task
 from rlvr_env.tasks.expression import ANSWER, BOS, COMMA, MINUS, PAD, SPECIAL_TOKENS, TARGET, ExpressionTask
 
-__all__ = ["ANSWER", "BOS", "COMMA", "MINUS", "PAD", "TARGET", "OBSERVATION_KINDS", "SPECIAL_TOKENS", "TokenContext", "TokenContextSpace", "check_observation",
+__all__ = ["ANSWER", "BOS", "COMMA", "MINUS", "PAD", "TARGET", "OBSERVATION_KINDS",
+           "SPECIAL_TOKENS", "TokenContext", "TokenContextSpace", "check_observation",
            "split_observation"]
 
 #: What a token env can observe: its task's feature vector plus a one-hot answer, or the token context.
@@ -121,7 +122,8 @@ class TokenContext:
         """(k, P) int64 prompt segments of an arithmetic task's prompts given as numbers (k, N) and
         targets (k,) (:meth:`rlvr_env.tasks.expression.ExpressionTask.context_arrays`)."""
         if not isinstance(self.task, ExpressionTask):
-            raise ValueError(f"task {type(self.task).__name__} has no number/target prompts to encode as arrays")
+            raise ValueError(f"task {type(self.task).__name__} has no number/target prompts to encode as "
+                             "arrays")
         return self.task.context_arrays(numbers, targets)
 
     def decode(self, row: np.ndarray) -> str:

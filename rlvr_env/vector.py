@@ -28,7 +28,8 @@ from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
 from rlvr_env.envs import check_render_mode, warn_no_render_mode
 from rlvr_env.program_scorer import ProgramScorer
 from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import Prompt, Task, check_split
+from rlvr_env.task_scorer import TaskScorer
+from rlvr_env.tasks.base import BatchArrays, Prompt, Task, check_split
 from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
 from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
@@ -150,33 +151,35 @@ class TokenVectorEnv(VectorEnv):
             self.observation_space = batch_space(ctx.space, b)
             self.obs_layout = ctx.layout
 
+        #: The array fast path (numbers and targets as arrays, the incremental array verifier), or None:
+        #: prompts are the task's own values and answers are scored by ``task.score_batch``.
+        self._arrays: BatchArrays | None = task.batch_arrays()
         self._pool = self._finite_pool(task)
-        if self.token_context is not None and self._pool is not None:
-            nums, tgts, _, rows_of = self._pool
-            self._pool = (nums, tgts, self.token_context.encode_arrays(nums, tgts), rows_of)
         #: rows of the finite pool that belong to this env's split (empty for generated prompts)
-        in_split = [i for p, i in self._pool[3].items() if task.split_of(p) == split] if self._pool else []
+        in_split = [i for p, i in self._pool[2].items() if task.split_of(p) == split] if self._pool else []
         self._split_rows = np.array(sorted(in_split), dtype=np.int64)
-        n_numbers = self._pool[0].shape[1] if self._pool is not None else getattr(task, "n_numbers")
         self.table = TokenTable.from_vocab(task.vocab, task.eos_id)
         self._rows = np.arange(b)
+        arrays = self._arrays
         # Grammar masks as a state table when the task has one (small N): one state id per row.
-        automaton = getattr(task, "mask_automaton", None)
-        self._automaton = automaton() if automaton is not None else None
+        self._automaton = arrays.mask_automaton() if arrays is not None else None
         self._mask_state = np.zeros(b, dtype=np.int64)  # (B,) automaton state of each row's prefix
         if self._automaton is not None:
             self._mask_next = self._automaton.next.ravel()
         # Scoring: answer programs by table lookup when the setting has few answer shapes (small N),
-        # else the incremental evaluator; both exact (see rlvr_env.tasks.countdown_programs).
-        programs = getattr(task, "program_table", None)
-        table = programs() if programs is not None and self._automaton is not None else None
-        self.machine: StackMachine | ProgramScorer
-        if table is not None:
-            self.machine = ProgramScorer(table, self.table, task.grammar, b, task.max_length,
-                                         self.reward_weights, getattr(task, "number_range", None))
+        # else the incremental evaluator; both exact (see rlvr_env.tasks.countdown_programs). Without
+        # the array fast path: the task's own verifier, through score_batch.
+        table = arrays.program_table() if arrays is not None and self._automaton is not None else None
+        self.machine: StackMachine | ProgramScorer | TaskScorer
+        if arrays is None:
+            self.machine = TaskScorer(task, b, task.max_length, self.reward_weights)
+        elif table is not None:
+            self.machine = ProgramScorer(table, self.table, arrays.grammar, b, task.max_length,
+                                         self.reward_weights, arrays.number_range)
         else:
+            n_numbers = self._pool[0][0].shape[1] if self._pool is not None else arrays.n_numbers
             self.machine = StackMachine(
-                self.table, task.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
+                self.table, arrays.grammar, b, task.max_length, self.reward_weights, num_numbers=n_numbers
             )
         self._obs = np.zeros((b, obs_dim), dtype=self.single_observation_space.dtype)  # (B, D)
         #: (B,) flat index in ``_obs`` of each row's first one-hot slot, minus one slot (pos counts from 1)
@@ -185,73 +188,98 @@ class TokenVectorEnv(VectorEnv):
         self._every_row = np.ones(b, dtype=bool)  # (B,) the active rows of a step without waiting rows
         self._every_row.flags.writeable = False
         self._started = False
-        self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: drawn prompts not used yet: their data (numbers and targets, or the prompt values), then encodings
+        self._buffer: tuple[np.ndarray, ...] | None = None
         self._buffer_pos = 0
 
     # -- prompts ------------------------------------------------------------------------------------
-    @staticmethod
-    def _finite_pool(task: Task) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[Prompt, int]] | None:
-        """For a task with a finite prompt list: numbers (P, N), targets (P,), encodings (P, prompt_dim)
-        of every prompt of both splits, and each prompt's row."""
+    def _finite_pool(self, task: Task) -> tuple[tuple[np.ndarray, ...], np.ndarray, dict[Any, int]] | None:
+        """For a task with a finite prompt list: the prompts' data (numbers (P, N) and targets (P,) on the
+        array path, else a (P,) object array of the prompts), their encodings (P, ...) and each prompt's
+        row, over both splits; None for a task that samples its prompts."""
         pools = [task.prompts(s) for s in ("train", "test")]
         if any(p is None for p in pools):
-            if not hasattr(task, "sample_arrays") or not hasattr(task, "encode_arrays"):
-                raise ValueError(
-                    f"task {type(task).__name__} has no finite prompt list and no sample_arrays / "
-                    "encode_arrays methods; the vector env cannot draw its prompts as arrays"
-                )
             return None
         prompts = [p for pool in pools for p in pool]  # type: ignore[union-attr]
-        numbers = np.array([p.numbers for p in prompts], dtype=np.int64)
-        targets = np.array([p.target for p in prompts], dtype=np.int64)
-        encoded = np.stack([task.encode_prompt(p) for p in prompts]).astype(np.float32)
-        return numbers, targets, encoded, {p: i for i, p in enumerate(prompts)}
+        ctx = self.token_context
+        if self._arrays is not None:
+            numbers = np.array([p.numbers for p in prompts], dtype=np.int64)
+            targets = np.array([p.target for p in prompts], dtype=np.int64)
+            data: tuple[np.ndarray, ...] = (numbers, targets)
+            encoded = (self._arrays.context_arrays(numbers, targets) if ctx is not None else
+                       np.stack([task.encode_prompt(p) for p in prompts]).astype(np.float32))
+        else:
+            values = np.empty(len(prompts), dtype=object)
+            values[:] = prompts
+            data = (values,)
+            encoded = self._encode_prompts(prompts)
+        return data, encoded, {p: i for i, p in enumerate(prompts)}
 
-    def _fill(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Draw k prompts of this env's split with ``self.np_random``: numbers, targets, encodings."""
+    def _encode_prompts(self, prompts: Sequence[Any]) -> np.ndarray:
+        """(k, width) prompt segments of prompts given as the task's values (each distinct object once)."""
+        ctx = self.token_context
+        encode = self.task.encode_prompt if ctx is None else ctx.encode_prompt
+        dtype = np.float32 if ctx is None else np.int64
+        done: dict[int, np.ndarray] = {}
+        for p in prompts:
+            if id(p) not in done:
+                done[id(p)] = encode(p)
+        if not prompts:
+            return np.zeros((0, self._prefix_offset), dtype)
+        return np.stack([done[id(p)] for p in prompts]).astype(dtype)
+
+    def _fill(self, k: int) -> tuple[np.ndarray, ...]:
+        """Draw k prompts of this env's split with ``self.np_random``: their data, then their encodings."""
         rng = self.np_random
         if self._pool is not None:
-            numbers, targets, encoded, _ = self._pool
+            data, encoded, _ = self._pool
             idx = self._split_rows[rng.integers(len(self._split_rows), size=k)]
-            return numbers.take(idx, axis=0), targets[idx], encoded.take(idx, axis=0)
-        task: Any = self.task
-        numbers, targets, _ = task.sample_arrays(rng, self.split, k)
-        return numbers, targets, self._encode_arrays(numbers, targets)
+            return (*(d.take(idx, axis=0) for d in data), encoded.take(idx, axis=0))
+        if self._arrays is not None:
+            numbers, targets, _ = self._arrays.sample_arrays(rng, self.split, k)
+            return numbers, targets, self._encode_arrays(numbers, targets)
+        prompts = self.task.sample_prompts(rng, self.split, k)
+        values = np.empty(len(prompts), dtype=object)
+        values[:] = prompts
+        return values, self._encode_prompts(prompts)
 
     def _encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """The prompt segment of the observation: the task's features, or the token context's ids."""
-        coder: Any = self.task if self.token_context is None else self.token_context
-        return coder.encode_arrays(numbers, targets)
+        """The prompt segment of the observation on the array path: features or token-context ids."""
+        arrays: Any = self._arrays
+        if self.token_context is None:
+            return arrays.encode_arrays(numbers, targets)  # type: ignore[no-any-return]
+        return arrays.context_arrays(numbers, targets)  # type: ignore[no-any-return]
 
-    def _draw(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _draw(self, k: int) -> tuple[np.ndarray, ...]:
         """The next k prompts from the buffer (refilled in chunks of at least ``_MIN_CHUNK``)."""
         buf, pos = self._buffer, self._buffer_pos
-        if buf is None or pos + k > len(buf[1]):
+        if buf is None or pos + k > len(buf[-1]):
             fresh = self._fill(max(k, _MIN_CHUNK, self.num_envs))
-            if buf is not None and pos < len(buf[1]):
-                fresh = tuple(  # type: ignore[assignment]
-                    np.concatenate([old[pos:], new]) for old, new in zip(buf, fresh)
-                )
+            if buf is not None and pos < len(buf[-1]):
+                fresh = tuple(np.concatenate([old[pos:], new]) for old, new in zip(buf, fresh))
             buf, pos = fresh, 0
         self._buffer, self._buffer_pos = buf, pos + k
-        return buf[0][pos : pos + k], buf[1][pos : pos + k], buf[2][pos : pos + k]
+        return tuple(part[pos : pos + k] for part in buf)
 
-    def _start(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray, encoded: np.ndarray) -> None:
-        """Begin fresh episodes on ``rows`` (k,) with the given prompts (arrays of k rows)."""
+    def _start(self, rows: np.ndarray, drawn: tuple[np.ndarray, ...]) -> None:
+        """Begin fresh episodes on ``rows`` (k,) with the given prompts (their data, then encodings)."""
         self._obs[rows] = 0
-        self._obs[rows, : self._prefix_offset] = encoded
-        self.machine.set_prompts(rows, numbers, targets)
+        self._obs[rows, : self._prefix_offset] = drawn[-1]
+        self.machine.set_prompts(rows, *drawn[:-1])  # type: ignore[arg-type]
         self._mask_state[rows] = 0
         self._done[rows] = False
 
     def _start_sampled(self, rows: np.ndarray, info: dict[str, Any], mask: np.ndarray) -> None:
-        numbers, targets, encoded = self._draw(len(rows))
-        self._start(rows, numbers, targets, encoded)
+        self._start(rows, self._draw(len(rows)))
         self._prompt_info(info, mask)
 
     def _prompt_info(self, info: dict[str, Any], mask: np.ndarray) -> None:
-        _mask_info(info, "prompt_numbers", self.machine.numbers.copy(), mask)
-        _mask_info(info, "prompt_target", self.machine.targets.copy(), mask)
+        machine = self.machine
+        if isinstance(machine, TaskScorer):
+            _mask_info(info, "prompt", machine.prompts.copy(), mask)
+            return
+        _mask_info(info, "prompt_numbers", machine.numbers.copy(), mask)
+        _mask_info(info, "prompt_target", machine.targets.copy(), mask)
 
     # -- Gymnasium API ------------------------------------------------------------------------------
     def reset(
@@ -279,9 +307,12 @@ class TokenVectorEnv(VectorEnv):
         splits = np.full(self.num_envs, None, dtype=object)
         if "prompt" in options:
             chosen = self._prompts_option(options["prompt"], rows)
-            numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
-            targets = np.array([p.target for p in chosen], dtype=np.int64)
-            self._start(rows, numbers, targets, self._encode(chosen, numbers, targets))
+            if self._arrays is not None:
+                numbers = np.array([p.numbers for p in chosen], dtype=np.int64).reshape(len(rows), -1)
+                targets = np.array([p.target for p in chosen], dtype=np.int64)
+                self._start(rows, (numbers, targets, self._encode(chosen, numbers, targets)))
+            else:
+                self._start(rows, (chosen, self._encode_chosen(chosen)))  # type: ignore[arg-type]
             split_of: dict[int, str] = {}  # a group's rows share one prompt object: its split once
             for r, p in zip(rows, chosen):
                 key = id(p)  # `chosen` holds the objects, alive here (cheaper than hashing a Prompt)
@@ -289,10 +320,14 @@ class TokenVectorEnv(VectorEnv):
                     split_of[key] = self.task.split_of(p)
                 prompts[r], splits[r] = p, split_of[key]
         else:
-            numbers, targets, encoded = self._draw(len(rows))
-            self._start(rows, numbers, targets, encoded)
-            for r, nums, t in zip(rows, numbers.tolist(), targets.tolist()):
-                prompts[r], splits[r] = Prompt(tuple(nums), int(t)), self.split
+            drawn = self._draw(len(rows))
+            self._start(rows, drawn)
+            if self._arrays is not None:
+                for r, nums, t in zip(rows, drawn[0].tolist(), drawn[1].tolist()):
+                    prompts[r], splits[r] = Prompt(tuple(nums), int(t)), self.split
+            else:
+                for r, p in zip(rows.tolist(), drawn[0]):
+                    prompts[r], splits[r] = p, self.split
         self._started = True
         _mask_info(info, "prompt", prompts, mask)
         _mask_info(info, "split", splits, mask)
@@ -312,12 +347,17 @@ class TokenVectorEnv(VectorEnv):
             raise ValueError("the first reset must reset every env; options['reset_mask'] must be all True")
         return value.copy()
 
-    def _prompts_option(self, value: object, rows: np.ndarray) -> list[Prompt]:
-        """One validated Prompt per reset row from ``options["prompt"]``."""
-        single = isinstance(value, Prompt)
-        if not single and isinstance(value, (tuple, list)) and len(value) == 2:
-            first, second = value
-            single = isinstance(second, (int, np.integer)) and isinstance(first, (tuple, list))
+    def _prompts_option(self, value: object, rows: np.ndarray) -> list[Any]:
+        """One validated prompt per reset row from ``options["prompt"]``: one prompt for every row, or a
+        sequence of ``num_envs`` prompts (on the generic path: a ``list``; prompts are hashable values,
+        never lists)."""
+        if self._arrays is not None:
+            single = isinstance(value, Prompt)
+            if not single and isinstance(value, (tuple, list)) and len(value) == 2:
+                first, second = value
+                single = isinstance(second, (int, np.integer)) and isinstance(first, (tuple, list))
+        else:
+            single = not isinstance(value, list)
         if single:
             prompt = self.task.validate_prompt(value)
             return [prompt] * len(rows)
@@ -326,7 +366,7 @@ class TokenVectorEnv(VectorEnv):
                 f"options['prompt'] must be one prompt or a sequence of num_envs={self.num_envs} prompts, "
                 f"got {value!r:.200}"
             )
-        checked: dict[int, Prompt] = {}  # by identity: a caller repeating one object gets it checked once
+        checked: dict[int, Any] = {}  # by identity: a caller repeating one object gets it checked once
         for r in rows:
             item = value[int(r)]
             if id(item) not in checked:
@@ -334,13 +374,21 @@ class TokenVectorEnv(VectorEnv):
         return [checked[id(value[int(r)])] for r in rows]
 
     def _encode(self, prompts: list[Prompt], numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Encodings of validated prompts on the array path: the finite pool's rows, or the arrays'."""
         if self._pool is not None:
             row_of: dict[int, int] = {}  # by identity: a group repeats one prompt object
             for p in prompts:
                 if id(p) not in row_of:
-                    row_of[id(p)] = self._pool[3][p]
-            return self._pool[2][[row_of[id(p)] for p in prompts]].reshape(len(prompts), -1)
+                    row_of[id(p)] = self._pool[2][p]
+            return self._pool[1][[row_of[id(p)] for p in prompts]].reshape(len(prompts), -1)
         return self._encode_arrays(numbers, targets)
+
+    def _encode_chosen(self, prompts: list[Any]) -> np.ndarray:
+        """Encodings of validated prompts on the generic path: the finite pool's rows, or computed."""
+        if self._pool is None:
+            return self._encode_prompts(prompts)
+        rows = self._pool[2]
+        return self._pool[1][[rows[p] for p in prompts]].reshape(len(prompts), -1)
 
     def step(
         self, actions: object
@@ -407,7 +455,9 @@ class TokenVectorEnv(VectorEnv):
                 self._start_sampled(ended, info, done)
             else:
                 self._done |= done
-                if info:  # NextStep: rows restarted this step share the prompt keys with ended rows
+                if info and "prompt" in final:  # NextStep, generic path: one "prompt" key for both
+                    final["_prompt"] = done | info["_prompt"]
+                elif info:  # NextStep: rows restarted this step share the prompt keys with ended rows
                     both = done | info["_prompt_numbers"]
                     final["prompt_numbers"] = np.where(done[:, None], final["prompt_numbers"],
                                                        info["prompt_numbers"])
@@ -479,14 +529,17 @@ class TokenVectorEnv(VectorEnv):
         if self._automaton is not None:
             # take(axis=0): a row gather ~10x faster than fancy indexing (NumPy 2.x, 2-D tables)
             return self._automaton.masks.take(self._mask_state, axis=0)
-        task: Any = self.task
-        if hasattr(task, "action_masks_arrays"):
-            return task.action_masks_arrays(self.machine.tokens, self.machine.pos)
-        return np.stack([task.action_mask(self.prompt(i), self.tokens(i)) for i in range(self.num_envs)])
+        machine = self.machine
+        if isinstance(machine, TaskScorer):
+            return self.task.action_masks_batch(list(machine.prompts), machine.tokens, machine.pos)
+        arrays: Any = self._arrays
+        return arrays.action_masks_arrays(machine.tokens, machine.pos)  # type: ignore[no-any-return]
 
-    def prompt(self, index: int) -> Prompt:
+    def prompt(self, index: int) -> Any:
         """The prompt of env ``index``'s current (or just finished) episode."""
         m = self.machine
+        if isinstance(m, TaskScorer):
+            return m.prompts[index]
         return Prompt(tuple(int(x) for x in m.numbers[index]), int(m.targets[index]))
 
     def tokens(self, index: int) -> list[int]:

@@ -64,7 +64,7 @@ def test_cold_start_becomes_the_kl_reference_and_the_start_of_rl() -> None:
 
 
 def test_sft_refuses_a_task_without_solutions() -> None:
-    with pytest.raises(ValueError, match="does not generate prompts with their solutions"):
+    with pytest.raises(ValueError, match="declares no solutions"):
         solutions(gym.make("rlvr/Arithmetic-v0").unwrapped.task, 10, seed=0)
 
 

@@ -52,6 +52,7 @@ from agents.grpo.rollout import (
     rollout_metrics,
 )
 from rlvr_env.envs import TokenEnv
+from rlvr_env.tasks.base import Task
 from rlvr_env.rewards import length_reward
 
 __all__ = ["GRPO", "Callback", "make_policy"]
@@ -252,8 +253,8 @@ class GRPO:
         #: whether rollouts, updates, ``predict`` (when given masks) and evaluation are grammar-masked
         self.use_masks = bool(config.action_masks and env_has_masks(self.env))
         #: whether those masks can forbid a token (``rlvr/Arithmetic-v0``'s allow every one by default)
-        self.masks_constrain = self.use_masks and bool(
-            getattr(getattr(self.env.unwrapped, "task", None), "grammar_masked", True))
+        task = self._task()
+        self.masks_constrain = self.use_masks and (task is None or task.grammar_masked)
         self._warned_unmasked = False
         self._runner = make_runner(self.env, self.env_id, self.env_kwargs, config.prompts_per_iter,
                                    config.group_size, self.group_mode, vectorized, self.use_masks)
@@ -268,9 +269,14 @@ class GRPO:
         #: it on; the default :data:`~agents.grpo.profiling.NO_TIMER` costs nothing and times nothing
         self.timer: NoTimer | PhaseTimer = NO_TIMER
 
+    def _task(self) -> Task | None:
+        """The env's task when it is a token env of this package (None: any other Gymnasium env)."""
+        inner = self.env.unwrapped
+        return inner.task if isinstance(inner, TokenEnv) else None
+
     def _max_episode_length(self) -> int | None:
-        task = getattr(self.env.unwrapped, "task", None)
-        if isinstance(self.env.unwrapped, TokenEnv) and task is not None:
+        task = self._task()
+        if task is not None:
             return int(task.max_length)
         spec = getattr(self.env, "spec", None)
         steps = getattr(spec, "max_episode_steps", None)
@@ -637,8 +643,9 @@ class GRPO:
     # ---------------------------------------------------------------------------------------------
     def _tabular_slices(self) -> list[slice] | None:
         inner = self.env.unwrapped
-        segments = getattr(getattr(inner, "task", None), "tabular_segments", None)
-        layout = getattr(inner, "obs_layout", None)
+        task = self._task()
+        segments = task.tabular_segments if task is not None else None
+        layout = inner.obs_layout if isinstance(inner, TokenEnv) else None
         if not segments or not layout:
             return None
         return [layout[name] for name in segments]

@@ -160,7 +160,8 @@ class Task(ABC, Generic[P]):
 
     @abstractmethod
     def validate_prompt(self, prompt: object) -> P:
-        """Return ``prompt`` as a prompt of this task, or raise ``ValueError`` naming the value and the rule."""
+        """Return ``prompt`` as a prompt of this task, or raise ``ValueError`` naming the value and the
+        rule."""
 
     @abstractmethod
     def split_of(self, prompt: P) -> str:
@@ -268,7 +269,8 @@ class Task(ABC, Generic[P]):
     def parse_answer(self, prompt: P, text: str) -> list[int] | None:
         """Token ids for an extracted answer text, or None when the text cannot be written in the
         vocabulary. Default: longest vocabulary string first, whitespace between tokens ignored."""
-        order = sorted((t for t in range(len(self.vocab)) if t != self.eos_id), key=lambda t: -len(self.vocab[t]))
+        order = sorted((t for t in range(len(self.vocab)) if t != self.eos_id),
+                       key=lambda t: -len(self.vocab[t]))
         ids: list[int] = []
         pos, text = 0, text.strip()
         while pos < len(text):

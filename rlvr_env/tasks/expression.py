@@ -221,7 +221,11 @@ class ExpressionTask(Task[Prompt]):
 
     def batch_arrays(self) -> BatchArrays | None:
         """This task itself while its scoring is the package's own (see :class:`BatchArrays`), else None."""
-        return self if self._own_verifier() else None  # type: ignore[return-value]
+        if not self._own_verifier():
+            return None
+        if self.grammar_masked and type(self).action_masks_arrays is ExpressionTask.action_masks_arrays:
+            return None  # a grammar mask the array path cannot compute: masks per prompt instead
+        return self  # type: ignore[return-value]
 
     def sample_arrays(self, rng: np.random.Generator, split: str,
                       k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -237,11 +241,9 @@ class ExpressionTask(Task[Prompt]):
         return np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.prompt_dim), np.float32)
 
     def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """(B, V) masks of prefixes given as arrays; all-ones without a grammar mask."""
-        b = np.asarray(tokens).shape[0]
-        if not self.grammar_masked:
-            return np.ones((b, len(self.vocab)), dtype=bool)
-        raise NotImplementedError(f"task {type(self).__name__} has a grammar mask but no action_masks_arrays")
+        """(B, V) masks of prefixes given as arrays: all-ones (a task with a grammar mask overrides it,
+        or runs the vector env's generic path, which masks prompt by prompt)."""
+        return np.ones((np.asarray(tokens).shape[0], len(self.vocab)), dtype=bool)
 
     def mask_automaton(self) -> Any:
         return None
@@ -257,4 +259,3 @@ def _digits(values: np.ndarray, width: int) -> np.ndarray:
     digits = _DIGIT0 + (v // powers) % 10
     leading = (v < powers) & (np.arange(width) < width - 1)  # "0" itself keeps its last digit
     return np.where(leading, -1, digits)
-
