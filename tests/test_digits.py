@@ -267,3 +267,60 @@ def test_masks_on_the_env_follow_the_answer() -> None:
     assert env.unwrapped.action_masks().tolist() == [True] * 10 + [False]
     env.step(0)
     assert env.unwrapped.action_masks().tolist() == [False] * 10 + [True]
+
+
+# -- the native vector env -----------------------------------------------------------------------
+@pytest.mark.parametrize("observation", ["features", "tokens"])
+def test_the_vector_env_matches_single_envs_in_lockstep(observation: str) -> None:
+    kwargs = {"max_digits": 3, "train_digits": 2, "operators": "+-*", "observation": observation}
+    n = 24
+    vec = gym.make_vec("rlvr/Digits-v0", num_envs=n, vectorization_mode="vector_entry_point",
+                       autoreset_mode="Disabled", **kwargs)
+    singles = [gym.make("rlvr/Digits-v0", **kwargs) for _ in range(n)]
+    task = singles[0].unwrapped.task
+    prompts = _prompts(task, 8)[:n]
+    obs, info = vec.reset(seed=0, options={"prompt": prompts})
+    assert list(info["prompt"]) == prompts
+    assert list(info["split"]) == [task.split_of(p) for p in prompts]
+    for i, env in enumerate(singles):
+        single_obs, single_info = env.reset(options={"prompt": prompts[i]})
+        assert np.array_equal(obs[i], single_obs) and single_info["split"] == info["split"][i]
+    rng = np.random.default_rng(0)
+    done = np.zeros(n, dtype=bool)
+    step = 0
+    correct = 0
+    while not done.all():
+        masks = vec.unwrapped.action_masks()
+        # every third row writes the solution, the others sample under the mask or anywhere (malformed
+        # and truncated answers too)
+        acts = np.array([task.solution(prompts[i])[step] if i % 3 == 0 and not done[i]
+                         else rng.choice(np.flatnonzero(masks[i])) if i % 3 == 1
+                         else rng.integers(len(task.vocab)) for i in range(n)])
+        step += 1
+        obs, rewards, terminated, truncated, info = vec.step(acts)
+        for i, env in enumerate(singles):
+            if done[i]:
+                continue
+            assert np.array_equal(masks[i], env.unwrapped.action_masks())
+            single_obs, reward, term, trunc, single_info = env.step(int(acts[i]))
+            assert np.array_equal(obs[i], single_obs)
+            assert (rewards[i], terminated[i], truncated[i]) == (reward, term, trunc)
+            if term or trunc:
+                final = info["final_info"] if "final_info" in info else info
+                assert final["correct"][i] == single_info["correct"]
+                assert final["well_formed"][i] == single_info["well_formed"]
+                assert final["length"][i] == single_info["length"]
+                for part, value in single_info["reward_parts"].items():
+                    assert final["reward_parts"][part][i] == value
+                done[i] = True
+                correct += single_info["correct"]
+    assert correct >= n // 3 and truncated.dtype == bool
+
+
+def test_the_vector_env_draws_its_split_and_repeats_by_seed() -> None:
+    vec = gym.make_vec("rlvr/Digits-v0", num_envs=64, vectorization_mode="vector_entry_point", split="test")
+    _, info = vec.reset(seed=5)
+    assert set(info["split"]) == {"test"}
+    assert {DigitsTask().split_of(p) for p in info["prompt"]} == {"test"}
+    again = gym.make_vec("rlvr/Digits-v0", num_envs=64, vectorization_mode="vector_entry_point", split="test")
+    assert list(again.reset(seed=5)[1]["prompt"]) == list(info["prompt"])
