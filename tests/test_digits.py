@@ -324,3 +324,68 @@ def test_the_vector_env_draws_its_split_and_repeats_by_seed() -> None:
     assert {DigitsTask().split_of(p) for p in info["prompt"]} == {"test"}
     again = gym.make_vec("rlvr/Digits-v0", num_envs=64, vectorization_mode="vector_entry_point", split="test")
     assert list(again.reset(seed=5)[1]["prompt"]) == list(info["prompt"])
+
+
+# -- agents: GRPO and SB3 train on it end to end --------------------------------------------------
+SMALL = {"max_digits": 2, "train_digits": 1}
+
+
+def _snapshot(module: object) -> list[np.ndarray]:
+    return [p.detach().numpy().copy() for p in module.parameters()]  # type: ignore[attr-defined]
+
+
+def _moved(before: list[np.ndarray], module: object) -> bool:
+    return any(not np.array_equal(b, a) for b, a in zip(before, _snapshot(module)))
+
+
+@pytest.mark.parametrize("policy, observation", [("mlp", "features"), ("transformer", "tokens")])
+def test_grpo_trains_on_it_through_the_vector_env_and_evaluates_both_splits(policy: str,
+                                                                            observation: str) -> None:
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    from agents import GRPO
+
+    model = GRPO("rlvr/Digits-v0", policy=policy, seed=0, env_kwargs={**SMALL, "observation": observation})
+    assert model.use_masks  # the task's grammar mask is used by default
+    before = _snapshot(model.policy.net)  # type: ignore[attr-defined]
+    model.learn(total_timesteps=640)
+    assert model.num_timesteps >= 640 and _moved(before, model.policy.net)  # type: ignore[attr-defined]
+    for split in ("train", "test"):
+        report = model.success(split, k=2, n_prompts=16)
+        assert 0.0 <= report.greedy <= 1.0 and 0.0 <= report.sampled <= 1.0
+
+
+def test_sb3_ppo_and_maskable_ppo_train_on_it_and_are_scored_like_grpo() -> None:
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    from agents.evaluation import greedy_success, sb3_predictor
+
+    env = gym.make("rlvr/Digits-v0", **SMALL)
+    ppo = PPO("MlpPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    before = _snapshot(ppo.policy)
+    ppo.learn(total_timesteps=256)
+    assert ppo.num_timesteps >= 256 and _moved(before, ppo.policy)
+    assert 0.0 <= greedy_success(sb3_predictor(ppo), env, "test", n_prompts=16) <= 1.0
+
+    venv = rlvr_env.to_sb3_vec_env(gym.make_vec("rlvr/Digits-v0", num_envs=16,
+                                                vectorization_mode="vector_entry_point", **SMALL))
+    masked = MaskablePPO("MlpPolicy", venv, n_steps=16, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    before = _snapshot(masked.policy)
+    masked.learn(total_timesteps=256)
+    assert masked.num_timesteps >= 256 and _moved(before, masked.policy)
+
+
+@pytest.mark.slow
+def test_grpo_learns_one_digit_addition() -> None:
+    # Measured: seed 0, the MLP preset, 150k env steps: greedy train success 0.44 (from 0.02 at 10k);
+    # held-out (a 2-digit operand) stays 0, the length-generalisation gap the split is there to show.
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    from agents import GRPO
+
+    model = GRPO("rlvr/Digits-v0", policy="mlp", seed=0, env_kwargs=SMALL)
+    model.learn(total_timesteps=150_000)
+    assert model.success("train", k=4, n_prompts=100).greedy >= 0.3
