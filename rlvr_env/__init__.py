@@ -8,7 +8,7 @@ from gymnasium.envs.registration import register, registry
 
 from rlvr_env.countdown_env import CountdownEnv
 from rlvr_env.envs import ArithmeticEnv, TokenEnv
-from rlvr_env.registration import register_task
+from rlvr_env.registration import register_envs
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, Prompt, Task
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
@@ -35,7 +35,7 @@ __all__ = [
     "TokenVectorEnv",
     "Verdict",
     "length_reward",
-    "register_task",
+    "register_envs",
     "to_sb3_vec_env",
     "verify",
 ]
@@ -69,4 +69,4 @@ _register(
 _register("rlvr/CountdownText-v0", "rlvr_env.text_env:CountdownTextEnv")
 _register("rlvr/ArithmeticText-v0", "rlvr_env.text_env:ArithmeticTextEnv")
 # A task on the Task contract needs no env classes of its own: one call registers all three envs.
-register_task("rlvr/Digits-v0", DigitsTask, text_id="rlvr/DigitsText-v0")
+register_envs("rlvr/Digits-v0", DigitsTask, text_id="rlvr/DigitsText-v0")

@@ -1,6 +1,6 @@
 """One registration call for a task: its token env, native vector env and text env under Gymnasium ids.
 
-:func:`register_task` is what ``docs/add-a-task.md`` means by "one registration": given a task class (or
+:func:`register_envs` is what ``docs/add-a-task.md`` means by "one registration": given a task class (or
 any callable that builds a :class:`~rlvr_env.tasks.base.Task` from keyword arguments), it registers
 
 * ``env_id`` for ``gym.make`` (a :class:`~rlvr_env.envs.TokenEnv`) and for ``gym.make_vec(...,
@@ -27,7 +27,7 @@ from rlvr_env.tasks.base import Task
 from rlvr_env.text_env import TextEnv
 from rlvr_env.vector import TokenVectorEnv
 
-__all__ = ["register_task", "make_token_env", "make_vector_env", "make_text_env"]
+__all__ = ["register_envs", "make_token_env", "make_vector_env", "make_text_env"]
 
 TaskFactory = Callable[..., Task[Any]]
 
@@ -63,7 +63,7 @@ def make_text_env(task: TaskFactory, **kwargs: Any) -> TextEnv:
     return TextEnv(task(**task_kwargs), **env_kwargs)
 
 
-def register_task(env_id: str, task: TaskFactory, *, text_id: str | None = None) -> None:
+def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None) -> None:
     """Register ``task``'s token env (single and native vector) as ``env_id`` and, with ``text_id``, its
     text env. An id that is already registered is left as it is (re-importing must not warn)."""
     if not callable(task):
