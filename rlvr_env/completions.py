@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from rlvr_env.tasks.base import Prompt, Task
+from rlvr_env.tasks.base import Prompt, Task  # noqa: F401 - Prompt: the doctests
 from rlvr_env.verifier import (
     _DEFAULT_GRAMMAR,
     _DEFAULT_WEIGHTS,
@@ -47,6 +47,7 @@ __all__ = [
     "completion_text",
     "extract_answer",
     "score_completion",
+    "score_task_completion",
     "score_parts",
     "prompt_text",
     "refused",
@@ -308,20 +309,10 @@ def _score_parts_reference(
             [v.reason for v in verdicts], [v.correct for v in verdicts])
 
 
-def _describe_grammar(grammar: Grammar) -> str:
-    names = {"+": "+", "-": "-", "*": "*", "/": "/"}
-    ops = " ".join(names[o] for o in "+-*/" if o in grammar.operators)
-    parens = "parentheses" if grammar.parentheses else "no parentheses"
-    use = "each number exactly once" if grammar.number_use == "exactly_once" else \
-        "each number at most once"
-    division = "; every division must come out even" if grammar.integer_division and \
-        "/" in grammar.operators else ""
-    return f"Use only the operators {ops} and {parens}, {use}{division}; no other numbers."
-
-
-def prompt_text(task: Task, prompt: Prompt, fmt: AnswerFormat = DEFAULT_FORMAT) -> str:
-    """The prompt a language model reads for ``prompt`` of ``task``: the numbers, the target, the
-    task's grammar and where to put the answer. ASCII only.
+def prompt_text(task: Task, prompt: Any, fmt: AnswerFormat = DEFAULT_FORMAT) -> str:
+    """The prompt a language model reads for ``prompt`` of ``task``: the task's question
+    (:meth:`rlvr_env.Task.prompt_text`; for the arithmetic tasks the numbers, the target and the grammar)
+    and where to put the answer. ASCII only for the shipped tasks.
 
     >>> from rlvr_env.tasks.arithmetic import ArithmeticTask
     >>> print(prompt_text(ArithmeticTask(), Prompt((2, 3, 5), 17)))
@@ -329,6 +320,15 @@ def prompt_text(task: Task, prompt: Prompt, fmt: AnswerFormat = DEFAULT_FORMAT) 
     Use only the operators + * and no parentheses, each number exactly once; no other numbers.
     Think it through, then give the expression alone between <answer> and </answer>.
     """
-    numbers = ", ".join(str(n) for n in prompt.numbers)
-    return (f"Write an arithmetic expression that equals {prompt.target} using the numbers {numbers}.\n"
-            f"{_describe_grammar(task.grammar)}\n{fmt.instruction()}")
+    return task.prompt_text(prompt, fmt.instruction())
+
+
+def score_task_completion(task: Task, prompt: Any, completion: object, weights: RewardWeights,
+                          fmt: AnswerFormat = DEFAULT_FORMAT) -> Verdict:
+    """Extract the answer from ``completion`` and let ``task`` verify it (:meth:`rlvr_env.Task.score_text`:
+    for an arithmetic task whose scoring is the package's own, :func:`rlvr_env.verify`, so this equals
+    :func:`score_completion`). A refused completion earns 0 with the reason. Never evaluates code."""
+    answer, reason = extract_answer(completion, fmt)
+    if answer is None:
+        return refused(f"answer extraction: {reason}")
+    return task.score_text(prompt, answer, weights)

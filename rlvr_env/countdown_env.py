@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
+from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
 from rlvr_env.token_obs import split_observation
-from rlvr_env.verifier import NumberUse
 
 __all__ = ["CountdownEnv"]
 
@@ -137,35 +139,22 @@ class CountdownEnv(TokenEnv):
 
     def __init__(
         self,
-        n_numbers: int = 4,
-        number_range: tuple[int, int] = (1, 10),
-        target_range: tuple[int, int] = (1, 100),
-        operators: str = "+-*/",
-        parentheses: bool = True,
-        number_use: NumberUse = "at_most_once",
-        integer_division: bool = False,
-        max_length: int | None = None,
+        settings: CountdownSettings | None = None,
+        *,
         solution_stats: bool = False,
         observation: str = "bits",
         split: str = "train",
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
         render_mode: str | None = None,
+        **keywords: Any,
     ) -> None:
+        # The task's keywords (n_numbers, number_range, ...) are CountdownSettings' fields, declared there.
         task_observation, env_observation = split_observation(observation, OBSERVATIONS)
+        task = CountdownTask(settings_of(settings, keywords, "rlvr/Countdown-v0"),
+                             observation=task_observation, solution_stats=solution_stats)
         super().__init__(
-            CountdownTask(
-                n_numbers=n_numbers,
-                number_range=number_range,
-                target_range=target_range,
-                operators=operators,
-                parentheses=parentheses,
-                number_use=number_use,
-                integer_division=integer_division,
-                max_length=max_length,
-                observation=task_observation,
-                solution_stats=solution_stats,
-            ),
+            task,
             split=split,
             accuracy_weight=accuracy_weight,
             format_weight=format_weight,

@@ -11,12 +11,13 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion
+from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_task_completion
 from rlvr_env.envs import check_render_mode
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Prompt, Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
-from rlvr_env.verifier import NumberUse, RewardWeights, Verdict
+from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
+from rlvr_env.verifier import RewardWeights, Verdict
 
 __all__ = ["TextEnv", "CountdownTextEnv", "ArithmeticTextEnv", "TextAsArrays", "CHARSET"]
 
@@ -32,7 +33,8 @@ class TextEnv(gym.Env[str, str]):
     ``reset`` draws a prompt exactly as the token env of the same task does (same split, same
     ``np_random`` draw, so the same seed gives the same prompt) and returns its text
     (:func:`rlvr_env.completions.prompt_text`). ``step(completion)`` takes the model's completion,
-    extracts the answer (:func:`rlvr_env.completions.extract_answer`), verifies it and ends the episode
+    extracts the answer (:func:`rlvr_env.completions.extract_answer`), has the task verify it
+    (:meth:`rlvr_env.Task.score_text`, so an override of ``score`` is paid here too) and ends the episode
     (``terminated=True``). Reward and final ``info`` are the token env's: ``reward_parts``,
     ``expression``, ``value``, ``reason``, ``correct``, ``well_formed``, ``length`` (here the completion's
     length in characters) and ``prompt``.
@@ -104,8 +106,7 @@ class TextEnv(gym.Env[str, str]):
             raise TypeError(f"action {action!r:.80} of type {type(action).__name__} is not a completion; "
                             "expected a str")
         prompt = self._prompt
-        verdict = score_completion(action, prompt.numbers, prompt.target, grammar=self.task.grammar,
-                                   weights=self.reward_weights, fmt=self.answer_format)
+        verdict = score_task_completion(self.task, prompt, action, self.reward_weights, self.answer_format)
         self._done = True
         self._last = verdict
         info = {
@@ -153,22 +154,16 @@ class CountdownTextEnv(TextEnv):
 
     def __init__(
         self,
-        n_numbers: int = 4,
-        number_range: tuple[int, int] = (1, 10),
-        target_range: tuple[int, int] = (1, 100),
-        operators: str = "+-*/",
-        parentheses: bool = True,
-        number_use: NumberUse = "at_most_once",
-        integer_division: bool = False,
+        settings: CountdownSettings | None = None,
+        *,
         split: str = "train",
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
         answer_format: AnswerFormat = DEFAULT_FORMAT,
         render_mode: str | None = None,
+        **keywords: Any,
     ) -> None:
-        task = CountdownTask(n_numbers=n_numbers, number_range=number_range, target_range=target_range,
-                             operators=operators, parentheses=parentheses, number_use=number_use,
-                             integer_division=integer_division)
+        task = CountdownTask(settings_of(settings, keywords, "rlvr/CountdownText-v0"))
         super().__init__(task, split=split, accuracy_weight=accuracy_weight, format_weight=format_weight,
                          answer_format=answer_format, render_mode=render_mode)
 

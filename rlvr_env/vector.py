@@ -31,9 +31,10 @@ from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.task_scorer import TaskScorer
 from rlvr_env.tasks.base import BatchArrays, Prompt, Task, check_split
 from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
+from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
 from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
-from rlvr_env.verifier import NumberUse, RewardWeights
+from rlvr_env.verifier import RewardWeights
 
 __all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]
 
@@ -623,14 +624,8 @@ class CountdownVectorEnv(TokenVectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        n_numbers: int = 4,
-        number_range: tuple[int, int] = (1, 10),
-        target_range: tuple[int, int] = (1, 100),
-        operators: str = "+-*/",
-        parentheses: bool = True,
-        number_use: NumberUse = "at_most_once",
-        integer_division: bool = False,
-        max_length: int | None = None,
+        settings: CountdownSettings | None = None,
+        *,
         solution_stats: bool = False,
         observation: str = "bits",
         split: str = "train",
@@ -639,22 +634,13 @@ class CountdownVectorEnv(TokenVectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
         copy: bool = True,
         render_mode: str | None = None,
+        **keywords: Any,
     ) -> None:
         # solution_stats is accepted so that make() and make_vec() take the same kwargs; the vector env
         # draws prompts as arrays and never builds per-prompt metadata.
         task_observation, env_observation = split_observation(observation, OBSERVATIONS)
         super().__init__(
-            CountdownTask(
-                n_numbers=n_numbers,
-                number_range=number_range,
-                target_range=target_range,
-                operators=operators,
-                parentheses=parentheses,
-                number_use=number_use,
-                integer_division=integer_division,
-                max_length=max_length,
-                observation=task_observation,
-            ),
+            CountdownTask(settings_of(settings, keywords, "rlvr/Countdown-v0"), observation=task_observation),
             num_envs,
             split=split,
             accuracy_weight=accuracy_weight,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from rlvr_env.tasks.base import Prompt, check_split, unpack_prompt
 from rlvr_env.tasks.expression import ExpressionTask, _digits_needed
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
+from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
 from rlvr_env.tasks.countdown_draw import (
     ADDITIVE, ATOM, MAX_DRAW_TABLE, MULTIPLICATIVE, DrawRules, cached_draw_table, draw_picks, merge,
     raw_history, resolve_history,
@@ -27,11 +29,10 @@ from rlvr_env.tasks.countdown_draw import (
 from rlvr_env.tasks.countdown_split import (
     HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash, tuple_index,
 )
-from rlvr_env.verifier import Grammar, NumberUse, verify
+from rlvr_env.verifier import verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
 
-_OPS = "+-*/"
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 _ATOM, _ADDITIVE, _MULTIPLICATIVE = ATOM, ADDITIVE, MULTIPLICATIVE
 _MIN_ROUND = 64  # candidates per rejection-sampling round, at least
@@ -43,19 +44,6 @@ _MAX_DRAW_INDEX = MAX_DRAW_TABLE // 2  # number tuples a draw table can index (i
 _MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
 _MAX_CODE_TABLE = 4096  # number / target range widths encoded by table lookup, at most
-
-
-def _check_range(name: str, value: object, lowest: int, highest: int) -> tuple[int, int]:
-    if (
-        not isinstance(value, (tuple, list))
-        or len(value) != 2
-        or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value)
-    ):
-        raise ValueError(f"{name}={value!r} must be a (low, high) pair of integers")
-    lo, hi = int(value[0]), int(value[1])
-    if not lowest <= lo <= hi <= highest:
-        raise ValueError(f"{name}={value!r} must satisfy {lowest} <= low <= high <= {highest}")
-    return lo, hi
 
 
 #: Prompt encodings (``observation=``): "bits" (numbers and target as scaled values and binary codes)
@@ -111,51 +99,22 @@ class CountdownTask(ExpressionTask):
 
     def __init__(
         self,
-        n_numbers: int = 4,
-        number_range: tuple[int, int] = (1, 10),
-        target_range: tuple[int, int] = (1, 100),
-        operators: str = "+-*/",
-        parentheses: bool = True,
-        number_use: NumberUse = "at_most_once",
-        integer_division: bool = False,
-        max_length: int | None = None,
+        settings: CountdownSettings | None = None,
+        *,
         solution_stats: bool = False,
         observation: str = "bits",
+        **keywords: Any,
     ) -> None:
-        if isinstance(n_numbers, bool) or not isinstance(n_numbers, (int, np.integer)):
-            raise ValueError(f"n_numbers={n_numbers!r} must be an integer in [2, 8]")
-        if not 2 <= n_numbers <= 8:
-            raise ValueError(f"n_numbers={n_numbers!r} must be in [2, 8]")
-        self.n_numbers = n = int(n_numbers)
-        # Numbers start at 1 (the game's rule; a negative number would read as a minus operator).
-        # Six digits is the verifier's literal limit.
-        self.number_range = _check_range("number_range", number_range, 1, 999_999)
-        self.target_range = _check_range("target_range", target_range, -(2**30), 2**30)
-        if self.target_range[1] - self.target_range[0] >= 2**20:
-            raise ValueError(f"target_range={target_range!r} must span fewer than 2**20 values")
-        if not isinstance(operators, str) or not operators or set(operators) - set(_OPS):
-            raise ValueError(f"operators={operators!r} must be a non-empty string of characters from '+-*/'")
-        self.operators = "".join(op for op in _OPS if op in operators)
-        if not isinstance(parentheses, bool):
-            raise ValueError(f"parentheses={parentheses!r} must be a bool")
-        if not isinstance(integer_division, bool):
-            raise ValueError(f"integer_division={integer_division!r} must be a bool")
-        self.grammar = Grammar(
-            operators=frozenset(self.operators),
-            parentheses=parentheses,
-            number_use=number_use,
-            integer_division=integer_division,
-        )
-        if max_length is None:
-            max_length = 4 * n - 4  # the longest minimal-parenthesis expression over N numbers, + EOS
-        if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
-            raise ValueError(f"max_length={max_length!r} must be an integer")
-        if not 2 * n <= max_length <= 64:
-            raise ValueError(
-                f"max_length={max_length!r} must be in [2 * n_numbers, 64] = [{2 * n}, 64]: an answer "
-                f"using all {n} numbers needs {2 * n - 1} tokens and EOS"
-            )
-        self.max_length = int(max_length)
+        #: the setting (:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`): given as an
+        #: object or as its fields' keywords (``CountdownTask(n_numbers=3)``)
+        self.settings = s = settings_of(settings, keywords, "CountdownTask")
+        self.n_numbers = n = s.n_numbers
+        self.number_range = s.number_range
+        self.target_range = s.target_range
+        self.operators = s.operators
+        parentheses, integer_division = s.parentheses, s.integer_division
+        self.grammar = s.grammar
+        self.max_length = s.max_length  # type: ignore[assignment]
         self.solution_stats = bool(solution_stats)
         if self.solution_stats and n > 4:
             raise ValueError(
