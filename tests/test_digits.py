@@ -389,3 +389,40 @@ def test_grpo_learns_one_digit_addition() -> None:
     model = GRPO("rlvr/Digits-v0", policy="mlp", seed=0, env_kwargs=SMALL)
     model.learn(total_timesteps=150_000)
     assert model.success("train", k=4, n_prompts=100).greedy >= 0.3
+
+
+# -- the text env --------------------------------------------------------------------------------
+def _token_answer(env: gym.Env, prompt: DigitsPrompt, answer: str) -> tuple[float, dict]:
+    """Play ``answer`` and EOS in the token env (cut off at max_length): the reward and final info."""
+    env.reset(options={"prompt": prompt})
+    task = env.unwrapped.task
+    for token in [task.vocab.index(ch) for ch in answer] + [task.eos_id]:
+        _, reward, terminated, truncated, info = env.step(token)
+        if terminated or truncated:
+            return float(reward), info
+    raise AssertionError("the episode did not end")
+
+
+def test_the_text_env_pays_what_the_token_env_pays() -> None:
+    kwargs = {"max_digits": 3, "train_digits": 2, "operators": "+-*"}
+    text_env = gym.make("rlvr/DigitsText-v0", **kwargs)
+    token_env = gym.make("rlvr/Digits-v0", **kwargs)
+    task = token_env.unwrapped.task
+    for p in _prompts(task, 20):
+        r = p.result
+        for answer in (str(r), str(r + 1), str(-r), f"0{r}", "-0", "0", "-", "9" * 7, "12-3"):
+            text, info = text_env.reset(options={"prompt": p})
+            assert f"What is {p.a} {p.op} {p.b}?" in text and info["split"] == task.split_of(p)
+            _, reward, terminated, truncated, info = text_env.step(f"so... <answer> {answer} </answer>")
+            assert (terminated, truncated) == (True, False)
+            token_reward, token_info = _token_answer(token_env, p, answer)
+            assert reward == token_reward, (p, answer)
+            for key in ("reward_parts", "correct", "well_formed"):
+                assert info[key] == token_info[key], (p, answer, key)
+            if info["well_formed"]:
+                assert (info["expression"], info["value"]) == (token_info["expression"], token_info["value"])
+    # what a language model can write and the token env cannot: refused with a reason, never paid
+    for completion in ("<answer>1 9</answer>", "<answer>19.0</answer>", "<answer>nineteen</answer>", "19"):
+        text_env.reset(options={"prompt": (12, "+", 7)})
+        _, reward, _, _, info = text_env.step(completion)
+        assert reward == 0.0 and info["reason"]
