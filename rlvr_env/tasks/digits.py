@@ -86,26 +86,94 @@ def read_number(text: str, max_digits: int) -> tuple[int | None, str | None]:
 
 
 class DigitsTask(Task[DigitsPrompt]):
-    """Prompts ``a op b`` with operands of 1..``max_digits`` digits; answers written digit by digit.
+    """
+    ## Description
 
-    Args:
-        max_digits: D, the longest operand (1..9).
-        train_digits: the longest operand of a training prompt (1..D-1); held-out prompts have an operand
-            with more digits. D must be larger, so the held-out split is never empty.
-        operators: a non-empty string of characters from ``"+-*"`` (order does not matter). The default
-            is ``"+"``, the paper's main task and the one its length-generalisation study is about;
-            ``"-"`` adds a sign token (a result may be negative), ``"*"`` doubles the answer length.
-        grammar_mask: True (the default): :meth:`action_mask` offers only the tokens that keep the answer
-            a canonical number (digits, then EOS; no leading zero, a sign only first). False: every token.
-            Masks never change what is paid: the verifier alone decides.
+    The task of ``rlvr/Digits-v0`` (token env and native vector env) and ``rlvr/DigitsText-v0`` (text env):
+    a prompt ``a op b`` with operands of 1..``max_digits`` digits; the policy writes the exact result one
+    digit per token, most significant first, then ``"<eos>"``.
 
-    Vocabulary (token id = index): ``"0"`` .. ``"9"``, ``"-"`` when subtraction is offered, ``"<eos>"``.
-    ``max_length`` is the longest correct answer plus EOS, so every correct answer fits.
+    ## Action Space
 
-    Prompts are drawn length first: each operand's digit count is uniform over the split's lengths
-    (for ``"test"``, the (len a, len b) pairs with at least one operand longer than ``train_digits``),
-    then the operand is uniform among the numbers of that length (1-digit numbers include 0). So short
-    operands are as frequent as long ones, as in the paper's balanced sampling (section 3).
+    ``Discrete(V)``: ``0: "0"`` .. ``9: "9"``, then ``"-"`` when subtraction is offered (a negative
+    result's sign), then ``"<eos>"``.
+
+    ## Observation Space
+
+    ``observation="features"`` (default): ``Box(0, 1, (prompt_dim + max_length * V,), float32)``:
+
+    | Segment | Meaning                                                                                |
+    |---------|----------------------------------------------------------------------------------------|
+    | a       | per digit place, units first: one-hot over (no digit, 0..9); ``11 * max_digits`` values |
+    | op      | one-hot over the task's operators                                                      |
+    | b       | as ``a``                                                                               |
+    | prefix  | per answer position, one-hot of the token emitted there (zeros if none)                |
+
+    Digits are aligned by place value, so a place is the same feature whatever the operand's length.
+    ``observation="tokens"``: the prompt as a language model reads it, ``1 2 + 7 =`` (``<pad>``, digits,
+    operators, ``=``; left-padded to ``2 * max_digits + 2``), then the answer's tokens.
+
+    ## Rewards
+
+    At the last step, ``accuracy_weight * correct + format_weight * well_formed`` (1.1, 0.1 or 0.0 by
+    default); the parts are in the final ``info["reward_parts"]``.
+
+    ## Verifier
+
+    :func:`read_number` reads the answer as a canonical integer (ASCII digits, a leading ``-`` only, no
+    leading zero, no ``-0``, at most :attr:`answer_digits` digits; a pattern checks the text before
+    ``int`` reads it, nothing is evaluated); it is correct when it equals ``a op b`` exactly.
+
+    ## Starting State
+
+    ``reset`` draws a prompt of the split with the env's ``np_random``, length first: each operand's digit
+    count is uniform over the split's lengths (for ``"test"``, the pairs where at least one operand is
+    longer than ``train_digits``), then the operand is uniform among the numbers of that length (1-digit
+    numbers include 0), so short operands are as frequent as long ones (the paper balances digit counts
+    too). ``reset(options={"prompt": (a, op, b)})`` replays a prompt (a :class:`DigitsPrompt` or a triple).
+
+    ## Episode End
+
+    Terminated at ``"<eos>"``; truncated after ``max_length`` tokens without it (the longest correct
+    answer plus EOS), which pays nothing.
+
+    ## Splits
+
+    By operand length, the length-generalisation question of the paper: ``"train"`` has operands of at
+    most ``train_digits`` digits, ``"test"`` the prompts with a longer one (:meth:`split_of`).
+
+    ## Arguments
+
+    >>> import gymnasium as gym
+    >>> import rlvr_env
+    >>> env = gym.make("rlvr/Digits-v0", operators="+-", render_mode="ansi")
+    >>> obs, info = env.reset(seed=0)
+    >>> info["prompt"], info["split"]
+    (DigitsPrompt(a=56, op='-', b=34), 'train')
+    >>> for token in (2, 2, env.unwrapped.task.eos_id):  # "22"
+    ...     obs, reward, terminated, truncated, info = env.step(token)
+    >>> reward, terminated, info["expression"], info["reward_parts"]
+    (1.1, True, '22', {'accuracy': 1.0, 'format': 0.1})
+    >>> env.render()
+    '56 - 34 = | answer: 2 2 <eos> [done]'
+
+    | Parameter         | Type  | Default | Description                                                     |
+    |-------------------|-------|---------|-----------------------------------------------------------------|
+    | ``max_digits``    | int   | ``3``   | D, the longest operand (2..9)                                   |
+    | ``train_digits``  | int   | ``2``   | the longest operand of a training prompt (1..D-1)               |
+    | ``operators``     | str   | ``"+"`` | from ``"+-*"``: ``"+"`` is the paper's main task; ``"-"`` adds a |
+    |                   |       |         | sign token, ``"*"`` doubles the answer length                   |
+    | ``grammar_mask``  | bool  | ``True``| ``action_masks()`` offers only tokens that keep the answer a     |
+    |                   |       |         | canonical number (digits, then EOS); False: every token         |
+
+    plus the env's own: ``split``, ``accuracy_weight``, ``format_weight``, ``render_mode``,
+    ``observation`` (token envs), ``autoreset_mode`` and ``copy`` (vector env), ``answer_format`` (text
+    env). Masks never change what is paid: the verifier alone decides; a prefix that already broke the
+    grammar (an agent that ignored the mask) is offered EOS only.
+
+    ## Version History
+
+    * v0: initial version.
     """
 
     name = "digits"
