@@ -6,21 +6,22 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import Prompt, Task, check_split
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.base import Task, check_split
+from rlvr_env.tasks.expression import ExpressionTask
+from rlvr_env.tasks.registry import TASKS
+from rlvr_env.verifier import Grammar
 
-__all__ = ["TASKS", "make_task", "resolve_task", "sample_prompts", "task_spec", "DEFAULT_COUNTDOWN_SIZE"]
+__all__ = ["TASKS", "make_task", "resolve_task", "sample_prompts", "task_spec", "grammar_spec",
+           "DEFAULT_SIZE"]
 
-#: Task names the bridges know, and the class each builds.
-TASKS: dict[str, type[Task]] = {"countdown": CountdownTask, "arithmetic": ArithmeticTask}
-#: Prompts drawn when a Countdown set's size is not given (the family is unbounded).
-DEFAULT_COUNTDOWN_SIZE = 1000
+#: Prompts drawn when the size of an unbounded task's set (Countdown's) is not given.
+DEFAULT_SIZE = 1000
 
 
 def make_task(name: str = "countdown", **kwargs: Any) -> Task:
-    """Build a task by name: ``"countdown"`` (keyword arguments as :class:`rlvr_env.CountdownEnv`'s
-    task arguments: ``n_numbers``, ``number_range``, ...) or ``"arithmetic"`` (no arguments)."""
+    """Build a registered task by name (:data:`rlvr_env.tasks.registry.TASKS`): ``"countdown"``
+    (keyword arguments: :class:`rlvr_env.tasks.countdown_settings.CountdownSettings`' fields),
+    ``"arithmetic"`` (no arguments), or a task registered with :func:`rlvr_env.tasks.register_task`."""
     if name not in TASKS:
         raise ValueError(f"task {name!r} is not one of {sorted(TASKS)}")
     if name == "arithmetic" and kwargs:
@@ -38,25 +39,32 @@ def resolve_task(task: str | Task) -> Task:
 
 
 def task_spec(task: Task) -> dict[str, Any]:
-    """The task's name and grammar as plain JSON values (what ground truths and task data carry)."""
-    g = task.grammar
+    """The task's name and, for an arithmetic task, its grammar as plain JSON values (what ground truths
+    and task data carry)."""
+    if not isinstance(task, ExpressionTask):
+        return {"task": task.name}
+    return {"task": task.name, **grammar_spec(task.grammar)}
+
+
+def grammar_spec(grammar: Grammar) -> dict[str, Any]:
+    """A grammar as plain JSON values: ``operators``, ``parentheses``, ``number_use`` and
+    ``integer_division``."""
     return {
-        "task": task.name,
-        "operators": "".join(o for o in "+-*/" if o in g.operators),
-        "parentheses": bool(g.parentheses),
-        "number_use": g.number_use,
-        "integer_division": bool(g.integer_division),
+        "operators": "".join(o for o in "+-*/" if o in grammar.operators),
+        "parentheses": bool(grammar.parentheses),
+        "number_use": grammar.number_use,
+        "integer_division": bool(grammar.integer_division),
     }
 
 
-def sample_prompts(task: Task, split: str = "train", size: int | None = None, seed: int = 0) -> list[Prompt]:
+def sample_prompts(task: Task, split: str = "train", size: int | None = None, seed: int = 0) -> list[Any]:
     """``size`` prompts of ``split``, drawn with ``numpy.random.default_rng(seed)``; the same arguments
     always give the same list.
 
-    A finite task (Arithmetic) with ``size=None`` gives every prompt of the split, in order; with a
-    size, prompts are drawn as the env's ``reset`` draws them (uniformly, with repetition). Countdown
-    draws ``size`` prompts (default :data:`DEFAULT_COUNTDOWN_SIZE`) with the env's generator, so
-    every prompt is solvable and belongs to ``split`` by the env's multiset rule.
+    A finite task (Arithmetic) with ``size=None`` gives every prompt of the split, in order; otherwise
+    ``size`` prompts (default :data:`DEFAULT_SIZE` for an unbounded task) are drawn by the task's
+    :meth:`~rlvr_env.Task.sample_prompts`, as the envs draw them (Countdown: every prompt solvable and
+    in ``split`` by the env's multiset rule).
     """
     check_split(split)
     if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
@@ -67,11 +75,4 @@ def sample_prompts(task: Task, split: str = "train", size: int | None = None, se
     finite = task.prompts(split)
     if finite is not None and size is None:
         return list(finite)
-    if isinstance(task, CountdownTask):
-        k = DEFAULT_COUNTDOWN_SIZE if size is None else int(size)
-        numbers, targets, _ = task.sample_arrays(rng, split, k)
-        return [Prompt(tuple(int(x) for x in row), int(t))
-                for row, t in zip(numbers.tolist(), targets.tolist())]
-    if size is None:
-        raise ValueError(f"task {task.name!r} has no finite prompt list; give a size")
-    return [task.sample_prompt(rng, split) for _ in range(int(size))]
+    return list(task.sample_prompts(rng, split, DEFAULT_SIZE if size is None else int(size)))

@@ -25,10 +25,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion, score_parts
+import numpy as np
+
+from rlvr_env.completions import (
+    DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion, score_parts, score_task_completion,
+)
 from rlvr_env.llm.common import resolve_task, sample_prompts
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks.base import Task
+from rlvr_env.tasks.expression import ExpressionTask
 from rlvr_env.verifier import Grammar, RewardWeights, Verdict
 
 __all__ = ["AccuracyReward", "FormatReward", "LengthReward", "reward_functions", "make_dataset",
@@ -111,7 +116,12 @@ class _VerifierReward:
         if not isinstance(answer_format, AnswerFormat):
             raise ValueError(f"answer_format={answer_format!r} must be an rlvr_env.completions.AnswerFormat")
         self.task = resolve_task(task)
-        self.grammar = self.task.grammar
+        #: an arithmetic task scored by the package's verifier: rows are scored by the fast text path
+        #: from the ``numbers`` / ``target`` columns; any other task through its own score_text
+        self._fast = isinstance(self.task, ExpressionTask) and self.task.scores_by_verify
+        self.grammar = self.task.grammar if isinstance(self.task, ExpressionTask) else None
+        #: the dataset columns that hold a prompt (:meth:`rlvr_env.Task.prompt_record`'s keys)
+        self.columns = prompt_columns(self.task)
         self.weights = RewardWeights(accuracy=accuracy_weight, format=format_weight)
         self.answer_format = answer_format
         self.__name__ = f"rlvr_{self.part}" if self.part else f"rlvr_{type(self).__name__}"
@@ -119,19 +129,28 @@ class _VerifierReward:
         #: The reasons of the last call's verdicts (None for a correct answer), one per completion.
         self.last_reasons: list[str | None] = []
 
-    def scored(self, completions: Sequence[object], numbers: Any,
-               target: Any) -> tuple[list[float], list[float], list[str | None], list[bool]]:
+    def scored(self, completions: Sequence[object], numbers: Any = None, target: Any = None,
+               **columns: Any) -> tuple[list[float], list[float], list[str | None], list[bool]]:
         """``(accuracy parts, format parts, reasons, correct)`` for the batch
         (:func:`rlvr_env.completions.score_parts`: each entry equals :func:`score_batch`'s verdicts')."""
         # The cache hits only for inputs equal *by value* to the last batch's: the key is a frozen copy
         # (tuples of ints and strings), so numpy rows compare without "ambiguous truth value" errors,
         # a column changed in place between two calls is a miss, and the entry is written only after
         # scoring succeeded (a failing batch leaves the previous entry, never a half-made one).
-        key = _freeze((completions, numbers, target))
+        columns.update(numbers=numbers, target=target)
+        columns = {name: columns.get(name) for name in self.columns}
+        key = _freeze((completions, columns))
         cached = self._cache.get("batch")
         if cached is not None and cached[0] == key:
             return cached[1]  # type: ignore[no-any-return]
         n = len(completions)
+        if not self._fast:
+            verdicts = self.verdicts(completions, **columns)
+            result = ([v.parts.get("accuracy", 0.0) for v in verdicts],
+                      [v.parts.get("format", 0.0) for v in verdicts],
+                      [v.reason for v in verdicts], [v.correct for v in verdicts])
+            self._cache["batch"] = (key, result)
+            return result
         numbers, target = _rows("numbers", numbers, n), _rows("target", target, n)
         try:
             result = score_parts(completions, numbers, target, grammar=self.grammar, weights=self.weights,
@@ -143,10 +162,21 @@ class _VerifierReward:
         self._cache["batch"] = (key, result)
         return result
 
-    def verdicts(self, completions: Sequence[object], numbers: Any, target: Any) -> list[Verdict]:
-        """The batch's :class:`~rlvr_env.Verdict` objects (:func:`score_batch`; not cached)."""
-        return score_batch(completions, numbers, target, grammar=self.grammar, weights=self.weights,
-                           fmt=self.answer_format)
+    def verdicts(self, completions: Sequence[object], numbers: Any = None, target: Any = None,
+                 **columns: Any) -> list[Verdict]:
+        """The batch's :class:`~rlvr_env.Verdict` objects (not cached): :func:`score_batch` for an
+        arithmetic task, else each row's prompt rebuilt from its columns
+        (:meth:`rlvr_env.Task.prompt_from_record`) and scored by :meth:`rlvr_env.Task.score_text`."""
+        if self._fast:
+            return score_batch(completions, numbers, target, grammar=self.grammar,  # type: ignore[arg-type]
+                               weights=self.weights, fmt=self.answer_format)
+        columns.update(numbers=numbers, target=target)
+        n = len(completions)
+        rows = {name: _rows(name, columns.get(name), n) for name in self.columns}
+        prompts = [self.task.prompt_from_record({name: rows[name][i] for name in self.columns})
+                   for i in range(n)]
+        return [score_task_completion(self.task, p, c, self.weights, self.answer_format)
+                for p, c in zip(prompts, completions)]
 
     def _log(self, reasons: list[str | None], log_extra: Callable[[str, list], None] | None) -> None:
         self.last_reasons = list(reasons)
@@ -155,9 +185,9 @@ class _VerifierReward:
 
     _column = -1  # which part of scored() a subclass returns
 
-    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
-                 target: Any = None, log_extra: Any = None, **kwargs: Any) -> list[float]:
-        scored = self.scored(completions, numbers, target)
+    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), log_extra: Any = None,
+                 **kwargs: Any) -> list[float]:
+        scored = self.scored(completions, **{name: kwargs.get(name) for name in self.columns})
         self._log(scored[2], log_extra)
         return list(scored[self._column])
 
@@ -202,11 +232,11 @@ class LengthReward(_VerifierReward):
         self.num_generations = num_generations
         self.weight = RewardWeights(accuracy=weight).accuracy  # validated as a finite real
 
-    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), numbers: Any = None,
-                 target: Any = None, completion_ids: Any = None, log_extra: Any = None,
-                 **kwargs: Any) -> list[float]:
+    def __call__(self, prompts: Any = None, completions: Sequence[object] = (), completion_ids: Any = None,
+                 log_extra: Any = None, **kwargs: Any) -> list[float]:
         n = len(completions)
-        _, _, reasons, correct = self.scored(completions, numbers, target)
+        columns = {name: kwargs.get(name) for name in self.columns}
+        _, _, reasons, correct = self.scored(completions, **columns)
         self.last_reasons = list(reasons)
         if completion_ids is not None and len(completion_ids) == n:
             lengths = [len(ids) for ids in completion_ids]
@@ -222,7 +252,7 @@ class LengthReward(_VerifierReward):
         else:
             prompt_rows = prompts if prompts is not None and len(prompts) == n else [None] * n
             for i in range(n):
-                key = (repr(prompt_rows[i]), repr(list(numbers[i])), repr(target[i]))
+                key = (repr(prompt_rows[i]), *(repr(_item(columns[name][i])) for name in self.columns))
                 groups.setdefault(key, []).append(i)
         out = [0.0] * n
         for members in groups.values():
@@ -283,9 +313,26 @@ def make_dataset(
         column: list[Any] = [head + [{"role": "user", "content": t}] for t in texts]
     else:
         column = [f"{system_prompt}\n\n{t}" if system_prompt else t for t in texts]
+    records = [task.prompt_record(p) for p in prompts]
     return Dataset.from_dict({
         "prompt": column,
-        "numbers": [list(p.numbers) for p in prompts],
-        "target": [int(p.target) for p in prompts],
+        **{name: [r[name] for r in records] for name in prompt_columns(task)},
         "split": [split] * len(prompts),
     })
+
+
+def prompt_columns(task: Task) -> tuple[str, ...]:
+    """The dataset columns of ``task``'s prompts: the keys of :meth:`rlvr_env.Task.prompt_record`
+    (``numbers`` and ``target`` for the arithmetic tasks). ``ValueError`` for a task without records."""
+    try:
+        record = task.prompt_record(task.sample_prompts(np.random.default_rng(0), "train", 1)[0])
+    except NotImplementedError as err:
+        raise ValueError(f"{err}; the language-model bridges need Task.prompt_record / prompt_from_record") \
+            from None
+    return tuple(record)
+
+
+def _item(value: Any) -> Any:
+    """A column value as a plain Python value (numpy rows become lists)."""
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else list(value) if isinstance(value, tuple) else value

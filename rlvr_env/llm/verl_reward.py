@@ -41,19 +41,21 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from rlvr_env.completions import AnswerFormat, prompt_text, score_completion
-from rlvr_env.llm.common import resolve_task, sample_prompts, task_spec
-from rlvr_env.tasks.base import Prompt, Task
+from rlvr_env.completions import AnswerFormat, prompt_text, score_completion, score_task_completion
+from rlvr_env.llm.common import grammar_spec, resolve_task, sample_prompts, task_spec
+from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.countdown_settings import CountdownSettings
+from rlvr_env.tasks.base import Task
+from rlvr_env.tasks.expression import ExpressionTask
+from rlvr_env.tasks.registry import TASKS
 from rlvr_env.verifier import Grammar, RewardWeights
 
 __all__ = ["compute_score", "ground_truth", "verl_rows", "DATA_SOURCES"]
 
 #: data_source names and the grammar defaults each implies.
 DATA_SOURCES: dict[str, dict[str, Any]] = {
-    "rlvr/Countdown": {"operators": "+-*/", "parentheses": True, "number_use": "at_most_once",
-                       "integer_division": False},
-    "rlvr/Arithmetic": {"operators": "+*", "parentheses": False, "number_use": "exactly_once",
-                        "integer_division": False},
+    "rlvr/Countdown": grammar_spec(CountdownSettings().grammar),
+    "rlvr/Arithmetic": grammar_spec(ArithmeticTask.grammar),
 }
 # TinyZero's and verl's Countdown datasets name their rows data_source="countdown" (module doc).
 DATA_SOURCES["countdown"] = DATA_SOURCES["rlvr/Countdown"]
@@ -66,6 +68,18 @@ def _grammar(operators: str, parentheses: bool, number_use: str, integer_divisio
     return Grammar(operators=frozenset(operators), parentheses=parentheses,
                    number_use=number_use,  # type: ignore[arg-type]
                    integer_division=integer_division)
+
+
+@lru_cache(maxsize=64)
+def _record_task(data_source: object) -> Task | None:
+    """The registered task a ``data_source`` ``"rlvr/<name>"`` names, when it is not an arithmetic task
+    (those are read from the ground truth's grammar); None otherwise."""
+    if not isinstance(data_source, str) or not data_source.startswith("rlvr/"):
+        return None
+    cls = TASKS.get(data_source[len("rlvr/"):].lower())
+    if cls is None or issubclass(cls, ExpressionTask):
+        return None
+    return cls()
 
 
 @lru_cache(maxsize=64)
@@ -133,12 +147,21 @@ def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
     >>> r["score"], r["reason"]
     (0.1, 'value 64 is not the target 70')
     """
-    numbers, target, grammar, fmt = _parse(data_source, ground_truth)
     weights = _DEFAULT_WEIGHTS
     if isinstance(extra_info, Mapping) and ("accuracy_weight" in extra_info or "format_weight" in extra_info):
         weights = RewardWeights(accuracy=extra_info.get("accuracy_weight", 1.0),
                                 format=extra_info.get("format_weight", 0.1))
-    verdict = score_completion(solution_str, numbers, target, grammar=grammar, weights=weights, fmt=fmt)
+    task = _record_task(data_source)
+    if task is not None:  # a task of its own: the prompt from its record, scored by the task
+        gt = json.loads(ground_truth) if isinstance(ground_truth, (str, bytes)) else ground_truth
+        if not isinstance(gt, Mapping):
+            raise ValueError(f"ground truth {gt!r:.80} must be a dict (or its JSON): the prompt's record")
+        prompt = task.prompt_from_record(dict(gt))
+        verdict = score_task_completion(task, prompt, solution_str, weights, _format(
+            gt.get("open_tag", "<answer>"), gt.get("close_tag", "</answer>"), gt.get("whole", False)))
+    else:
+        numbers, target, grammar, fmt = _parse(data_source, ground_truth)
+        verdict = score_completion(solution_str, numbers, target, grammar=grammar, weights=weights, fmt=fmt)
     return {
         "score": verdict.reward,
         "accuracy": verdict.parts["accuracy"],
@@ -149,11 +172,15 @@ def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
     }
 
 
-def ground_truth(task: str | Task, prompt: Prompt | tuple[Any, int]) -> dict[str, Any]:
-    """The ground truth :func:`compute_score` reads for ``prompt`` of ``task`` (grammar included, so
-    the row is self-contained whatever its ``data_source``)."""
+def ground_truth(task: str | Task, prompt: Any) -> dict[str, Any]:
+    """The ground truth :func:`compute_score` reads for ``prompt`` of ``task``: for an arithmetic task
+    numbers, target and grammar (so the row is self-contained whatever its ``data_source``); for any
+    other registered task its :meth:`~rlvr_env.Task.prompt_record` (``data_source`` ``"rlvr/<name>"``
+    names the task)."""
     task = resolve_task(task)
     prompt = task.validate_prompt(prompt)
+    if not isinstance(task, ExpressionTask):
+        return task.prompt_record(prompt)
     spec = task_spec(task)
     return {"numbers": list(prompt.numbers), "target": int(prompt.target),
             **{k: spec[k] for k in _GRAMMAR_FIELDS}}

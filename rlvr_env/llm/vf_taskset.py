@@ -22,15 +22,19 @@ with ``trace = reply_trace(task, reply)`` for a reply written elsewhere (docs/ll
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Iterable
 from typing import Any
 
+import pydantic
 import verifiers.v1 as vf
 from pydantic import Field
 
 from rlvr_env.completions import AnswerFormat, prompt_text, score_completion
 from rlvr_env.llm.common import make_task, sample_prompts, task_spec
 from rlvr_env.tasks.base import Task as RlvrTaskBase
+from rlvr_env.tasks.countdown_settings import CountdownSettings
 from rlvr_env.verifier import Grammar, Verdict
 
 __all__ = [
@@ -145,26 +149,25 @@ class _RlvrTaskset:
             yield RlvrTask(data, cfg.task)
 
 
-class CountdownTasksetConfig(_RlvrTasksetConfig):
-    """Countdown's arguments (as :class:`rlvr_env.CountdownEnv`'s), plus split, size and seed."""
+def _settings_fields() -> dict[str, Any]:
+    """:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`' fields as pydantic field definitions
+    (type, default): the taskset's config takes Countdown's keywords without declaring them again."""
+    hints = typing.get_type_hints(CountdownSettings)
+    return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(CountdownSettings)}
 
-    n_numbers: int = 4
-    number_range: tuple[int, int] = (1, 10)
-    target_range: tuple[int, int] = (1, 100)
-    operators: str = "+-*/"
-    parentheses: bool = True
-    number_use: str = "at_most_once"
-    integer_division: bool = False
+
+#: Countdown's settings (:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`' fields, as
+#: :class:`rlvr_env.CountdownEnv` takes them), plus split, size and seed.
+CountdownTasksetConfig = pydantic.create_model(  # type: ignore[call-overload]
+    "CountdownTasksetConfig", __base__=_RlvrTasksetConfig, __module__=__name__, **_settings_fields())
 
 
 class CountdownTaskset(_RlvrTaskset, vf.Taskset[RlvrTask, CountdownTasksetConfig]):
     """Countdown-N prompts of one split (id ``rlvr_env_countdown``)."""
 
     def rlvr_task(self) -> RlvrTaskBase:
-        c = self.config
-        return make_task("countdown", n_numbers=c.n_numbers, number_range=tuple(c.number_range),
-                         target_range=tuple(c.target_range), operators=c.operators, parentheses=c.parentheses,
-                         number_use=c.number_use, integer_division=c.integer_division)
+        return make_task("countdown", **{name: getattr(self.config, name)
+                                         for name in CountdownSettings.field_names()})
 
 
 class ArithmeticTasksetConfig(_RlvrTasksetConfig):

@@ -4,6 +4,7 @@ from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import SPLITS, BatchArrays, ContextTokens, Prompt, Task
 from rlvr_env.tasks.countdown import CountdownTask
 from rlvr_env.tasks.expression import ExpressionTask
+from rlvr_env.tasks.registry import TASKS, register_task
 
 __all__ = ["ArithmeticTask", "BatchArrays", "ContextTokens", "CountdownTask", "ExpressionTask", "Prompt",
-           "SPLITS", "Task"]
+           "SPLITS", "TASKS", "Task", "register_task"]

@@ -194,7 +194,7 @@ class ExpressionTask(Task[Prompt]):
     def score_text(self, prompt: Prompt, text: str, weights: RewardWeights) -> Verdict:
         """:func:`rlvr_env.verify` on the text; a subclass that overrides :meth:`score` is paid through it
         instead (the text parsed into token ids), so the text env pays what the token envs pay."""
-        if self._own_verifier():
+        if self.scores_by_verify:
             return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
         if self.parse_answer(prompt, text) is None:
             return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
@@ -210,7 +210,8 @@ class ExpressionTask(Task[Prompt]):
         return self.validate_prompt((tuple(record["numbers"]), record["target"]))
 
     # -- the array fast path -------------------------------------------------------------------------
-    def _own_verifier(self) -> bool:
+    @property
+    def scores_by_verify(self) -> bool:
         """Whether scoring is the package's own (verify on the decoded text), so the array verifier,
         which agrees with it exactly, may stand in for it."""
         for name in _VERIFIER_METHODS:
@@ -221,7 +222,7 @@ class ExpressionTask(Task[Prompt]):
 
     def batch_arrays(self) -> BatchArrays | None:
         """This task itself while its scoring is the package's own (see :class:`BatchArrays`), else None."""
-        if not self._own_verifier():
+        if not self.scores_by_verify:
             return None
         if self.grammar_masked and type(self).action_masks_arrays is ExpressionTask.action_masks_arrays:
             return None  # a grammar mask the array path cannot compute: masks per prompt instead
