@@ -5,7 +5,9 @@ any callable that builds a :class:`~rlvr_env.tasks.base.Task` from keyword argum
 
 * ``env_id`` for ``gym.make`` (a :class:`~rlvr_env.envs.TokenEnv`) and for ``gym.make_vec(...,
   vectorization_mode="vector_entry_point")`` (a :class:`~rlvr_env.vector.TokenVectorEnv`);
-* ``text_id``, when given, for the one-step text env (:class:`~rlvr_env.text_env.TextEnv`).
+* ``text_id``, when given, for the one-step text env (:class:`~rlvr_env.text_env.TextEnv`);
+* a task class under its ``name`` in :data:`rlvr_env.tasks.registry.TASKS`, which the language-model
+  bridges build tasks from (``rlvr_env.llm.make_dataset("digits")``, a verl row's ``"rlvr/digits"``).
 
 The keyword arguments of ``gym.make`` are split by name: the env's own (``split``, ``accuracy_weight``,
 ``format_weight``, ``render_mode``, ``observation``, and the vector / text env's) go to the env, every
@@ -24,6 +26,7 @@ from gymnasium.envs.registration import register, registry
 
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Task
+from rlvr_env.tasks.registry import register_task
 from rlvr_env.text_env import TextEnv
 from rlvr_env.vector import TokenVectorEnv
 
@@ -64,8 +67,10 @@ def make_text_env(task: TaskFactory, **kwargs: Any) -> TextEnv:
 
 
 def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None) -> None:
-    """Register ``task``'s token env (single and native vector) as ``env_id`` and, with ``text_id``, its
-    text env. An id that is already registered is left as it is (re-importing must not warn)."""
+    """Register ``task``'s token env (single and native vector) as ``env_id``, with ``text_id`` its text
+    env, and a task class under its ``name`` for the language-model bridges. An id that is already
+    registered is left as it is (re-importing must not warn); a task name taken by another class is a
+    ``ValueError``."""
     if not callable(task):
         raise ValueError(f"task={task!r} must be a Task class or a callable that returns a Task")
     for name, value in (("env_id", env_id), ("text_id", text_id)):
@@ -76,3 +81,5 @@ def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None)
                  vector_entry_point=partial(make_vector_env, task))
     if text_id is not None and text_id not in registry:
         register(id=text_id, entry_point=partial(make_text_env, task))  # type: ignore[arg-type]
+    if isinstance(task, type) and issubclass(task, Task):
+        register_task(task.name, task)

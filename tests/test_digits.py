@@ -426,3 +426,57 @@ def test_the_text_env_pays_what_the_token_env_pays() -> None:
         text_env.reset(options={"prompt": (12, "+", 7)})
         _, reward, _, _, info = text_env.step(completion)
         assert reward == 0.0 and info["reason"]
+
+
+# -- the language-model bridges ------------------------------------------------------------------
+def test_trl_reward_functions_and_verl_pay_what_the_text_env_pays() -> None:
+    pytest.importorskip("datasets")
+    from rlvr_env.llm import make_dataset, reward_functions
+    from rlvr_env.llm.verl_reward import compute_score, verl_rows
+
+    data = make_dataset("digits", split="test", size=12, seed=0)
+    assert data.column_names == ["prompt", "a", "op", "b", "split"]
+    text_env = gym.make("rlvr/DigitsText-v0", split="test")
+    prompts = [DigitsPrompt(a, op, b) for a, op, b in zip(data["a"], data["op"], data["b"])]
+    answers = [str(p.result) if i % 3 == 0 else str(p.result + 1) if i % 3 == 1 else f"0{p.result}"
+               for i, p in enumerate(prompts)]
+    completions = [f"I think <answer>{a}</answer>" for a in answers]
+    parts = [f(prompts=data["prompt"], completions=completions, a=data["a"], op=data["op"], b=data["b"])
+             for f in reward_functions("digits")]
+    rows = verl_rows("digits", split="test", size=12, seed=0)
+    for i, p in enumerate(prompts):
+        text, _ = text_env.reset(options={"prompt": p})
+        assert data["prompt"][i] == text == rows[i]["prompt"][0]["content"]
+        _, reward, *_, info = text_env.step(completions[i])
+        assert parts[0][i] + parts[1][i] == reward
+        assert (parts[0][i], parts[1][i]) == (info["reward_parts"]["accuracy"], info["reward_parts"]["format"])
+        verl = compute_score(rows[i]["data_source"], completions[i], rows[i]["reward_model"]["ground_truth"])
+        assert verl["score"] == reward and verl["reason"] == (info["reason"] or "")
+    assert sorted(set(sum(parts, []))) == [0.0, 0.1, 1.0]  # correct, wrong and malformed all occur
+
+
+# -- registration --------------------------------------------------------------------------------
+def test_register_envs_builds_every_env_from_a_task_factory_and_splits_the_kwargs() -> None:
+    from rlvr_env import register_envs
+    from rlvr_env.tasks.registry import TASKS
+
+    class Signed(DigitsTask):
+        name = "test_signed_digits"
+
+        def __init__(self, **kwargs: object) -> None:
+            super().__init__(operators="+-", **kwargs)  # type: ignore[arg-type]
+
+    register_envs("test/SignedDigits-v0", Signed, text_id="test/SignedDigitsText-v0")
+    assert TASKS["test_signed_digits"] is Signed
+    env = gym.make("test/SignedDigits-v0", max_digits=4, split="test", format_weight=0.5)
+    assert env.unwrapped.task.max_digits == 4 and env.unwrapped.split == "test"
+    assert env.unwrapped.reward_weights.format == 0.5 and "-" in env.unwrapped.task.vocab
+    vec = gym.make_vec("test/SignedDigits-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                       max_digits=4, copy=False)
+    assert vec.unwrapped.task.max_digits == 4 and vec.unwrapped.copy is False
+    text = gym.make("test/SignedDigitsText-v0", train_digits=1)
+    assert text.unwrapped.task.train_digits == 1
+    with pytest.raises(ValueError, match="task=3 must be a Task class"):
+        register_envs("test/Bad-v0", 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="env_id='' must be a non-empty Gymnasium id"):
+        register_envs("", Signed)
