@@ -449,7 +449,7 @@ def test_trl_reward_functions_and_verl_pay_what_the_text_env_pays() -> None:
         assert data["prompt"][i] == text == rows[i]["prompt"][0]["content"]
         _, reward, *_, info = text_env.step(completions[i])
         assert parts[0][i] + parts[1][i] == reward
-        assert (parts[0][i], parts[1][i]) == (info["reward_parts"]["accuracy"], info["reward_parts"]["format"])
+        assert [parts[0][i], parts[1][i]] == [info["reward_parts"][k] for k in ("accuracy", "format")]
         verl = compute_score(rows[i]["data_source"], completions[i], rows[i]["reward_model"]["ground_truth"])
         assert verl["score"] == reward and verl["reason"] == (info["reason"] or "")
     assert sorted(set(sum(parts, []))) == [0.0, 0.1, 1.0]  # correct, wrong and malformed all occur
