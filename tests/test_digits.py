@@ -42,6 +42,8 @@ def test_read_number_reads_canonical_integers(text: str, value: int) -> None:
     ("\u0663", "character '\u0663' at position 0"),  # an Arabic-Indic three: int() would read it
     ("1_0", "character '_' at position 1"),
     ("12345", "5 digits; at most 4"),
+    ("nineteen", "character 'n' at position 0"),  # named by its first bad character, not its length
+    ("00000", "leading zero"),
 ])
 def test_read_number_refuses_anything_else_with_a_reason(text: str, reason: str) -> None:
     value, why = read_number(text, 4)
@@ -98,6 +100,8 @@ def test_bad_settings_are_refused_by_name(kwargs: dict, match: str) -> None:
 
 @pytest.mark.parametrize("prompt, match", [
     ((1, "*", 2), "operator '\\*' is not one of"),
+    ((1, "+-", 2), "operator '\\+-' is not one of"),
+    ((1, 1, 2), "operator 1 is not one of"),
     ((1000, "+", 2), "a=1000 must be a non-negative integer of at most max_digits=3"),
     ((1, "+", -2), "b=-2 must be"),
     ((1.0, "+", 2), "a=1.0 must be an integer"),

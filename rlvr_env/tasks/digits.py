@@ -5,8 +5,8 @@ integers and an operator; the answer is the exact result written as a decimal nu
 digit (and ``"-"`` first for a negative result when subtraction is offered), then ``"<eos>"``. The
 verifier reads the digits as an integer (no ``eval``) and compares it with ``a op b`` exactly.
 
-The split is by operand length, so "held-out" asks the length-generalisation question of the paper
-(section 7): ``split="train"`` draws operands of 1..``train_digits`` digits, ``split="test"`` the prompts
+The split is by operand length, so "held-out" asks the length-generalisation question the paper
+discusses: ``split="train"`` draws operands of 1..``train_digits`` digits, ``split="test"`` the prompts
 where at least one operand has more (up to ``max_digits``). Which split a prompt belongs to is a function
 of the prompt alone (:meth:`DigitsTask.split_of`), so every env, agent and table agrees on it.
 
@@ -71,18 +71,18 @@ def read_number(text: str, max_digits: int) -> tuple[int | None, str | None]:
         return None, f"expected text, got {type(text).__name__}"
     if not text:
         return None, "empty answer"
-    digits = len(text) - text.startswith("-")
-    if digits > max_digits:
-        return None, f"the number has {digits} digits; at most {max_digits} are read"
-    if _NUMBER.match(text):
-        return int(text), None
-    if text in ("-", "-0"):
-        return None, f"{text!r} is not a number (a sign needs a non-zero number after it)"
     for i, ch in enumerate(text):
         if ch not in _DIGITS and not (ch == "-" and i == 0):
             where = "a sign only leads the number" if ch == "-" else "only the digits 0-9 and a leading '-'"
             return None, f"character {ch!r} at position {i} is not allowed ({where})"
-    return None, f"number {text!r} has a leading zero"
+    if text in ("-", "-0"):
+        return None, f"{text!r} is not a number (a sign needs a non-zero number after it)"
+    if not _NUMBER.match(text):
+        return None, f"number {text!r:.40} has a leading zero"
+    digits = len(text) - text.startswith("-")
+    if digits > max_digits:
+        return None, f"the number has {digits} digits; at most {max_digits} are read"
+    return int(text), None
 
 
 class DigitsTask(Task[DigitsPrompt]):
@@ -208,6 +208,8 @@ class DigitsTask(Task[DigitsPrompt]):
         self.vocab = (*_DIGITS, *(("-",) if self.signed else ()), _EOS)
         self.eos_id = len(self.vocab) - 1
         self.minus_id = 10 if self.signed else None
+        self._context_vocab = ("<pad>", *_DIGITS, *self.operators, "=")
+        self._context_ids = {tok: i for i, tok in enumerate(self._context_vocab)}
         biggest = 10**d - 1
         largest = {"+": 2 * biggest, "-": biggest, "*": biggest * biggest}
         #: The most digits a correct answer has (the mask allows no more).
@@ -237,7 +239,7 @@ class DigitsTask(Task[DigitsPrompt]):
         else:
             raise ValueError(f"prompt {prompt!r:.80} must be a DigitsPrompt or an (a, op, b) triple, "
                              "e.g. (12, '+', 7)")
-        if op not in self.operators or not isinstance(op, str):
+        if not isinstance(op, str) or len(op) != 1 or op not in self.operators:
             raise ValueError(f"prompt operator {op!r} is not one of this task's operators "
                              f"{self.operators!r}")
         for name, value in (("a", a), ("b", b)):
@@ -285,13 +287,8 @@ class DigitsTask(Task[DigitsPrompt]):
         to ``2 * max_digits + 2`` positions), as a language model's tokenizer would split it."""
         return ContextTokens(self._context_vocab, 2 * self.max_digits + 2)
 
-    @property
-    def _context_vocab(self) -> tuple[str, ...]:
-        return ("<pad>", *_DIGITS, *self.operators, "=")
-
     def encode_context(self, prompt: DigitsPrompt) -> np.ndarray:
-        ids = {tok: i for i, tok in enumerate(self._context_vocab)}
-        row = [ids[ch] for ch in f"{prompt.a}{prompt.op}{prompt.b}="]
+        row = [self._context_ids[ch] for ch in f"{prompt.a}{prompt.op}{prompt.b}="]
         out = np.zeros(2 * self.max_digits + 2, dtype=np.int64)
         out[len(out) - len(row):] = row
         return out
