@@ -158,9 +158,11 @@ def _prompts(task: DigitsTask, n: int) -> list[DigitsPrompt]:
     return extremes + [task.sample_prompt(rng, s) for s in ("train", "test") for _ in range(n)]
 
 
+@pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("operators", ["+", "-", "*", "+-*"])
-def test_solutions_score_accuracy_plus_format_and_masks_never_hide_them(operators: str) -> None:
-    task = DigitsTask(max_digits=3, train_digits=2, operators=operators)
+def test_solutions_score_accuracy_plus_format_and_masks_never_hide_them(
+        operators: str, reverse: bool) -> None:
+    task = DigitsTask(max_digits=3, train_digits=2, operators=operators, reverse=reverse)
     for p in _prompts(task, 100):
         sol = task.solution(p)
         assert len(sol) <= task.max_length and sol[-1] == task.eos_id
@@ -187,9 +189,11 @@ def test_grammar_mask_by_hand() -> None:
     assert task.grammar_masked and not DigitsTask(grammar_mask=False).grammar_masked
 
 
-def test_every_answer_the_mask_allows_is_well_formed() -> None:
-    # Walk every masked path of the small setting: each one that ends with EOS is a canonical number.
-    task = DigitsTask(max_digits=2, train_digits=1, operators="-")
+@pytest.mark.parametrize("reverse", [False, True])
+def test_every_answer_the_mask_allows_is_well_formed(reverse: bool) -> None:
+    # Walk every masked path of the small setting: each one that ends with EOS is a canonical number,
+    # and every path can end (no prefix the mask allows is a dead end).
+    task = DigitsTask(max_digits=2, train_digits=1, operators="-", reverse=reverse)
     p = DigitsPrompt(3, "-", 5)
     stack: list[list[int]] = [[]]
     ended = 0
@@ -203,7 +207,28 @@ def test_every_answer_the_mask_allows_is_well_formed() -> None:
             else:
                 assert len(answer) < task.max_length
                 stack.append(answer)
-    assert ended == 1 + 2 * 99  # 0, and +-1..99
+    assert ended == 1 + 2 * 99  # 0, and +-1..99, each written once
+
+
+def test_reversed_answers_by_hand() -> None:
+    task = DigitsTask(max_digits=2, train_digits=1, operators="+-", reverse=True)
+    minus = task.minus_id
+    assert task.solution(DigitsPrompt(3, "-", 13)) == (minus, 0, 1, task.eos_id)  # -10 written "-01"
+    assert task.score(DigitsPrompt(3, "-", 13), ids(task, "-01"), W).reward == pytest.approx(1.1)
+    right = task.score(DigitsPrompt(95, "+", 7), ids(task, "201"), W)  # 102
+    assert right.correct and right.value == 102 and right.expression == "201"
+    assert not task.score(DigitsPrompt(5, "+", 5), ids(task, "010"), W).well_formed  # "010" is 010
+    assert task.score(DigitsPrompt(5, "+", 5), ids(task, "01"), W).correct
+
+    def allowed(prefix: list[int]) -> list[str]:
+        return [task.vocab[i] for i in np.flatnonzero(task.action_mask(DigitsPrompt(1, "+", 2), prefix))]
+
+    assert allowed([]) == [*"0123456789", "-"]
+    assert allowed([0]) == [*"0123456789", "<eos>"]  # "0", or the units of a longer number
+    assert allowed([0, 0]) == [*"123456789"]  # the last place (3 digits at most) cannot be 0
+    assert allowed([minus, 0]) == [*"0123456789"]  # "-0" cannot end
+    assert allowed([5, 0, 1]) == ["<eos>"]
+    assert allowed([5, 0, 0]) == ["<eos>"]  # broken (an unmasked agent): it can only end
 
 
 # -- the single env ------------------------------------------------------------------------------
@@ -276,7 +301,8 @@ def test_masks_on_the_env_follow_the_answer() -> None:
 # -- the native vector env -----------------------------------------------------------------------
 @pytest.mark.parametrize("observation", ["features", "tokens"])
 def test_the_vector_env_matches_single_envs_in_lockstep(observation: str) -> None:
-    kwargs = {"max_digits": 3, "train_digits": 2, "operators": "+-*", "observation": observation}
+    kwargs = {"max_digits": 3, "train_digits": 2, "operators": "+-*", "observation": observation,
+              "reverse": observation == "tokens"}
     n = 24
     vec = gym.make_vec("rlvr/Digits-v0", num_envs=n, vectorization_mode="vector_entry_point",
                        autoreset_mode="Disabled", **kwargs)
@@ -407,14 +433,16 @@ def _token_answer(env: gym.Env, prompt: DigitsPrompt, answer: str) -> tuple[floa
     raise AssertionError("the episode did not end")
 
 
-def test_the_text_env_pays_what_the_token_env_pays() -> None:
-    kwargs = {"max_digits": 3, "train_digits": 2, "operators": "+-*"}
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_text_env_pays_what_the_token_env_pays(reverse: bool) -> None:
+    kwargs = {"max_digits": 3, "train_digits": 2, "operators": "+-*", "reverse": reverse}
     text_env = gym.make("rlvr/DigitsText-v0", **kwargs)
     token_env = gym.make("rlvr/Digits-v0", **kwargs)
     task = token_env.unwrapped.task
     for p in _prompts(task, 20):
         r = p.result
-        for answer in (str(r), str(r + 1), str(-r), f"0{r}", "-0", "0", "-", "9" * 7, "12-3"):
+        for answer in (task.write(r), task.write(r + 1), task.write(-r), f"0{r}", f"{r}0", "-0", "0", "-",
+                       "9" * 7, "12-3"):
             text, info = text_env.reset(options={"prompt": p})
             assert f"What is {p.a} {p.op} {p.b}?" in text and info["split"] == task.split_of(p)
             _, reward, terminated, truncated, info = text_env.step(f"so... <answer> {answer} </answer>")

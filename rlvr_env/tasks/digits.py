@@ -91,7 +91,8 @@ class DigitsTask(Task[DigitsPrompt]):
 
     The task of ``rlvr/Digits-v0`` (token env and native vector env) and ``rlvr/DigitsText-v0`` (text env):
     a prompt ``a op b`` with operands of 1..``max_digits`` digits; the policy writes the exact result one
-    digit per token, most significant first, then ``"<eos>"``.
+    digit per token, most significant first (least significant first with ``reverse=True``, the paper's
+    reversed output), then ``"<eos>"``.
 
     ## Action Space
 
@@ -163,6 +164,8 @@ class DigitsTask(Task[DigitsPrompt]):
     | ``train_digits``  | int   | ``2``   | the longest operand of a training prompt (1..D-1)               |
     | ``operators``     | str   | ``"+"`` | from ``"+-*"``: ``"+"`` is the paper's main task; ``"-"`` adds a |
     |                   |       |         | sign token, ``"*"`` doubles the answer length                   |
+    | ``reverse``       | bool  | ``False``| the answer's digits least significant first, the sign still     |
+    |                   |       |         | first (the paper's "reversed output": ``-10`` is ``- 0 1``)      |
     | ``grammar_mask``  | bool  | ``True``| ``action_masks()`` offers only tokens that keep the answer a     |
     |                   |       |         | canonical number (digits, then EOS); False: every token         |
 
@@ -184,6 +187,7 @@ class DigitsTask(Task[DigitsPrompt]):
         max_digits: int = 3,
         train_digits: int = 2,
         operators: str = "+",
+        reverse: bool = False,
         grammar_mask: bool = True,
     ) -> None:
         for key, value in (("max_digits", max_digits), ("train_digits", train_digits)):
@@ -198,12 +202,15 @@ class DigitsTask(Task[DigitsPrompt]):
         if not isinstance(operators, str) or not operators or set(operators) - set(OPERATORS):
             raise ValueError(f"operators={operators!r} must be a non-empty string of characters from "
                              f"{OPERATORS!r}")
-        if not isinstance(grammar_mask, bool):
-            raise ValueError(f"grammar_mask={grammar_mask!r} must be a bool")
+        for key, flag in (("reverse", reverse), ("grammar_mask", grammar_mask)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{key}={flag!r} must be a bool")
         self.max_digits = d = int(max_digits)
         self.train_digits = int(train_digits)
         self.operators = "".join(op for op in OPERATORS if op in operators)
         self._grammar_mask = grammar_mask
+        #: Whether answers are written least significant digit first (the sign still leads).
+        self.reverse = reverse
         self.signed = "-" in self.operators
         self.vocab = (*_DIGITS, *(("-",) if self.signed else ()), _EOS)
         self.eos_id = len(self.vocab) - 1
@@ -300,14 +307,14 @@ class DigitsTask(Task[DigitsPrompt]):
 
     def parse_answer(self, prompt: DigitsPrompt, text: str) -> list[int] | None:
         """The token ids of a canonical number (surrounding whitespace stripped), else None."""
-        value, _ = read_number(text.strip(), self.answer_digits)
-        return None if value is None else [self.vocab.index(ch) for ch in str(value)]
+        value, _ = read_number(self.as_number(text.strip()), self.answer_digits)
+        return None if value is None else [self.vocab.index(ch) for ch in self.write(value)]
 
     def score_text(self, prompt: DigitsPrompt, text: str, weights: RewardWeights) -> Verdict:
         """The verdict :meth:`score` gives the same number written as tokens (whitespace around it is
         stripped; inside it, it is a character the verifier refuses), with the reason when it is none."""
         answer = text.strip()
-        value, reason = read_number(answer, self.answer_digits)
+        value, reason = read_number(self.as_number(answer), self.answer_digits)
         return self.verdict(prompt, answer, value, reason, weights)
 
     def prompt_record(self, prompt: DigitsPrompt) -> dict[str, Any]:
@@ -332,8 +339,20 @@ class DigitsTask(Task[DigitsPrompt]):
         text = self.decode(token_ids, prompt)
         if truncated:
             return truncated_verdict(self.max_length, text)
-        value, reason = read_number(text, self.answer_digits)
+        value, reason = read_number(self.as_number(text), self.answer_digits)
         return self.verdict(prompt, text, value, reason, weights)
+
+    def as_number(self, written: str) -> str:
+        """An answer as written, in the usual digit order: with ``reverse`` the digits after an optional
+        leading sign are read back to front (``"-01"`` is ``"-10"``); otherwise ``written`` itself."""
+        if not self.reverse:
+            return written
+        sign = "-" if written.startswith("-") else ""
+        return sign + written[len(sign):][::-1]
+
+    def write(self, number: int) -> str:
+        """``number`` as this task writes an answer (the inverse of :meth:`as_number`)."""
+        return self.as_number(str(number))
 
     def verdict(self, prompt: DigitsPrompt, text: str, value: int | None, reason: str | None,
                 weights: RewardWeights) -> Verdict:
@@ -356,7 +375,7 @@ class DigitsTask(Task[DigitsPrompt]):
 
     def solution(self, prompt: DigitsPrompt) -> tuple[int, ...]:
         """The correct answer's token ids, EOS included (a cold start imitates these)."""
-        return (*(self.vocab.index(ch) for ch in str(prompt.result)), self.eos_id)
+        return (*(self.vocab.index(ch) for ch in self.write(prompt.result)), self.eos_id)
 
     # -- masks ----------------------------------------------------------------------------------
     @property
@@ -365,9 +384,10 @@ class DigitsTask(Task[DigitsPrompt]):
 
     def action_mask(self, prompt: object, prefix: Sequence[int]) -> np.ndarray:
         """(V,) bool: the tokens that keep ``prefix`` a prefix of a canonical number of at most
-        :attr:`answer_digits` digits. A prefix that already broke the grammar (an agent that ignored the
-        mask) is offered EOS only, as Countdown does: the answer is lost, so a legal token ends it. All
-        True without ``grammar_mask``."""
+        :attr:`answer_digits` digits, as this task writes it (with ``reverse``, no trailing zero instead
+        of no leading zero). A prefix that already broke the grammar (an agent that ignored the mask) is
+        offered EOS only, as Countdown does: the answer is lost, so a legal token ends it. All True
+        without ``grammar_mask``."""
         mask = np.ones(len(self.vocab), dtype=bool)
         if not self._grammar_mask:
             return mask
@@ -376,33 +396,42 @@ class DigitsTask(Task[DigitsPrompt]):
         if state is None:
             mask[self.eos_id] = True
             return mask
-        sign, digits, first = state
-        if digits == 0:
-            mask[1:10] = True  # a first digit; "0" only alone and unsigned
-            mask[0] = not sign
-            if self.minus_id is not None:
-                mask[self.minus_id] = not sign
+        sign, digits, first, last = state
+        if digits == 0 and not sign and self.minus_id is not None:
+            mask[self.minus_id] = True
+        if self.reverse:
+            # The last digit written is the most significant: not 0, unless the number is "0" itself.
+            mask[self.eos_id] = digits > 0 and (last != 0 or (digits == 1 and not sign))
+            if digits < self.answer_digits:
+                mask[0 if digits + 1 < self.answer_digits else 1:10] = True  # a 0 last could never end
             return mask
-        mask[self.eos_id] = True
-        if first != 0 and digits < self.answer_digits:
+        mask[self.eos_id] = digits > 0
+        if digits == 0:
+            mask[0 if not sign else 1:10] = True  # "0" only alone and unsigned
+        elif first != 0 and digits < self.answer_digits:
             mask[:10] = True
         return mask
 
-    def _prefix_state(self, prefix: Sequence[int]) -> tuple[bool, int, int] | None:
-        """(signed, digits so far, first digit or -1) of a prefix that is still canonical, else None."""
-        sign, digits, first = False, 0, -1
+    def _prefix_state(self, prefix: Sequence[int]) -> tuple[bool, int, int, int] | None:
+        """(signed, digits so far, first digit, last digit; -1 when none) of a prefix that can still
+        become a canonical answer under the mask's rules, else None."""
+        sign, digits, first, last = False, 0, -1, -1
         for pos, t in enumerate(prefix):
             t = int(t)
             if t == self.minus_id and pos == 0:
                 sign = True
-            elif 0 <= t <= 9 and first != 0 and digits < self.answer_digits:
-                if sign and digits == 0 and t == 0:
-                    return None  # "-0"
-                first = t if digits == 0 else first
-                digits += 1
-            else:
+                continue
+            if not 0 <= t <= 9 or digits >= self.answer_digits:
                 return None
-        return sign, digits, first
+            if self.reverse:
+                if t == 0 and digits + 1 == self.answer_digits:
+                    return None  # a trailing zero in the last place
+            elif first == 0 or (t == 0 and digits == 0 and sign):
+                return None  # a leading zero, or "-0"
+            first = t if digits == 0 else first
+            last = t
+            digits += 1
+        return sign, digits, first, last
 
 
 def _draw_operand(rng: np.random.Generator, length: int) -> int:
