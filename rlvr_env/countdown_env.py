@@ -118,6 +118,7 @@ class CountdownEnv(TokenEnv):
     | `number_use`       | str         | `"at_most_once"` | or `"exactly_once"`                           |
     | `integer_division` | bool        | `False`          | every ``/`` must divide exactly (integers)    |
     | `max_length`       | int or None | `None`           | tokens incl. EOS; None means ``4 N - 4``      |
+    | `settings`         | settings    | `None`           | the rows above as one ``CountdownSettings``   |
     | `solution_stats`   | bool        | `False`          | add solution count / shortest length (N <= 4) |
     | `observation`      | str         | `"bits"`         | `"relations"` appends one-hot numbers/target  |
     |                    |             |                  | and pair residuals (``CountdownTask._relations``) |

@@ -6,6 +6,9 @@ tokenizer would split them) followed by the answer emitted so far, in one fixed-
     <pad> ... <pad> <bos> n0 7 n1 9 n2 1 = 7 0 <ans> | n0 * ( n1 ... <pad> <pad>
     `------------- prompt: P positions, left-padded ------------'   `-- answer: max_length --'
 
+The prompt side is the task's (:meth:`rlvr_env.Task.context_tokens`, :meth:`rlvr_env.Task.encode_context`);
+for the arithmetic tasks (:class:`rlvr_env.tasks.expression.ExpressionTask`) it reads:
+
 * **Context vocabulary** (:attr:`TokenContext.vocab`): ``<pad>`` (id 0), ``<bos>``, ``=`` (the target
   follows), ``<ans>`` (the answer follows), ``,`` (separates numbers when the task has no slot tokens),
   ``-`` (a negative target's sign), the digits ``0``-``9``, then the task's own answer tokens in action

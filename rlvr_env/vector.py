@@ -74,14 +74,18 @@ class TokenVectorEnv(VectorEnv):
       Python ints, so no value is ever lost or wrapped. Text (``expression``, ``reason``) is not built in
       ``step``; :meth:`expression` decodes a row on demand.
     * **Prompts** a ``step`` draws for new episodes appear as ``info["prompt_numbers"]`` and
-      ``info["prompt_target"]`` (masked); ``reset`` also returns ``info["prompt"]``, an object array of
+      ``info["prompt_target"]`` (masked) on the array fast path (:meth:`Task.batch_arrays`), as
+      ``info["prompt"]`` (the task's own values, in the final info too) on the generic path, where
+      answers are scored by ``task.score_batch`` and masks come from ``task.action_masks_batch``;
+      ``reset`` also returns ``info["prompt"]``, an object array of
       :class:`~rlvr_env.tasks.base.Prompt` (drawn prompts carry no ``meta``: no stored solution) and
       ``info["split"]``. Prompts come from one generator, ``self.np_random``, in
       chunks; ``reset(seed=s)`` makes the sequence repeat, but env i is not the same stream as a single
       env seeded ``s + i``. For lockstep comparisons pass prompts explicitly.
     * ``reset(options={"prompt": p})`` takes one prompt for every env (a GRPO group is G envs on one
-      prompt) or a sequence of ``num_envs`` prompts; with ``options["reset_mask"]`` (a bool array of
-      shape ``(num_envs,)``) only the masked rows restart, and only their entries of the sequence are read.
+      prompt) or a sequence of ``num_envs`` prompts (on the generic path a ``list``); with
+      ``options["reset_mask"]`` (a bool array of shape ``(num_envs,)``) only the masked rows restart,
+      and only their entries of the sequence are read.
     * ``copy=True`` (as in :class:`gymnasium.vector.SyncVectorEnv`) returns a fresh observation array
       every call; ``copy=False`` returns the env's own buffer, which the next call overwrites.
     """
