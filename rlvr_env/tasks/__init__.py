@@ -7,5 +7,5 @@ from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
 from rlvr_env.tasks.expression import ExpressionTask
 from rlvr_env.tasks.registry import TASKS, register_task
 
-__all__ = ["ArithmeticTask", "BatchArrays", "ContextTokens", "CountdownTask", "DigitsPrompt", "DigitsTask", "ExpressionTask", "Prompt",
-           "SPLITS", "TASKS", "Task", "register_task"]
+__all__ = ["ArithmeticTask", "BatchArrays", "ContextTokens", "CountdownTask", "DigitsPrompt", "DigitsTask",
+           "ExpressionTask", "Prompt", "SPLITS", "TASKS", "Task", "register_task"]
