@@ -11,7 +11,8 @@ any callable that builds a :class:`~rlvr_env.tasks.base.Task` from keyword argum
 
 The keyword arguments of ``gym.make`` are split by name: the env's own (``split``, ``accuracy_weight``,
 ``format_weight``, ``render_mode``, ``observation``, and the vector / text env's) go to the env, every
-other one to the task's constructor, which refuses what it does not know. The factories are module-level
+other one to the task's constructor, which refuses what it does not know (so a task parameter may not
+share a name with an env keyword: :func:`register_envs` refuses such a task). The factories are module-level
 functions bound with :func:`functools.partial`, so a spec pickles (subprocess vector envs, Ray workers).
 """
 
@@ -73,6 +74,15 @@ def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None)
     ``ValueError``."""
     if not callable(task):
         raise ValueError(f"task={task!r} must be a Task class or a callable that returns a Task")
+    try:
+        params = set(inspect.signature(task).parameters)
+    except (TypeError, ValueError):  # a callable without a signature: nothing to check
+        params = set()
+    env_keywords = _env_keywords(TokenEnv) | _env_keywords(TokenVectorEnv) | _env_keywords(TextEnv)
+    clash = sorted(params & env_keywords)
+    if clash:
+        raise ValueError(f"task {getattr(task, '__name__', task)!r} takes {clash}, which are env keywords "
+                         "(gym.make passes them to the env, never to the task); rename them")
     for name, value in (("env_id", env_id), ("text_id", text_id)):
         if value is not None and (not isinstance(value, str) or not value):
             raise ValueError(f"{name}={value!r} must be a non-empty Gymnasium id such as 'me/MyTask-v0'")

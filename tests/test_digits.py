@@ -512,3 +512,10 @@ def test_register_envs_builds_every_env_from_a_task_factory_and_splits_the_kwarg
         register_envs("test/Bad-v0", 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="env_id='' must be a non-empty Gymnasium id"):
         register_envs("", Signed)
+
+    def with_split(split: str = "train", **kwargs: object) -> DigitsTask:
+        return DigitsTask(**kwargs)  # type: ignore[arg-type]
+
+    with pytest.raises(ValueError, match="takes \\['split'\\], which are env keywords"):
+        register_envs("test/Clash-v0", with_split)
+    assert "test/Clash-v0" not in gym.registry
