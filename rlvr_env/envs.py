@@ -11,7 +11,7 @@ from gymnasium.error import ResetNeeded
 
 from rlvr_env.batch_verify import TokenTable
 from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import Prompt, Task, check_split
+from rlvr_env.tasks.base import Task, check_split
 from rlvr_env.token_obs import TokenContext, check_observation
 from rlvr_env.verifier import RewardWeights, Verdict
 
@@ -128,7 +128,7 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
             self._prefix_offset = ctx.prompt_width
             self._obs = np.zeros(ctx.length, dtype=np.int64)
 
-        self._prompt: Prompt | None = None
+        self._prompt: Any = None  # the task's prompt value (None before the first reset)
         self._tokens: list[int] = []
         self._done = False
 
@@ -206,8 +206,9 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         return self.task.action_mask(self._prompt, self._tokens)
 
     @property
-    def prompt(self) -> Prompt | None:
-        """The current episode's prompt (None before the first reset)."""
+    def prompt(self) -> Any:
+        """The current episode's prompt, a value of the task's prompt type (None before the first
+        reset)."""
         return self._prompt
 
     def _final_info(self, verdict: Verdict) -> dict[str, Any]:

@@ -86,11 +86,8 @@ class SB3VecEnv(VecEnv):
         if self._empty_infos or not self.base._started:
             return [{} for _ in range(self.num_envs)]
         task = self.base.task
-        out = []
-        for nums, target in zip(self.base.machine.numbers.tolist(), self.base.machine.targets.tolist()):
-            prompt = Prompt(tuple(nums), int(target))
-            out.append({"prompt": prompt, "split": task.split_of(prompt)})
-        return out
+        prompts = [self.base.prompt(i) for i in range(self.num_envs)]
+        return [{"prompt": p, "split": task.split_of(p)} for p in prompts]
 
     @reset_infos.setter
     def reset_infos(self, value: list[dict[str, Any]]) -> None:

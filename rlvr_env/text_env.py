@@ -14,7 +14,7 @@ from gymnasium.error import ResetNeeded
 from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_task_completion
 from rlvr_env.envs import check_render_mode
 from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import Prompt, Task, check_split
+from rlvr_env.tasks.base import Task, check_split
 from rlvr_env.tasks.countdown import CountdownTask
 from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
 from rlvr_env.verifier import RewardWeights, Verdict
@@ -71,7 +71,7 @@ class TextEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.observation_space = spaces.Text(MAX_PROMPT_CHARS, min_length=1, charset=CHARSET)
         self.action_space = spaces.Text(answer_format.max_chars, min_length=0, charset=CHARSET)
-        self._prompt: Prompt | None = None
+        self._prompt: Any = None  # the task's prompt value (None before the first reset)
         self._text = ""
         self._done = False
         self._last: Verdict | None = None
@@ -132,7 +132,7 @@ class TextEnv(gym.Env[str, str]):
                f"({self._last.reason or 'correct'})"
 
     @property
-    def prompt(self) -> Prompt | None:
+    def prompt(self) -> Any:
         """The current episode's prompt (None before the first reset)."""
         return self._prompt
 

@@ -152,6 +152,7 @@ class _VerifierReward:
             self._cache["batch"] = (key, result)
             return result
         numbers, target = _rows("numbers", numbers, n), _rows("target", target, n)
+        assert self.grammar is not None  # an arithmetic task
         try:
             result = score_parts(completions, numbers, target, grammar=self.grammar, weights=self.weights,
                                  fmt=self.answer_format)
@@ -168,8 +169,9 @@ class _VerifierReward:
         arithmetic task, else each row's prompt rebuilt from its columns
         (:meth:`rlvr_env.Task.prompt_from_record`) and scored by :meth:`rlvr_env.Task.score_text`."""
         if self._fast:
-            return score_batch(completions, numbers, target, grammar=self.grammar,  # type: ignore[arg-type]
-                               weights=self.weights, fmt=self.answer_format)
+            assert self.grammar is not None  # an arithmetic task
+            return score_batch(completions, numbers, target, grammar=self.grammar, weights=self.weights,
+                               fmt=self.answer_format)
         columns.update(numbers=numbers, target=target)
         n = len(completions)
         rows = {name: _rows(name, columns.get(name), n) for name in self.columns}
@@ -251,8 +253,9 @@ class LengthReward(_VerifierReward):
                 groups.setdefault(i // self.num_generations, []).append(i)
         else:
             prompt_rows = prompts if prompts is not None and len(prompts) == n else [None] * n
+            rows = {name: _rows(name, columns[name], n) for name in self.columns}
             for i in range(n):
-                key = (repr(prompt_rows[i]), *(repr(_item(columns[name][i])) for name in self.columns))
+                key = (repr(prompt_rows[i]), *(repr(_item(rows[name][i])) for name in self.columns))
                 groups.setdefault(key, []).append(i)
         out = [0.0] * n
         for members in groups.values():

@@ -96,6 +96,7 @@ class CountdownTask(ExpressionTask):
 
     name = "countdown"
     tabular_segments = None
+    number_range: tuple[int, int]
 
     def __init__(
         self,
