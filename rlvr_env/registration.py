@@ -81,7 +81,7 @@ def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None)
     env_keywords = _env_keywords(TokenEnv) | _env_keywords(TokenVectorEnv) | _env_keywords(TextEnv)
     clash = sorted(params & env_keywords)
     if clash:
-        raise ValueError(f"task {getattr(task, '__name__', task)!r} takes {clash}, which are env keywords "
+        raise ValueError(f"task {task!r} takes {clash}, which are env keywords "
                          "(gym.make passes them to the env, never to the task); rename them")
     for name, value in (("env_id", env_id), ("text_id", text_id)):
         if value is not None and (not isinstance(value, str) or not value):
