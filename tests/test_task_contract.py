@@ -255,6 +255,36 @@ def test_a_cold_start_reads_a_task_s_solutions() -> None:
     assert Reverse().has_solutions and Reverse().solution(Letters("abc")) == (2, 1, 0, 3)
 
 
+def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
+    import asyncio
+
+    import verifiers.v1 as vf
+
+    from rlvr_env.llm import compute_score, ground_truth, make_dataset, reward_functions
+    from rlvr_env.llm.vf_taskset import ArithmeticTasksetConfig, RlvrTask, RlvrTaskset, reply_trace
+    from rlvr_env.tasks import register_task
+
+    register_task("reverse", Reverse)
+    rows = make_dataset(Reverse(), size=4, seed=0)
+    assert set(rows.column_names) == {"prompt", "letters", "split"}
+    words = rows["letters"]
+    completions = [f"<answer>{w[::-1]}</answer>" for w in words[:2]] + ["<answer>aaa</answer>", "no tags"]
+    accuracy, form = reward_functions(Reverse())
+    assert accuracy(completions=completions, letters=words) == [1.0, 1.0, float(words[2] == "aaa"), 0.0]
+    assert form(completions=completions, letters=words) == [0.1, 0.1, 0.1, 0.0]
+    truth = ground_truth(Reverse(), Letters("abc"))
+    assert compute_score("rlvr/reverse", "so <answer>cba</answer>", truth)["score"] == pytest.approx(1.1)
+
+    class ReverseTaskset(RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
+        def rlvr_task(self) -> Task:
+            return Reverse()
+
+    task = next(iter(ReverseTaskset(ArithmeticTasksetConfig(num_tasks=2))))
+    trace = reply_trace(task, f"<answer>{task.data.record['letters'][::-1]}</answer>")
+    asyncio.run(task.score(trace))
+    assert trace.reward == pytest.approx(1.1)
+
+
 # -- no task is probed ----------------------------------------------------------------------------------
 def test_no_code_probes_a_task_for_an_ability() -> None:
     probe = re.compile(r"\b(hasattr|getattr)\([^()\n]*\btask\b")

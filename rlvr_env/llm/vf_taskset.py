@@ -23,19 +23,22 @@ with ``trace = reply_trace(task, reply)`` for a reply written elsewhere (docs/ll
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 import pydantic
 import verifiers.v1 as vf
 from pydantic import Field
 
-from rlvr_env.completions import AnswerFormat, prompt_text, score_completion
+from rlvr_env.completions import AnswerFormat, prompt_text, score_completion, score_task_completion
 from rlvr_env.llm.common import make_task, sample_prompts, task_spec
 from rlvr_env.tasks.base import Task as RlvrTaskBase
 from rlvr_env.tasks.countdown_settings import CountdownSettings
-from rlvr_env.verifier import Grammar, Verdict
+from rlvr_env.tasks.expression import ExpressionTask
+from rlvr_env.verifier import Grammar, RewardWeights, Verdict
 
 __all__ = [
     "RlvrTaskData",
@@ -45,13 +48,19 @@ __all__ = [
     "CountdownTaskset",
     "ArithmeticTasksetConfig",
     "ArithmeticTaskset",
+    "RlvrTaskset",
     "reply_trace",
 ]
 
 
 class RlvrTaskData(vf.TaskData):
-    """One prompt: numbers, target, split, and the grammar its answer is verified under."""
+    """One prompt: numbers, target, split, and the grammar its answer is verified under; or, for a task
+    that is not arithmetic, the task's registered name and keywords and the prompt's record
+    (:meth:`rlvr_env.Task.prompt_record`)."""
 
+    task: str = ""
+    task_kwargs: dict[str, Any] = Field(default_factory=dict)
+    record: dict[str, Any] = Field(default_factory=dict)
     numbers: list[int] = Field(default_factory=list)
     target: int = 0
     split: str = "train"
@@ -87,8 +96,13 @@ class RlvrTask(vf.Task[RlvrTaskData, vf.State, RlvrTaskConfig]):
         if last is not None and last[0] == trace.id and last[1] == reply:
             return last[2]
         data = self.data
-        verdict = score_completion(reply, tuple(data.numbers), data.target, grammar=data.grammar(),
-                                   fmt=self.config.answer_format())
+        if data.record:  # a task of its own: rebuilt by name, scored by its score_text
+            task = _registered_task(data.task, json.dumps(data.task_kwargs, sort_keys=True))
+            verdict = score_task_completion(task, task.prompt_from_record(dict(data.record)), reply,
+                                            RewardWeights(), self.config.answer_format())
+        else:
+            verdict = score_completion(reply, tuple(data.numbers), data.target, grammar=data.grammar(),
+                                       fmt=self.config.answer_format())
         self._rlvr_last = (trace.id, reply, verdict)
         trace.info["rlvr"] = {
             "reason": verdict.reason or "",
@@ -120,19 +134,37 @@ class _RlvrTasksetConfig(vf.TasksetConfig):
     """Seed of the prompt draw (:func:`rlvr_env.llm.sample_prompts`)."""
 
 
-class _RlvrTaskset:
-    """Shared ``load``: the prompts of :func:`rlvr_env.llm.sample_prompts` as :class:`RlvrTask`."""
+class RlvrTaskset:
+    """Shared ``load``: the prompts of :func:`rlvr_env.llm.sample_prompts` as :class:`RlvrTask`. A taskset
+    of another task: ``class MyTaskset(RlvrTaskset, vf.Taskset[RlvrTask, MyConfig])`` with
+    :meth:`rlvr_task` (and :meth:`rlvr_task_kwargs`), the task registered with
+    :func:`rlvr_env.tasks.register_task`."""
 
     config: Any
 
     def rlvr_task(self) -> RlvrTaskBase:
         raise NotImplementedError
 
+    def rlvr_task_kwargs(self) -> dict[str, Any]:
+        """The keywords :meth:`rlvr_task` built the task with (a task that is not arithmetic is rebuilt
+        from its registered name and these when a trace is scored)."""
+        return {}
+
     def load(self) -> Iterable[RlvrTask]:
         task = self.rlvr_task()
-        spec = task_spec(task)
         cfg = self.config
         fmt = cfg.task.answer_format()
+        if not isinstance(task, ExpressionTask):
+            kwargs = self.rlvr_task_kwargs()
+            for i, prompt in enumerate(sample_prompts(task, cfg.split, cfg.num_tasks, cfg.seed)):
+                record = task.prompt_record(prompt)
+                data = RlvrTaskData(id=f"{task.name}-{cfg.split}-{cfg.seed}-{i}",
+                                    name=f"{task.name} {record}",
+                                    prompt=prompt_text(task, prompt, fmt), split=cfg.split, task=task.name,
+                                    task_kwargs=kwargs, record=record)
+                yield RlvrTask(data, cfg.task)
+            return
+        spec = task_spec(task)
         for i, prompt in enumerate(sample_prompts(task, cfg.split, cfg.num_tasks, cfg.seed)):
             data = RlvrTaskData(
                 id=f"{task.name}-{cfg.split}-{cfg.seed}-{i}",
@@ -162,7 +194,7 @@ CountdownTasksetConfig = pydantic.create_model(  # type: ignore[call-overload]
     "CountdownTasksetConfig", __base__=_RlvrTasksetConfig, __module__=__name__, **_settings_fields())
 
 
-class CountdownTaskset(_RlvrTaskset, vf.Taskset[RlvrTask, CountdownTasksetConfig]):
+class CountdownTaskset(RlvrTaskset, vf.Taskset[RlvrTask, CountdownTasksetConfig]):
     """Countdown-N prompts of one split (id ``rlvr_env_countdown``)."""
 
     def rlvr_task(self) -> RlvrTaskBase:
@@ -174,11 +206,16 @@ class ArithmeticTasksetConfig(_RlvrTasksetConfig):
     """The lesson's task: split, size and seed only."""
 
 
-class ArithmeticTaskset(_RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
+class ArithmeticTaskset(RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
     """The lesson's 2-3-5 prompts of one split (id ``rlvr_env_arithmetic``): 20 train, 10 held out."""
 
     def rlvr_task(self) -> RlvrTaskBase:
         return make_task("arithmetic")
+
+
+@lru_cache(maxsize=32)
+def _registered_task(name: str, kwargs_json: str) -> RlvrTaskBase:
+    return make_task(name, **json.loads(kwargs_json))
 
 
 def reply_trace(task: vf.Task, reply: str) -> vf.Trace:
