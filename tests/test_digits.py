@@ -487,6 +487,36 @@ def test_trl_reward_functions_and_verl_pay_what_the_text_env_pays() -> None:
     assert sorted(set(sum(parts, []))) == [0.0, 0.1, 1.0]  # correct, wrong and malformed all occur
 
 
+def test_a_verifiers_taskset_of_digits_pays_what_the_text_env_pays() -> None:
+    import asyncio
+
+    vf = pytest.importorskip("verifiers.v1")
+    from rlvr_env.llm.vf_taskset import ArithmeticTasksetConfig, RlvrTask, RlvrTaskset, reply_trace
+
+    settings = {"operators": "+-*", "reverse": True}  # not the defaults: the traces must carry them
+
+    class DigitsTaskset(RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
+        def rlvr_task(self) -> DigitsTask:
+            return DigitsTask(**settings)  # type: ignore[arg-type]
+
+        def rlvr_task_kwargs(self) -> dict:
+            return dict(settings)
+
+    text_env = gym.make("rlvr/DigitsText-v0", **settings)
+    task = text_env.unwrapped.task
+    paid = set()
+    for item in DigitsTaskset(ArithmeticTasksetConfig(num_tasks=6, split="test")):
+        prompt = task.prompt_from_record(item.data.record)
+        for answer in (task.write(prompt.result), task.write(prompt.result + 1), "0" + str(prompt.result)):
+            reply = f"Sure. <answer>{answer}</answer>"
+            trace = reply_trace(item, reply)
+            asyncio.run(item.score(trace))
+            text_env.reset(options={"prompt": prompt})
+            assert trace.reward == pytest.approx(text_env.step(reply)[1]), (prompt, answer)
+            paid.add(round(float(trace.reward), 6))
+    assert paid == {0.0, 0.1, 1.1}
+
+
 # -- registration --------------------------------------------------------------------------------
 def test_register_envs_builds_every_env_from_a_task_factory_and_splits_the_kwargs() -> None:
     from rlvr_env import register_envs
