@@ -8,9 +8,11 @@ from gymnasium.envs.registration import register, registry
 
 from rlvr_env.countdown_env import CountdownEnv
 from rlvr_env.envs import ArithmeticEnv, TokenEnv
+from rlvr_env.registration import register_envs
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, ExpressionTask, Prompt, Task
 from rlvr_env.tasks.countdown_settings import CountdownSettings
+from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
 from rlvr_env.vector import ArithmeticVectorEnv, CountdownVectorEnv, TokenVectorEnv
 from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
 
@@ -24,6 +26,8 @@ __all__ = [
     "CountdownSettings",
     "CountdownTask",
     "CountdownVectorEnv",
+    "DigitsPrompt",
+    "DigitsTask",
     "ExpressionTask",
     "Grammar",
     "Prompt",
@@ -34,6 +38,7 @@ __all__ = [
     "TokenVectorEnv",
     "Verdict",
     "length_reward",
+    "register_envs",
     "to_sb3_vec_env",
     "verify",
 ]
@@ -66,3 +71,5 @@ _register(
 # Text-mode (language-model) variants: observation = prompt text, action = completion string.
 _register("rlvr/CountdownText-v0", "rlvr_env.text_env:CountdownTextEnv")
 _register("rlvr/ArithmeticText-v0", "rlvr_env.text_env:ArithmeticTextEnv")
+# A task on the Task contract needs no env classes of its own: one call registers all three envs.
+register_envs("rlvr/Digits-v0", DigitsTask, text_id="rlvr/DigitsText-v0")

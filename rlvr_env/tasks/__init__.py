@@ -3,8 +3,9 @@
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import SPLITS, BatchArrays, ContextTokens, Prompt, Task
 from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
 from rlvr_env.tasks.expression import ExpressionTask
 from rlvr_env.tasks.registry import TASKS, register_task
 
-__all__ = ["ArithmeticTask", "BatchArrays", "ContextTokens", "CountdownTask", "ExpressionTask", "Prompt",
-           "SPLITS", "TASKS", "Task", "register_task"]
+__all__ = ["ArithmeticTask", "BatchArrays", "ContextTokens", "CountdownTask", "DigitsPrompt", "DigitsTask",
+           "ExpressionTask", "Prompt", "SPLITS", "TASKS", "Task", "register_task"]
