@@ -164,6 +164,11 @@ STUDIES: dict[str, Study] = {
         Study("countdown4", "Countdown with 4 numbers: 10 seeds", "rlvr/Countdown-v0",
               _COUNTDOWN + _COUNTDOWN_TUNED, "10-19", 1_024_000, {"n_numbers": 4}, eval_prompts=200,
               sampled_k=4),
+        # The second task family: multi-digit addition written digit by digit, trained on 1-digit operands
+        # and held out on 2-digit ones (length generalisation); the same contenders as Countdown.
+        Study("digits", "multi-digit addition, 1-digit train / 2-digit held-out: 3 seeds", "rlvr/Digits-v0",
+              _COUNTDOWN, "10-12", 204_800, {"max_digits": 2, "train_digits": 1}, eval_prompts=200,
+              sampled_k=4),
     )
 }
 DEFAULT_STUDY = "arithmetic"
