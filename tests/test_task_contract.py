@@ -250,9 +250,23 @@ def test_a_cold_start_reads_a_task_s_solutions() -> None:
 
     with pytest.raises(ValueError, match="declares no solutions"):
         solutions(gym.make("rlvr/Arithmetic-v0").unwrapped.task, 2, seed=0)
-    _, _, answers = solutions(CountdownTask(n_numbers=3), 4, seed=0)
+    _, answers = solutions(CountdownTask(n_numbers=3), 4, seed=0)
     assert all(a[-1] == CountdownTask(n_numbers=3).eos_id for a in answers)
     assert Reverse().has_solutions and Reverse().solution(Letters("abc")) == (2, 1, 0, 3)
+
+
+def test_a_task_of_its_own_takes_a_cold_start() -> None:
+    from agents.sft import cold_start, demonstrations
+
+    model = GRPO(REVERSE_ID, GRPOConfig.preset("countdown"), policy="mlp", seed=0)
+    demos = demonstrations(model.env, 60, seed=0)
+    assert all(isinstance(p, Letters) for p in demos.prompts) and len(demos.prompt_index) == 60
+    assert len(set(demos.prompts)) == len(demos.prompts) == int(demos.prompt_index.max()) + 1
+    assert {Reverse().split_of(p) for p in demos.prompts} == {"train"}
+    before = model.evaluate("train")
+    info = cold_start(model, 200, epochs=20, batch_size=32, learning_rate=3e-3)
+    assert info["sft_solutions"] == 200 and info["sft_losses"][-1] < info["sft_losses"][0]
+    assert before < 0.5 < model.evaluate("train")
 
 
 def test_a_task_of_its_own_through_the_language_model_bridges() -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from functools import total_ordering
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
@@ -54,10 +55,11 @@ SPLITS: tuple[str, ...] = ("train", "test")
 P = TypeVar("P", bound=Hashable)
 
 
+@total_ordering
 @dataclass(frozen=True)
 class Prompt:
     """One prompt of the arithmetic tasks: the numbers an answer may use and the target value.
-    Immutable and hashable.
+    Immutable and hashable; prompts order by numbers, then target (so a set of them sorts one way).
 
     ``meta`` holds optional, task-specific per-prompt facts (e.g. number of solutions) as a tuple of
     ``(name, value)`` pairs so the prompt stays hashable; it does not take part in equality.
@@ -74,6 +76,11 @@ class Prompt:
 
     def __hash__(self) -> int:
         return hash((self.numbers, self.target))
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Prompt):
+            return NotImplemented
+        return (self.numbers, self.target) < (other.numbers, other.target)
 
     def __repr__(self) -> str:
         return f"Prompt(numbers={self.numbers}, target={self.target})"
