@@ -287,6 +287,7 @@ def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
     assert accuracy(completions=completions, letters=words) == [1.0, 1.0, float(words[2] == "aaa"), 0.0]
     assert form(completions=completions, letters=words) == [0.1, 0.1, 0.1, 0.0]
     truth = ground_truth(Reverse(), Letters("abc"))
+    assert truth == {"letters": "abc"}  # a task built without arguments carries no settings
     assert compute_score("rlvr/reverse", "so <answer>cba</answer>", truth)["score"] == pytest.approx(1.1)
 
     class ReverseTaskset(RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
@@ -297,6 +298,27 @@ def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
     trace = reply_trace(task, f"<answer>{task.data.record['letters'][::-1]}</answer>")
     asyncio.run(task.score(trace))
     assert trace.reward == pytest.approx(1.1)
+
+
+def test_a_task_with_settings_must_say_which_built_it() -> None:
+    from rlvr_env.llm import ground_truth
+    from rlvr_env.tasks import register_task
+
+    class Sized(Reverse):
+        name = "sized_reverse"
+
+        def __init__(self, width: int = 3) -> None:
+            self.width = width
+
+    register_task("sized_reverse", Sized)
+    assert Reverse().keywords() == {}
+    with pytest.raises(NotImplementedError, match=r"Sized takes \['width'\]: override Task.keywords"):
+        ground_truth(Sized(), Letters("abc"))
+    Sized.keywords = lambda self: {"width": self.width}  # type: ignore[method-assign]
+    assert ground_truth(Sized(4), Letters("abc")) == {"letters": "abc", "task_kwargs": {"width": 4}}
+    Sized.keywords = lambda self: {"size": 4}  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="cannot be rebuilt from its keywords"):
+        ground_truth(Sized(4), Letters("abc"))
 
 
 # -- Countdown's settings, declared once -----------------------------------------------------------------
