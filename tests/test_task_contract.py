@@ -300,9 +300,9 @@ def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
     assert trace.reward == pytest.approx(1.1)
 
 
-def test_a_task_with_settings_must_say_which_built_it() -> None:
+def test_a_task_with_settings_must_say_which_built_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlvr_env.llm import ground_truth
-    from rlvr_env.tasks import register_task
+    from rlvr_env.tasks.registry import TASKS
 
     class Sized(Reverse):
         name = "sized_reverse"
@@ -310,7 +310,7 @@ def test_a_task_with_settings_must_say_which_built_it() -> None:
         def __init__(self, width: int = 3) -> None:
             self.width = width
 
-    register_task("sized_reverse", Sized)
+    monkeypatch.setitem(TASKS, "sized_reverse", Sized)  # registered for this test only
     assert Reverse().keywords() == {}
     with pytest.raises(NotImplementedError, match=r"Sized takes \['width'\]: override Task.keywords"):
         ground_truth(Sized(), Letters("abc"))
