@@ -1,12 +1,13 @@
 """The supervised cold start (DeepSeek-R1's SFT stage before RL; Guo et al. 2025, section 2.3.1).
 
-Solutions of **train-split** prompts come from the task's own generator: Countdown builds each prompt from
-a random expression tree over its numbers and keeps that expression
-(:meth:`rlvr_env.tasks.countdown.CountdownTask.sample_arrays` / ``solution_tokens``), and it rejects
-candidates whose number multiset is held out, so no test-split prompt can enter the data (a test checks
-it). :func:`demonstrations` replays them in the native vector env, recording (observation, grammar mask,
-token) per step in answer order; :func:`supervised_fit` fits any torch policy of :mod:`agents` (the
-transformer, the MLP) by minibatch cross-entropy on whole answers, under the masks decoding uses; and
+Solutions of **train-split** prompts come from the task's contract: its own generator draws the prompts
+(:meth:`~rlvr_env.tasks.base.Task.sample_prompts`) and :meth:`~rlvr_env.tasks.base.Task.solution` gives a
+correct answer to each (Countdown: the random expression tree each prompt was built from, with candidates
+whose number multiset is held out rejected, so no test-split prompt can enter the data; Digits: the
+exact result written digit by digit). :func:`demonstrations` replays them in the native vector env,
+recording (observation, grammar mask, token) per step in answer order, and keeps the task's own prompts
+with a per-prompt index; :func:`supervised_fit` fits any torch policy of :mod:`agents` (the transformer,
+the MLP) by minibatch cross-entropy on whole answers, under the masks decoding uses; and
 :func:`cold_start` does both to a GRPO agent and makes the fitted network its frozen KL reference and
 the start of RL. The same weights go into SB3 contenders with
 :func:`agents.grpo.transformer.copy_to_sb3` (or :func:`agents.bc.copy_actor_to_sb3` for the MLP).
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,11 @@ import numpy as np
 from agents.grpo.config import COLD_START
 from agents.evaluation import as_token_env
 from agents.supervised import Batch, Demonstrations, fit
-from rlvr_env.tasks.base import Prompt, Task
+from rlvr_env.tasks.base import Task
 from rlvr_env.vector import TokenVectorEnv
 
-__all__ = ["AnswerDemonstrations", "cold_start", "demonstrations", "solutions", "supervised_fit"]
+__all__ = ["AnswerDemonstrations", "cold_start", "demonstrations", "number_prompts", "solutions",
+           "supervised_fit"]
 
 _CHUNK = 4096  # answers replayed per vector-env batch
 
@@ -43,9 +45,8 @@ class AnswerDemonstrations(Demonstrations):
     order, ``lengths`` (n,) tokens each, so answer i is rows ``sum(lengths[:i]) ..`` onwards."""
 
     lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: (n, N) each answer's prompt numbers and (n,) its target
-    numbers: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
-    targets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: (n,) each answer's prompt: an index into ``prompts`` (the task's own prompt values, each once)
+    prompt_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -54,12 +55,13 @@ def _positive_int(name: str, value: object) -> int:
     return int(value)
 
 
-def solutions(task: Task, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...]]]:
-    """``n`` train-split prompts and one correct answer each: numbers (n, N), targets (n,), token ids.
+def solutions(task: Task, n: int, seed: int) -> tuple[list[Any], list[tuple[int, ...]]]:
+    """``n`` train-split prompts of ``task`` (its own prompt values) and one correct answer's token ids
+    each.
 
     Drawn with ``np.random.default_rng(seed)`` by the task's generator (``sample_prompts(rng, "train",
     n)``); the answer is the task's :meth:`~rlvr_env.tasks.base.Task.solution` (Countdown: the generating
-    expression). ``ValueError`` for a task that declares no solutions.
+    expression). ``ValueError`` for a task that declares no solutions or knows none for a drawn prompt.
     """
     n = _positive_int("n", n)
     if not task.has_solutions:
@@ -68,23 +70,38 @@ def solutions(task: Task, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, li
             "implements it); the cold start needs them"
         )
     rng = np.random.default_rng(seed)
-    prompts = task.sample_prompts(rng, "train", n)
+    prompts = list(task.sample_prompts(rng, "train", n))
     answers = [task.solution(p) for p in prompts]
     missing = [p for p, a in zip(prompts, answers) if a is None]
     if missing:
         raise ValueError(f"task {type(task).__name__} knows no solution for the drawn prompt {missing[0]!r}")
-    numbers = np.array([p.numbers for p in prompts], dtype=np.int64).reshape(n, -1)
-    targets = np.array([p.target for p in prompts], dtype=np.int64)
-    return numbers, targets, answers  # type: ignore[return-value]
+    return prompts, [tuple(int(t) for t in a) for a in answers]  # type: ignore[union-attr]
+
+
+def number_prompts(prompts: Sequence[Hashable]) -> tuple[tuple[Any, ...], np.ndarray]:
+    """The distinct values of ``prompts`` and (n,) each one's index among them.
+
+    Prompts that have an order (tuples, ordered dataclasses, the arithmetic :class:`rlvr_env.Prompt`:
+    numbers, then target) are numbered in sorted order, others in the order they first occur; either way
+    the same draw gets the same numbering, and the numbering decides which prompts share a minibatch of
+    :func:`supervised_fit`."""
+    distinct = list(dict.fromkeys(prompts))
+    try:
+        distinct = sorted(distinct)  # type: ignore[type-var]
+    except TypeError:
+        pass  # a prompt type without an order: first occurrence is the order
+    slot = {p: i for i, p in enumerate(distinct)}
+    return tuple(distinct), np.array([slot[p] for p in prompts], dtype=np.int64)
 
 
 def demonstrations(env: gym.Env, n: int, seed: int) -> AnswerDemonstrations:
     """Replay :func:`solutions` (``n`` train-split answers) in the native vector env of ``env``'s task
     and observation kind: one row per answer token, answers consecutive and in order, each row the
-    observation before the token, the grammar mask there and the token. ``ValueError`` if a replayed
-    answer is not paid as correct (the generator and the verifier disagree)."""
+    observation before the token, the grammar mask there and the token; ``prompts`` holds the task's
+    prompts (each once, :func:`number_prompts`) and ``prompt_index`` each answer's. ``ValueError`` if a
+    replayed answer is not paid as correct (the generator and the verifier disagree)."""
     base = as_token_env(env)
-    numbers, targets, answers = solutions(base.task, n, seed)
+    prompts, answers = solutions(base.task, n, seed)
     kind = "tokens" if base.token_context is not None else "features"
     obs_dtype = np.int16 if kind == "tokens" else np.float32  # token ids are small: 4x less memory
     obs_parts, mask_parts, act_parts = [], [], []
@@ -96,9 +113,7 @@ def demonstrations(env: gym.Env, n: int, seed: int) -> AnswerDemonstrations:
         for i, a in enumerate(answers[start:stop]):
             tokens[i, : len(a)] = a
         venv = TokenVectorEnv(base.task, k, split="train", autoreset_mode="Disabled", observation=kind)
-        prompts = [Prompt(tuple(int(x) for x in nums), int(t))
-                   for nums, t in zip(numbers[start:stop].tolist(), targets[start:stop].tolist())]
-        obs, _ = venv.reset(options={"prompt": prompts})
+        obs, _ = venv.reset(options={"prompt": prompts[start:stop]})
         steps_obs, steps_mask = [], []
         correct = np.zeros(k, dtype=bool)
         for col in range(width):
@@ -111,24 +126,24 @@ def demonstrations(env: gym.Env, n: int, seed: int) -> AnswerDemonstrations:
                 correct[ended] = info["correct"][ended]
         if not correct.all():
             bad = int(np.flatnonzero(~correct)[0])
-            raise ValueError(f"the generated solution {answers[start + bad]} for {prompts[bad]} is not "
-                             "paid as correct")
+            raise ValueError(f"the generated solution {answers[start + bad]} for {prompts[start + bad]!r} is "
+                             "not paid as correct")
         valid = np.arange(width)[None, :] < lengths[:, None]  # (k, width): episode-major order below
         obs_parts.append(np.stack(steps_obs, axis=1)[valid])
         mask_parts.append(np.stack(steps_mask, axis=1)[valid])
         act_parts.append(tokens[valid])
+    distinct, index = number_prompts(prompts)
     return AnswerDemonstrations(np.concatenate(obs_parts), np.concatenate(mask_parts),
-                                np.concatenate(act_parts), prompts=(),
+                                np.concatenate(act_parts), prompts=distinct,
                                 lengths=np.array([len(a) for a in answers], dtype=np.int64),
-                                numbers=np.asarray(numbers), targets=np.asarray(targets))
+                                prompt_index=index)
 
 
 def _pair_rows(demos: Any, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each solution's prompt as an int row (numbers, target) and its (prompt, answer) pair as one row
-    (prompt, then the answer's tokens padded with -1): what "the same solution" compares."""
+    """Each solution's prompt as an int row (its prompt index) and its (prompt, answer) pair as one row
+    (prompt index, then the answer's tokens padded with -1): what "the same solution" compares."""
     n = len(lengths)
-    prompt_key = np.concatenate([np.asarray(demos.numbers, dtype=np.int64).reshape(n, -1),
-                                 np.asarray(demos.targets, dtype=np.int64)[:, None]], axis=1)
+    prompt_key = np.asarray(demos.prompt_index, dtype=np.int64).reshape(n, 1)
     tokens = np.full((n, int(lengths.max())), -1, dtype=np.int64)
     tokens[np.arange(tokens.shape[1])[None, :] < lengths[:, None]] = demos.actions
     return prompt_key, np.concatenate([prompt_key, tokens], axis=1)
@@ -139,10 +154,10 @@ def _distinct_answers(demos: Demonstrations, lengths: np.ndarray, bounds: np.nda
     """The distinct answers of ``demos`` (first occurrence of each), how many times each occurs, and
     the prompt (an index) each one answers. A repeated (prompt, answer) pair is trained on once, with
     its count as weight: the same loss as training on every copy, for a fraction of the work (100k
-    Countdown-3 solutions hold ~48k distinct pairs over ~11k prompts). Without prompt arrays (plain
+    Countdown-3 solutions hold ~48k distinct pairs over ~11k prompts). Without a prompt index (plain
     token-level demonstrations) every answer is its own prompt and none is merged."""
     n = len(lengths)
-    if not isinstance(demos, AnswerDemonstrations) or len(demos.numbers) != n:
+    if not isinstance(demos, AnswerDemonstrations) or len(demos.prompt_index) != n:
         return np.arange(n), np.ones(n, dtype=np.int64), np.arange(n)
     prompt_key, pairs = _pair_rows(demos, lengths)
     _, first, counts = np.unique(pairs, axis=0, return_index=True, return_counts=True)

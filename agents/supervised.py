@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from agents.extras import missing_extra
-from rlvr_env.tasks.base import Prompt
 
 try:
     import torch
@@ -31,7 +31,7 @@ class Demonstrations:
     obs: np.ndarray  # (T, obs_dim) observation before the token
     masks: np.ndarray  # (T, V) the grammar mask at that step
     actions: np.ndarray  # (T,) the demonstrated token
-    prompts: tuple[Prompt, ...]  # the prompts they come from
+    prompts: tuple[Any, ...]  # the prompts they come from (the task's own values)
 
 
 #: One minibatch: the demonstration rows (n,) and each row's weight (n,), or None for a plain mean.

@@ -3,6 +3,7 @@ through every path that runs a task (single env, vector env, text env, agents)."
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
 
@@ -487,6 +488,36 @@ def test_trl_reward_functions_and_verl_pay_what_the_text_env_pays() -> None:
     assert sorted(set(sum(parts, []))) == [0.0, 0.1, 1.0]  # correct, wrong and malformed all occur
 
 
+def test_verl_rows_carry_the_task_s_settings(tmp_path) -> None:
+    pd = pytest.importorskip("pandas")
+    from rlvr_env.llm.verl_reward import compute_score, ground_truth, verl_rows
+
+    settings = {"operators": "+-", "reverse": True}  # not the defaults: the rows must carry them
+    task = DigitsTask(**settings)  # type: ignore[arg-type]
+    path = tmp_path / "rows.parquet"
+    pd.DataFrame(verl_rows(task, split="train", size=12, seed=0)).to_parquet(path)
+    rows = pd.read_parquet(path).to_dict("records")  # as verl reads them
+    text_env = gym.make("rlvr/DigitsText-v0", **settings)
+    for row in rows:
+        truth = row["reward_model"]["ground_truth"]
+        prompt = task.prompt_from_record({k: truth[k] for k in ("a", "op", "b")})
+        for answer, want in ((task.write(prompt.result), 1.1), ("x", 0.0)):
+            completion = f"so <answer>{answer}</answer>"
+            paid = compute_score(row["data_source"], completion, truth)["score"]
+            text_env.reset(options={"prompt": prompt})
+            assert paid == text_env.step(completion)[1] == pytest.approx(want), (prompt, answer)
+    truth = ground_truth(task, (12, "-", 34))  # 12 - 34 = -22, written "-22" either way
+    assert truth["task_kwargs"] == task.keywords() and DigitsTask(**truth["task_kwargs"]).reverse
+    minus = ground_truth(task, (10, "-", 23))  # -13, written "-31" reversed
+    assert compute_score("rlvr/digits", "<answer>-31</answer>", minus)["score"] == pytest.approx(1.1)
+    wrong = compute_score("rlvr/digits", "<answer>-13</answer>", json.dumps(minus))  # JSON text too
+    assert wrong["score"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match=r"task_kwargs=.*do not build DigitsTask"):
+        compute_score("rlvr/digits", "<answer>1</answer>", {**truth, "task_kwargs": {"digits": 3}})
+    with pytest.raises(ValueError, match="task_kwargs=.* must be a dict"):
+        compute_score("rlvr/digits", "<answer>1</answer>", {**truth, "task_kwargs": "reverse"})
+
+
 def test_a_verifiers_taskset_of_digits_pays_what_the_text_env_pays() -> None:
     import asyncio
 
@@ -496,11 +527,8 @@ def test_a_verifiers_taskset_of_digits_pays_what_the_text_env_pays() -> None:
     settings = {"operators": "+-*", "reverse": True}  # not the defaults: the traces must carry them
 
     class DigitsTaskset(RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
-        def rlvr_task(self) -> DigitsTask:
+        def rlvr_task(self) -> DigitsTask:  # its settings travel by DigitsTask.keywords
             return DigitsTask(**settings)  # type: ignore[arg-type]
-
-        def rlvr_task_kwargs(self) -> dict:
-            return dict(settings)
 
     text_env = gym.make("rlvr/DigitsText-v0", **settings)
     task = text_env.unwrapped.task

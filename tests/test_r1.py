@@ -100,7 +100,7 @@ def test_shuffled_answer_minibatches_fit_repeat_and_refuse_bad_settings() -> Non
     for i in range(len(lengths)):  # each solution points at a distinct answer with its own tokens
         a = answers[copy_of[i]]
         assert np.array_equal(demos.actions[bounds[i]:bounds[i + 1]], demos.actions[bounds[a]:bounds[a + 1]])
-        assert np.array_equal(demos.numbers[i], demos.numbers[a]) and demos.targets[i] == demos.targets[a]
+        assert demos.prompt_index[i] == demos.prompt_index[a]
     start = {k: v.clone() for k, v in model.policy.net.state_dict().items()}
     losses = supervised_fit(model.policy, demos, epochs=3, batch_size=32, seed=1, minibatch="answers",
                             warmup=0.1)

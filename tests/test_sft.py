@@ -14,7 +14,9 @@ import rlvr_env  # noqa: F401
 from agents.grpo.config import GRPOConfig
 from agents.grpo.__main__ import main
 from agents.grpo.agent import GRPO
-from agents.sft import cold_start, demonstrations, solutions, supervised_fit
+from agents.sft import cold_start, demonstrations, number_prompts, solutions, supervised_fit
+from rlvr_env import Prompt
+from rlvr_env.tasks import DigitsPrompt
 
 torch.set_num_threads(1)
 ENV = "rlvr/Countdown-v0"
@@ -30,10 +32,11 @@ def agent(seed: int = 0) -> GRPO:
 def test_no_test_split_prompt_in_the_sft_data() -> None:
     env = gym.make(ENV, n_numbers=3, split="test", observation="tokens")  # even from a test-split env
     task = env.unwrapped.task
-    numbers, targets, answers = solutions(task, 3000, seed=1)
-    assert not task.split_arrays(numbers).any()
+    prompts, answers = solutions(task, 3000, seed=1)
+    assert {task.split_of(p) for p in prompts} == {"train"} and len(answers) == 3000
     demos = demonstrations(env, 500, seed=1)
-    assert not task.split_arrays(demos.numbers).any()
+    assert {task.split_of(p) for p in demos.prompts} == {"train"}
+    assert [demos.prompts[i] for i in demos.prompt_index] == solutions(task, 500, seed=1)[0]
     assert demos.lengths.sum() == len(demos.actions) == len(demos.obs) == len(demos.masks)
     assert demos.masks[np.arange(len(demos.actions)), demos.actions].all()  # every token is allowed
 
@@ -141,3 +144,37 @@ def test_the_mlp_policy_takes_a_cold_start_too() -> None:
     info = cold_start(model, 200, epochs=2)
     assert info["sft_losses"][-1] < info["sft_losses"][0]
     assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.net.parameters()))
+
+
+def test_a_transformer_cold_start_fits_digits_solutions() -> None:
+    """The cold start reads any task's contract: Digits' prompts are not numbers and a target."""
+    model = GRPO("rlvr/Digits-v0", GRPOConfig.preset("transformer"), policy="transformer", seed=0,
+                 env_kwargs={"observation": "tokens", "max_digits": 2, "train_digits": 1},
+                 policy_kwargs=SMALL)
+    demos = demonstrations(model.env, 50, seed=0)
+    assert all(isinstance(p, DigitsPrompt) for p in demos.prompts)
+    task = model.env.unwrapped.task
+    for i, p in enumerate(demos.prompt_index[:5]):  # each answer is its prompt's solution
+        start = int(demos.lengths[:i].sum())
+        assert tuple(demos.actions[start : start + demos.lengths[i]]) == task.solution(demos.prompts[p])
+    before = model.evaluate("train", n_prompts=200)
+    info = cold_start(model, 500, epochs=60, batch_size=64, learning_rate=3e-3)
+    after = model.evaluate("train", n_prompts=200)
+    assert before < 0.05 and after > 0.3, (before, after)
+    assert info["sft_losses"][-1] < 0.5 * info["sft_losses"][0]
+
+
+def test_the_cli_cold_starts_digits() -> None:
+    rc = main(["--env", "rlvr/Digits-v0", "--policy", "transformer", "--preset", "transformer",
+               "--sft", "200", "--sft-epochs", "1", "--total-timesteps", "200", "--eval-prompts", "16",
+               "--eval-k", "2", "--quiet"])
+    assert rc == 0
+
+
+def test_prompts_are_numbered_in_sorted_order_or_as_they_first_occur() -> None:
+    a, b = Prompt((3, 1), 4), Prompt((1, 3), 9)
+    distinct, index = number_prompts([a, b, a, Prompt((1, 3), 2)])
+    assert distinct == (Prompt((1, 3), 2), b, a) and index.tolist() == [2, 1, 2, 0]
+    x, y = DigitsPrompt(5, "+", 1), DigitsPrompt(1, "+", 5)  # no order: first occurrence
+    distinct, index = number_prompts([x, y, x])
+    assert distinct == (x, y) and index.tolist() == [0, 1, 0]

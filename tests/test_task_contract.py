@@ -250,9 +250,23 @@ def test_a_cold_start_reads_a_task_s_solutions() -> None:
 
     with pytest.raises(ValueError, match="declares no solutions"):
         solutions(gym.make("rlvr/Arithmetic-v0").unwrapped.task, 2, seed=0)
-    _, _, answers = solutions(CountdownTask(n_numbers=3), 4, seed=0)
+    _, answers = solutions(CountdownTask(n_numbers=3), 4, seed=0)
     assert all(a[-1] == CountdownTask(n_numbers=3).eos_id for a in answers)
     assert Reverse().has_solutions and Reverse().solution(Letters("abc")) == (2, 1, 0, 3)
+
+
+def test_a_task_of_its_own_takes_a_cold_start() -> None:
+    from agents.sft import cold_start, demonstrations
+
+    model = GRPO(REVERSE_ID, GRPOConfig.preset("countdown"), policy="mlp", seed=0)
+    demos = demonstrations(model.env, 60, seed=0)
+    assert all(isinstance(p, Letters) for p in demos.prompts) and len(demos.prompt_index) == 60
+    assert len(set(demos.prompts)) == len(demos.prompts) == int(demos.prompt_index.max()) + 1
+    assert {Reverse().split_of(p) for p in demos.prompts} == {"train"}
+    before = model.evaluate("train")
+    info = cold_start(model, 200, epochs=20, batch_size=32, learning_rate=3e-3)
+    assert info["sft_solutions"] == 200 and info["sft_losses"][-1] < info["sft_losses"][0]
+    assert before < 0.5 < model.evaluate("train")
 
 
 def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
@@ -273,6 +287,7 @@ def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
     assert accuracy(completions=completions, letters=words) == [1.0, 1.0, float(words[2] == "aaa"), 0.0]
     assert form(completions=completions, letters=words) == [0.1, 0.1, 0.1, 0.0]
     truth = ground_truth(Reverse(), Letters("abc"))
+    assert truth == {"letters": "abc"}  # a task built without arguments carries no settings
     assert compute_score("rlvr/reverse", "so <answer>cba</answer>", truth)["score"] == pytest.approx(1.1)
 
     class ReverseTaskset(RlvrTaskset, vf.Taskset[RlvrTask, ArithmeticTasksetConfig]):
@@ -283,6 +298,27 @@ def test_a_task_of_its_own_through_the_language_model_bridges() -> None:
     trace = reply_trace(task, f"<answer>{task.data.record['letters'][::-1]}</answer>")
     asyncio.run(task.score(trace))
     assert trace.reward == pytest.approx(1.1)
+
+
+def test_a_task_with_settings_must_say_which_built_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlvr_env.llm import ground_truth
+    from rlvr_env.tasks.registry import TASKS
+
+    class Sized(Reverse):
+        name = "sized_reverse"
+
+        def __init__(self, width: int = 3) -> None:
+            self.width = width
+
+    monkeypatch.setitem(TASKS, "sized_reverse", Sized)  # registered for this test only
+    assert Reverse().keywords() == {}
+    with pytest.raises(NotImplementedError, match=r"Sized takes \['width'\]: override Task.keywords"):
+        ground_truth(Sized(), Letters("abc"))
+    Sized.keywords = lambda self: {"width": self.width}  # type: ignore[method-assign]
+    assert ground_truth(Sized(4), Letters("abc")) == {"letters": "abc", "task_kwargs": {"width": 4}}
+    Sized.keywords = lambda self: {"size": 4}  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="cannot be rebuilt from its keywords"):
+        ground_truth(Sized(4), Letters("abc"))
 
 
 # -- Countdown's settings, declared once -----------------------------------------------------------------

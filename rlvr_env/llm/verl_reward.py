@@ -24,6 +24,11 @@ and build the parquet rows with :func:`verl_rows` (``data_source``, ``prompt`` a
 - optional ``"open_tag"``, ``"close_tag"`` (strings) and ``"whole"`` (bool): the extraction format
   (default: the last ``<answer>...</answer>``).
 
+**A task of its own** (registered with :func:`rlvr_env.tasks.register_task`, ``data_source``
+``"rlvr/<name>"``): the ground truth is the prompt's record (:meth:`rlvr_env.Task.prompt_record`), plus
+``"task_kwargs"``, the settings the task is rebuilt with (:meth:`rlvr_env.Task.keywords`; none: the
+defaults), plus the optional extraction format above. A Digits row of ``reverse=True`` is scored reversed.
+
 :func:`ground_truth` writes this for a prompt. A malformed ground truth is a broken dataset and raises
 ``ValueError`` naming the field; a completion never raises: a hostile one scores 0 with a reason.
 
@@ -41,8 +46,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from rlvr_env.completions import AnswerFormat, prompt_text, score_completion, score_task_completion
-from rlvr_env.llm.common import grammar_spec, resolve_task, sample_prompts, task_spec
+from rlvr_env.llm.common import grammar_spec, make_task, resolve_task, sample_prompts, task_spec
 from rlvr_env.tasks.arithmetic import ArithmeticTask
 from rlvr_env.tasks.countdown_settings import CountdownSettings
 from rlvr_env.tasks.base import Task
@@ -70,16 +77,48 @@ def _grammar(operators: str, parentheses: bool, number_use: str, integer_divisio
                    integer_division=integer_division)
 
 
-@lru_cache(maxsize=64)
-def _record_task(data_source: object) -> Task | None:
-    """The registered task a ``data_source`` ``"rlvr/<name>"`` names, when it is not an arithmetic task
-    (those are read from the ground truth's grammar); None otherwise."""
+#: Ground-truth keys of a task's own row that are not the prompt's record.
+_ROW_KEYS = ("task_kwargs", "open_tag", "close_tag", "whole")
+
+
+def _record_class(data_source: object) -> type[Task] | None:
+    """The registered task class a ``data_source`` ``"rlvr/<name>"`` names, when it is not an arithmetic
+    task (those are read from the ground truth's grammar); None otherwise."""
     if not isinstance(data_source, str) or not data_source.startswith("rlvr/"):
         return None
     cls = TASKS.get(data_source[len("rlvr/"):].lower())
     if cls is None or issubclass(cls, ExpressionTask):
         return None
-    return cls()
+    return cls
+
+
+def _plain(value: object) -> object:
+    """A NumPy scalar (a parquet round trip makes them) as the Python value JSON writes."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{value!r} is not a JSON value")
+
+
+def _task_keywords(gt: Mapping[str, Any]) -> str:
+    """The ground truth's ``task_kwargs`` (the task's :meth:`~rlvr_env.Task.keywords`) as sorted JSON."""
+    kwargs = gt.get("task_kwargs", {})
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"ground truth task_kwargs={kwargs!r:.80} must be a dict of the task's keywords")
+    try:
+        return json.dumps(dict(kwargs), sort_keys=True, default=_plain)
+    except TypeError as err:
+        raise ValueError(f"ground truth task_kwargs={dict(kwargs)!r:.80} must hold JSON values: "
+                         f"{err}") from None
+
+
+@lru_cache(maxsize=64)
+def _record_task(cls: type[Task], kwargs_json: str) -> Task:
+    """``cls`` built with the keywords a row carries (cached: a batch of rows shares one task)."""
+    try:
+        return cls(**json.loads(kwargs_json))
+    except TypeError as err:  # an unknown or missing keyword: a broken dataset
+        raise ValueError(f"ground truth task_kwargs={kwargs_json} do not build {cls.__name__}: "
+                         f"{err}") from None
 
 
 @lru_cache(maxsize=64)
@@ -151,12 +190,13 @@ def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
     if isinstance(extra_info, Mapping) and ("accuracy_weight" in extra_info or "format_weight" in extra_info):
         weights = RewardWeights(accuracy=extra_info.get("accuracy_weight", 1.0),
                                 format=extra_info.get("format_weight", 0.1))
-    task = _record_task(data_source)
-    if task is not None:  # a task of its own: the prompt from its record, scored by the task
+    cls = _record_class(data_source)
+    if cls is not None:  # a task of its own, built as the row says: the prompt from its record
         gt = json.loads(ground_truth) if isinstance(ground_truth, (str, bytes)) else ground_truth
         if not isinstance(gt, Mapping):
             raise ValueError(f"ground truth {gt!r:.80} must be a dict (or its JSON): the prompt's record")
-        prompt = task.prompt_from_record(dict(gt))
+        task = _record_task(cls, _task_keywords(gt))
+        prompt = task.prompt_from_record({k: v for k, v in gt.items() if k not in _ROW_KEYS})
         verdict = score_task_completion(task, prompt, solution_str, weights, _format(
             gt.get("open_tag", "<answer>"), gt.get("close_tag", "</answer>"), gt.get("whole", False)))
     else:
@@ -175,12 +215,29 @@ def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
 def ground_truth(task: str | Task, prompt: Any) -> dict[str, Any]:
     """The ground truth :func:`compute_score` reads for ``prompt`` of ``task``: for an arithmetic task
     numbers, target and grammar (so the row is self-contained whatever its ``data_source``); for any
-    other registered task its :meth:`~rlvr_env.Task.prompt_record` (``data_source`` ``"rlvr/<name>"``
-    names the task)."""
+    other registered task its :meth:`~rlvr_env.Task.prompt_record` and, under ``"task_kwargs"``, the
+    settings it was built with (:meth:`~rlvr_env.Task.keywords`; left out when there are none), so the
+    row is scored by the same task (``data_source`` ``"rlvr/<name>"`` names it). ``ValueError`` when the
+    registered name and those settings do not rebuild the task."""
     task = resolve_task(task)
     prompt = task.validate_prompt(prompt)
     if not isinstance(task, ExpressionTask):
-        return task.prompt_record(prompt)
+        kwargs = task.keywords()
+        try:
+            rebuilt = make_task(task.name, **kwargs)
+        except TypeError as err:
+            raise ValueError(f"task {task.name!r} cannot be rebuilt from its keywords {kwargs}: "
+                             f"{err}") from None
+        if type(rebuilt) is not type(task) or rebuilt.keywords() != kwargs:
+            raise ValueError(f"task {task.name!r} rebuilt from its keywords {kwargs} is a "
+                             f"{type(rebuilt).__name__} with {rebuilt.keywords()}, not this "
+                             f"{type(task).__name__}")
+        record = task.prompt_record(prompt)
+        clash = sorted(set(record) & set(_ROW_KEYS))
+        if clash:
+            raise ValueError(f"task {task.name!r}'s prompt record uses {clash}, which a verl ground truth "
+                             "keeps for itself")
+        return {**record, "task_kwargs": kwargs} if kwargs else record
     spec = task_spec(task)
     return {"numbers": list(prompt.numbers), "target": int(prompt.target),
             **{k: spec[k] for k in _GRAMMAR_FIELDS}}

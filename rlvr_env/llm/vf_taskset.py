@@ -147,8 +147,9 @@ class RlvrTaskset:
 
     def rlvr_task_kwargs(self) -> dict[str, Any]:
         """The keywords :meth:`rlvr_task` built the task with (a task that is not arithmetic is rebuilt
-        from its registered name and these when a trace is scored)."""
-        return {}
+        from its registered name and these when a trace is scored); default: the task's own
+        :meth:`~rlvr_env.Task.keywords`."""
+        return self.rlvr_task().keywords()
 
     def load(self) -> Iterable[RlvrTask]:
         task = self.rlvr_task()

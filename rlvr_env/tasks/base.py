@@ -21,7 +21,8 @@ A *task* is a family of prompts plus its verifier. Every ability the envs use is
 * a cold start: :meth:`solution` (default None: no known solution), :attr:`has_solutions`;
 * text (text env and LLM bridges): :meth:`prompt_text`, :meth:`parse_answer`, :meth:`score_text`,
   :meth:`prompt_record` / :meth:`prompt_from_record` (default: the prompt's own text and the vocabulary's
-  strings; records are offered by tasks whose prompts are plain JSON values);
+  strings; records are offered by tasks whose prompts are plain JSON values), :meth:`keywords` (the
+  settings a row carries to rebuild the task; default ``{}`` for a task built without arguments);
 * an array fast path for the native vector env: :meth:`batch_arrays` (default None: the vector env runs
   the generic path, prompts as Python values and answers scored through :meth:`score_batch`).
 
@@ -32,9 +33,11 @@ tasks use :class:`Prompt` (numbers and a target) through :class:`rlvr_env.tasks.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from functools import total_ordering
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
@@ -54,10 +57,11 @@ SPLITS: tuple[str, ...] = ("train", "test")
 P = TypeVar("P", bound=Hashable)
 
 
+@total_ordering
 @dataclass(frozen=True)
 class Prompt:
     """One prompt of the arithmetic tasks: the numbers an answer may use and the target value.
-    Immutable and hashable.
+    Immutable and hashable; prompts order by numbers, then target (so a set of them sorts one way).
 
     ``meta`` holds optional, task-specific per-prompt facts (e.g. number of solutions) as a tuple of
     ``(name, value)`` pairs so the prompt stays hashable; it does not take part in equality.
@@ -74,6 +78,11 @@ class Prompt:
 
     def __hash__(self) -> int:
         return hash((self.numbers, self.target))
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Prompt):
+            return NotImplemented
+        return (self.numbers, self.target) < (other.numbers, other.target)
 
     def __repr__(self) -> str:
         return f"Prompt(numbers={self.numbers}, target={self.target})"
@@ -297,6 +306,19 @@ class Task(ABC, Generic[P]):
             ids.append(self.eos_id)
         truncated = len(ids) > self.max_length
         return self.score(prompt, ids[: self.max_length], weights, truncated=truncated)
+
+    def keywords(self) -> dict[str, Any]:
+        """The keyword arguments (plain JSON values) that rebuild this task from its registered name,
+        ``TASKS[name](**keywords)``: what a language-model row carries beside the prompt's record, so a
+        scorer that sees only the row (verl's ``compute_score``, a ``verifiers`` trace) pays as this task
+        does. The default serves a task whose constructor takes no arguments (``{}``); it refuses for a
+        task whose constructor takes some, which overrides it (a row scored under default settings would
+        be paid wrongly without a word)."""
+        taken = list(inspect.signature(type(self)).parameters)
+        if taken:
+            raise NotImplementedError(f"task {type(self).__name__} takes {taken}: override Task.keywords to "
+                                      "return the values it was built with")
+        return {}
 
     def prompt_record(self, prompt: P) -> dict[str, Any]:
         """The prompt as plain JSON values (a dataset row's columns); the inverse is

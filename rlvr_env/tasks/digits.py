@@ -317,6 +317,12 @@ class DigitsTask(Task[DigitsPrompt]):
         value, reason = read_number(self.as_number(answer), self.answer_digits)
         return self.verdict(prompt, answer, value, reason, weights)
 
+    def keywords(self) -> dict[str, Any]:
+        """The constructor's arguments this task was built with (a row for verl or ``verifiers`` carries
+        them, so ``reverse=True`` is scored reversed there too)."""
+        return {"max_digits": self.max_digits, "train_digits": self.train_digits, "operators": self.operators,
+                "reverse": self.reverse, "grammar_mask": self._grammar_mask}
+
     def prompt_record(self, prompt: DigitsPrompt) -> dict[str, Any]:
         return {"a": prompt.a, "op": prompt.op, "b": prompt.b}
 
