@@ -28,6 +28,9 @@ digits this fallback is rare.
 The same :class:`StackMachine` runs incrementally inside :class:`rlvr_env.vector.TokenVectorEnv`: one
 :meth:`StackMachine.feed` per environment step, one :meth:`StackMachine.finish` for the rows whose
 episodes end, so verifying costs a fixed number of array operations per step, whatever the length.
+
+Why one long module: it mirrors :mod:`rlvr_env.verifier` stage by stage, as arrays, and must agree with
+it exactly; keeping every stage in one file keeps the two orders side by side.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ methods lex text that surely lexes, the parser's loop runs over ints until a div
 and the reference lexer and number-use check word their rejections); :func:`tokenize`,
 :func:`parse_and_evaluate` and :func:`check_number_use` are the reference it is tested against, verdict
 for verdict and reason for reason (``tests/test_verifier_fast.py``).
+
+Why one long module: the lexer, the parser and the exact evaluator are one grammar with one set of
+reasons; split, the rules that must agree would sit in different files.
 """
 
 from __future__ import annotations

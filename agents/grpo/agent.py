@@ -1,4 +1,9 @@
-"""The GRPO agent: Stable-Baselines3's public face, DeepSeekMath's algorithm, any Discrete-action env."""
+"""The GRPO agent: Stable-Baselines3's public face, DeepSeekMath's algorithm, any Discrete-action env.
+
+Why one long module: it is the one GRPO object (SB3's face: the learn template, predict, save/load, the
+logger and the hooks, plus the update epochs that read the config); splitting the class would spread one
+object's state over several files.
+"""
 
 from __future__ import annotations
 

@@ -13,6 +13,10 @@ checkpoints it).
 clip. So ``GRPOConfig(clip_eps_high=None)``, ``GRPOConfig.preset("transformer", clip_eps_high=None)`` and
 ``python -m agents.grpo --clip-eps-high none`` train with the symmetric clip under every preset, while a
 config that does not name ``clip_eps_high`` takes the preset's (0.28 for "transformer" and "countdown").
+
+Why one long module: it is one frozen dataclass whose every field carries its symbol, source and
+recommended value in its own docstring, plus the checks that refuse impossible settings; the length is
+those field docs.
 """
 
 from __future__ import annotations

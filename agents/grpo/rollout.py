@@ -12,6 +12,9 @@ Group members share their start in one of two ways (docs/agent.md, "The GRPO age
 When the env id has a native vector env (``gym.make_vec(..., vectorization_mode="vector_entry_point")``
 that accepts one prompt per sub-env), :class:`VectorGroupRunner` uses it, so a rollout step costs array
 operations; otherwise :class:`ListGroupRunner` steps a list of env copies.
+
+Why one long module: both ways a group shares its start (replay, seeded reset) on single and native
+vector envs, with the KV-cached transformer path, produce one ``GroupBatch``; they share its bookkeeping.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ distinct answers of a batch (teacher forcing) and read every token's log-prob fr
 network: the features extractor (:func:`sb3_extractor_class`) is the trunk (same architecture,
 same initial weights for a seed), ``action_net`` gets the head's weights, and the critic
 (``value_net``) is a fresh linear head on the shared trunk.
+
+Why one long module: the network, its KV-cached sampling and the SB3 adapters (``copy_to_sb3`` /
+``copy_from_sb3``, ``sb3_policy_kwargs``) must stay in step with each other, weight for weight.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ where at least one operand has more (up to ``max_digits``). Which split a prompt
 of the prompt alone (:meth:`DigitsTask.split_of`), so every env, agent and table agrees on it.
 
 This module is the worked example of the docs page ``docs/add-a-task.md``.
+
+Why one long module: a task family is one module plus one registration (docs/add-a-task.md); prompts,
+split, grammar mask, verifier, solutions and text live together on purpose.
 """
 
 from __future__ import annotations
