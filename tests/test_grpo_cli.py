@@ -94,8 +94,11 @@ def test_missing_output_folders_are_created(tmp_path: Path, capsys) -> None:
 def _interrupt(argv: list[str], ready: str, tmp_path: Path, delay: float = 0.0) -> tuple[int, str, str]:
     """Run the CLI in a subprocess, send SIGINT (Ctrl-C) once a stdout line starts with ``ready``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    # A shell starts a background job with Ctrl-C ignored, and a child inherits that: restore the
+    # default so the CLI runs as it does in a terminal, whoever started the test run.
     proc = subprocess.Popen([sys.executable, "-m", "agents.grpo", *argv], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         seen = []
@@ -108,7 +111,13 @@ def _interrupt(argv: list[str], ready: str, tmp_path: Path, delay: float = 0.0) 
             raise AssertionError(f"no line starting {ready!r}: {''.join(seen)} {err}")
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"still running 120 s after Ctrl-C; its output ends {out[-2000:]!r}, "
+                                 f"its errors end {err[-2000:]!r}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
