@@ -7,6 +7,7 @@ from typing import Any
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
 from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
+from rlvr_env.tasks.expression import check_number_tokens
 from rlvr_env.token_obs import split_observation
 
 __all__ = ["CountdownEnv"]
@@ -148,12 +149,15 @@ class CountdownEnv(TokenEnv):
         accuracy_weight: float = 1.0,
         format_weight: float = 0.1,
         render_mode: str | None = None,
+        number_tokens: str = "digits",
         **keywords: Any,
     ) -> None:
         # The task's keywords (n_numbers, number_range, ...) are CountdownSettings' fields, declared there.
         task_observation, env_observation = split_observation(observation, OBSERVATIONS)
+        check_number_tokens(number_tokens, env_observation)
         task = CountdownTask(settings_of(settings, keywords, "rlvr/Countdown-v0"),
-                             observation=task_observation, solution_stats=solution_stats)
+                             observation=task_observation, solution_stats=solution_stats,
+                             number_tokens=number_tokens)
         super().__init__(
             task,
             split=split,

@@ -37,6 +37,7 @@ from rlvr_env.task_scorer import TaskScorer
 from rlvr_env.tasks.base import BatchArrays, Prompt, Task, check_split
 from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
 from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
+from rlvr_env.tasks.expression import check_number_tokens
 from rlvr_env.tasks.countdown_masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
 from rlvr_env.vector_prompts import PromptSource
@@ -557,13 +558,16 @@ class CountdownVectorEnv(TokenVectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
         copy: bool = True,
         render_mode: str | None = None,
+        number_tokens: str = "digits",
         **keywords: Any,
     ) -> None:
         # solution_stats is accepted so that make() and make_vec() take the same kwargs; the vector env
         # draws prompts as arrays and never builds per-prompt metadata.
         task_observation, env_observation = split_observation(observation, OBSERVATIONS)
+        check_number_tokens(number_tokens, env_observation)
         super().__init__(
-            CountdownTask(settings_of(settings, keywords, "rlvr/Countdown-v0"), observation=task_observation),
+            CountdownTask(settings_of(settings, keywords, "rlvr/Countdown-v0"), observation=task_observation,
+                          number_tokens=number_tokens),
             num_envs,
             split=split,
             accuracy_weight=accuracy_weight,

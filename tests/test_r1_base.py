@@ -28,6 +28,15 @@ def test_cells_name_their_seeds_and_reported_seeds_are_refused(capsys) -> None:
     merged = r1_base._merge(r1_base.GRID["gpt2"])
     assert merged["policy"] == {**r1_base.START["policy"], "init": "gpt2"}
     assert merged["sft"] == r1_base.START["sft"] and merged["threads"] == 1
+    # env kwargs only where a cell sets some (the other cells' specs, hence their run keys, unchanged)
+    assert "env" not in merged and "env" not in r1_base._merge(r1_base.GRID[r1_base.CHOSEN])
+    whole = r1_base._merge(r1_base.GRID["3layers_epochs12_whole"])
+    assert whole["env"] == {"number_tokens": "whole"}
+    assert {k: v for k, v in whole.items() if k != "env"} == r1_base._merge(r1_base.GRID[r1_base.CHOSEN])
+    assert r1_base._describe(whole).endswith(", number_tokens whole")
+    with pytest.raises(SystemExit):
+        r1_base.main(["--table", "../base"])
+    assert "'../base' must be lower-case letters" in capsys.readouterr().err
 
 
 def test_a_tiny_cell_is_trained_evaluated_and_tabulated() -> None:

@@ -116,3 +116,64 @@ def test_default_observation_is_unchanged_and_bad_kind_raises() -> None:
     with pytest.raises(ValueError, match="observation='text' is not one of"):
         gym.make_vec("rlvr/Arithmetic-v0", num_envs=2, vectorization_mode="vector_entry_point",
                      observation="text")
+
+
+# -- whole-number tokens (number_tokens="whole") ----------------------------------------------------
+WHOLE = {"n_numbers": 3, "observation": "tokens", "number_tokens": "whole"}
+
+
+def test_whole_number_tokens_write_each_value_as_one_token_and_pass_both_checkers() -> None:
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make("rlvr/Countdown-v0", **WHOLE).unwrapped
+    ctx = env.token_context
+    obs, info = env.reset(seed=5)
+    assert info["prompt"] == rlvr_env.Prompt((7, 9, 1), 70)  # the same draw as with digit tokens
+    assert ctx.decode(obs) == "<bos> n0 #7 n1 #9 n2 #1 = #70 <ans>"
+    # specials and digits, then one token per value 0..100 (the largest target), then the answer's
+    assert ctx.answer_offset == 16 + 101 and ctx.vocab[16] == "#0" and ctx.vocab[116] == "#100"
+    assert ctx.prompt_width == 10 and obs[ctx.prompt_width - 1] == ANSWER
+    check_env(env)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb3_check_env(gym.make("rlvr/Countdown-v0", **WHOLE))
+    # the answer side is unchanged: slot tokens, appended at answer_offset + action
+    obs, reward, *_ = env.step(0)
+    assert obs[ctx.prompt_width] == ctx.answer_offset + 0
+
+
+@pytest.mark.parametrize("target_range", [(0, 120), (-50, 50)])
+def test_whole_number_tokens_read_back_every_target_and_a_sign(target_range) -> None:
+    task = rlvr_env.CountdownTask(n_numbers=3, target_range=target_range, number_tokens="whole")
+    ctx = TokenContext(task)
+    targets = np.arange(target_range[0], target_range[1] + 1)
+    rows = ctx.encode_arrays(np.tile([[1, 10, 7]], (len(targets), 1)), targets)
+    for row, target in zip(rows, targets):
+        text = ctx.decode(row).split()
+        sign = -1 if text[-3] == "-" else 1
+        assert text[:7] == ["<bos>", "n0", "#1", "n1", "#10", "n2", "#7"] and text[-1] == "<ans>"
+        assert sign * int(text[-2][1:]) == target
+
+
+def test_whole_number_tokens_single_and_vector_env_agree() -> None:
+    envs = gym.make_vec("rlvr/Countdown-v0", num_envs=6, vectorization_mode="vector_entry_point", **WHOLE)
+    single = gym.make("rlvr/Countdown-v0", **WHOLE)
+    assert envs.single_observation_space == single.observation_space
+    obs, info = envs.reset(seed=3)
+    assert envs.observation_space.contains(obs)
+    for i in range(6):
+        assert np.array_equal(single.reset(options={"prompt": info["prompt"][i]})[0], obs[i])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"number_tokens": "whole"}, "needs observation='tokens', not 'bits'|not 'features'"),
+    ({"number_tokens": "bpe", "observation": "tokens"}, "number_tokens='bpe' is not one of"),
+    ({"number_tokens": "whole", "observation": "tokens", "target_range": (1, 5000)},
+     "reach 5000: use number_tokens='digits'"),
+])
+def test_whole_number_tokens_bad_settings_name_the_value(kwargs, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        gym.make("rlvr/Countdown-v0", n_numbers=3, **kwargs)
+    with pytest.raises(ValueError, match=message):
+        gym.make_vec("rlvr/Countdown-v0", num_envs=2, vectorization_mode="vector_entry_point", n_numbers=3,
+                     **kwargs)

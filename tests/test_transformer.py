@@ -201,3 +201,25 @@ def test_torch_init_is_pytorchs_default_drawn_from_the_seeded_generator() -> Non
     assert float(gpt2["tok.weight"].std()) < 0.03 and not gpt2["head.bias"].any()
     with pytest.raises(ValueError, match="init='xavier' must be one of"):
         TinyLM(30, 20, 15, seed=5, init="xavier", **SMALL)
+
+
+def test_whole_number_tokens_cold_start_train_and_round_trip(tmp_path) -> None:
+    from agents.sft import cold_start
+
+    kwargs = {"n_numbers": 3, "observation": "tokens", "number_tokens": "whole"}
+    model = GRPO(ENV, GRPOConfig.preset("transformer"), policy="transformer", seed=3, env_kwargs=kwargs,
+                 policy_kwargs=SMALL)
+    digits = GRPO(ENV, GRPOConfig.preset("transformer"), policy="transformer", seed=3,
+                  env_kwargs={**kwargs, "number_tokens": "digits"}, policy_kwargs=SMALL)
+    # one embedding row per context token and per position: 101 whole-number tokens more, and a prompt
+    # 5 positions shorter (10 against 15: each number and the target one token instead of two digits)
+    assert model.num_parameters() - digits.num_parameters() == (101 - 5) * SMALL["d_model"]
+    cold_start(model, n=300, epochs=1)
+    model.learn(200)
+    path = tmp_path / "whole.zip"
+    model.save(path)
+    loaded = GRPO.load(path)
+    assert loaded.env_kwargs["number_tokens"] == "whole"
+    obs, _ = loaded.env.reset(seed=1)
+    assert loaded.env.unwrapped.token_context.decode(obs).split()[2].startswith("#")
+    assert np.array_equal(model.policy.logits(obs[None]), loaded.policy.logits(obs[None]))

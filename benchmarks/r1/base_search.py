@@ -1,7 +1,7 @@
 """How the R1 recipe's base was chosen: a small grid of supervised cold starts on the choosing seeds.
 
     python -m benchmarks.r1.base_search [--seeds 0-2] [--grid 2layers,gpt2:0,...] [--workers 1]
-                                        [--update-results]
+                                        [--table base_search] [--update-results]
 
 Each cell is one cold start (:func:`agents.sft.cold_start`) of the ``transformer`` policy on
 ``rlvr/Countdown-v0`` (three numbers, ``observation="tokens"``, grammar masks), evaluated alone by the
@@ -16,13 +16,15 @@ reports 10-14 (``benchmarks.r1``), so this script refuses seeds >= 10.
 Every run is one executor task (:mod:`benchmarks.core.executor`, one run at a time by default: the
 timings are the point); run files are kept in ``benchmark-runs/r1_base/runs`` (git-ignored), so a
 repeated command reuses them. The table goes to ``benchmark-runs/r1_base/`` unless ``--update-results``
-(``benchmarks/results/r1/base_search.md`` and ``.json``).
+(``benchmarks/results/r1/base_search.md`` and ``.json``; ``--table NAME`` names another pair, for a
+grid of further levers beside the committed one).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from typing import Any
 
@@ -68,6 +70,8 @@ GRID: dict[str, dict[str, Any]] = {
     "3layers_epochs12": {"policy": {"n_layers": 3}, "sft": {"epochs": 12}},
     "4layers": {"policy": {"n_layers": 4}},
     "3layers_epochs12_2threads": {"policy": {"n_layers": 3}, "sft": {"epochs": 12}, "threads": 2},
+    "3layers_epochs12_whole": {"policy": {"n_layers": 3}, "sft": {"epochs": 12},
+                               "env": {"number_tokens": "whole"}},
 }
 #: The committed table's cells and seeds: the levers on seed 0, the promising ones on seeds 0-2. Not in
 #: it: "shuffled" (its fit costs ~3.8x the per-prompt one, over the 5-minute budget), "200k_x4" and the
@@ -81,8 +85,11 @@ CHOSEN = "3layers_epochs12"
 
 
 def _merge(overrides: dict[str, Any]) -> dict[str, Any]:
-    return {k: ({**START[k], **overrides.get(k, {})} if isinstance(START[k], dict)
-                else overrides.get(k, START[k])) for k in START}
+    merged = {k: ({**START[k], **overrides.get(k, {})} if isinstance(START[k], dict)
+                  else overrides.get(k, START[k])) for k in START}
+    if "env" in overrides:  # env kwargs besides ENV_KWARGS; only a cell that sets some has the key
+        merged["env"] = dict(overrides["env"])
+    return merged
 
 
 def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +102,8 @@ def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
 
     config = GRPOConfig.preset("transformer")
     model = GRPO(ENV_ID, config, policy="transformer", seed=spec["seed"],
-                 env_kwargs={**ENV_KWARGS, "observation": "tokens"}, policy_kwargs=spec["policy"])
+                 env_kwargs={**ENV_KWARGS, **spec.get("env", {}), "observation": "tokens"},
+                 policy_kwargs=spec["policy"])
     load = os.getloadavg()[0]
     cpu = time.process_time()
     info = cold_start(model, **spec["sft"])
@@ -130,8 +138,9 @@ def tasks(args: argparse.Namespace) -> list[Run]:
 def _describe(spec: dict[str, Any]) -> str:
     p, s = spec["policy"], spec["sft"]
     kind = "per-prompt" if s["minibatch"] == "prompts" else "shuffled"
+    env = "".join(f", {k} {v}" for k, v in spec.get("env", {}).items())
     return (f"{p['n_layers']} x {p['d_model']}, init {p['init']}; {s['n']:,} x {s['epochs']} epochs, "
-            f"{kind} minibatches of {s['batch_size']}, lr {s['learning_rate']:g}")
+            f"{kind} minibatches of {s['batch_size']}, lr {s['learning_rate']:g}{env}")
 
 
 def summarize(task_list: list[Run], records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -205,9 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
                              "(gpt2:0 or 3layers:0-1), else it runs on --seeds")
     parser.add_argument("--eval-k", type=positive_int, default=64, help="samples per prompt")
     parser.add_argument("--eval-prompts", type=positive_int, default=256, help="prompts per split")
+    parser.add_argument("--table", type=_table_name, default="base_search",
+                        help="the table's file name (NAME.md and NAME.json in the output folder), so a "
+                             "grid of further levers gets a table of its own beside the committed one")
     add_executor_arguments(parser, "cells")
     add_output_arguments(parser, "r1_base", RESULTS_DIR / "r1")  # base_search.md / .json; runs: the cache
     return parser
+
+
+def _table_name(text: str) -> str:
+    if not re.fullmatch(r"[a-z0-9_]+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} must be lower-case letters, digits and '_'")
+    return text
 
 
 def _grid(text: str, seeds: list[int]) -> list[tuple[str, list[int]]]:
@@ -249,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
               "failures": got.failures,
               "rows": summarize(task_list, got.records)}
     dest = got.destination(out)  # with a cell missing: the scratch folder, never a committed one
-    write_results(dest, "base_search", result, markdown(result), incomplete=got.incomplete())
-    print(f"results in {dest}/ (base_search.md, base_search.json; the bases' run files in {CACHE}/)")
+    write_results(dest, args.table, result, markdown(result), incomplete=got.incomplete())
+    print(f"results in {dest}/ ({args.table}.md, {args.table}.json; the bases' run files in {CACHE}/)")
     for failure in got.failures:
         print(f"FAILED: {failure}")
     return 1 if got.failures else 0

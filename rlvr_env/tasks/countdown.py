@@ -18,7 +18,7 @@ import numpy as np
 from rlvr_env.batch_verify import TokenTable
 from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import Prompt, check_split, unpack_prompt
-from rlvr_env.tasks.expression import ExpressionTask, _digits_needed
+from rlvr_env.tasks.expression import ExpressionTask, _digits_needed, check_number_tokens
 from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
 from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
@@ -67,6 +67,7 @@ class CountdownTask(ExpressionTask):
         *,
         solution_stats: bool = False,
         observation: str = "bits",
+        number_tokens: str = "digits",
         **keywords: Any,
     ) -> None:
         #: the setting (:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`): given as an
@@ -80,6 +81,7 @@ class CountdownTask(ExpressionTask):
         self.grammar = s.grammar
         self.max_length = s.max_length  # type: ignore[assignment]
         self.solution_stats = bool(solution_stats)
+        self.number_tokens = check_number_tokens(number_tokens)
         if self.solution_stats and n > 4:
             raise ValueError(
                 f"solution_stats=True enumerates every expression; n_numbers={n} > 4 is too slow"
@@ -225,6 +227,10 @@ class CountdownTask(ExpressionTask):
         (lo, hi), (tlo, thi) = self.number_range, self.target_range
         return (self.n_numbers, max(_digits_needed(lo), _digits_needed(hi)),
                 max(_digits_needed(tlo), _digits_needed(thi)), tlo < 0)
+
+    def largest_value(self) -> int:
+        (lo, hi), (tlo, thi) = self.number_range, self.target_range
+        return max(abs(lo), abs(hi), abs(tlo), abs(thi))
 
     def validate_prompt(self, prompt: object) -> Prompt:
         numbers, target = unpack_prompt(prompt)

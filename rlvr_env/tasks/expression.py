@@ -19,7 +19,7 @@ from rlvr_env.tasks.base import BatchArrays, ContextTokens, Prompt, Task, trunca
 from rlvr_env.verifier import Grammar, RewardWeights, Verdict, VerifierError, join_tokens, tokenize, verify
 
 __all__ = ["ExpressionTask", "SPECIAL_TOKENS", "PAD", "BOS", "TARGET", "ANSWER", "COMMA", "MINUS",
-           "describe_grammar"]
+           "NUMBER_TOKENS", "WHOLE_NUMBER_LIMIT", "check_number_tokens", "describe_grammar"]
 
 _SLOT = re.compile(r"n(\d+)\Z")
 #: The token context's fixed head: specials, then digits (ids 6-15).
@@ -27,9 +27,28 @@ SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "=", "<ans>", ",", "-")
 PAD, BOS, TARGET, ANSWER, COMMA, MINUS = range(len(SPECIAL_TOKENS))
 _DIGIT0 = len(SPECIAL_TOKENS)
 _CONTEXT_VOCAB: tuple[str, ...] = (*SPECIAL_TOKENS, *"0123456789")
+#: How the token context writes a prompt's numbers and target: ``"digits"``, one token per decimal digit
+#: (``7 0``), or ``"whole"``, one token per value (``#70``), as the cl100k and Llama-3 tokenizers write
+#: every number below 1000.
+NUMBER_TOKENS = ("digits", "whole")
+#: ``number_tokens="whole"`` gives every value from 0 to this one a token of its own (as those
+#: tokenizers do); a task with a larger number or target writes them in digits.
+WHOLE_NUMBER_LIMIT = 999
 #: Methods whose package versions the array verifier agrees with (tests check it in lockstep); an
 #: override of any of them outside the package turns the array fast path off.
 _VERIFIER_METHODS = ("score", "score_batch", "decode", "token_strings")
+
+
+def check_number_tokens(number_tokens: object, observation: str = "tokens") -> str:
+    """``number_tokens`` as one of :data:`NUMBER_TOKENS`, or ``ValueError`` naming the value; also when
+    it asks for whole-number tokens and the env's ``observation`` is not ``"tokens"`` (nothing else
+    reads them)."""
+    if not isinstance(number_tokens, str) or number_tokens not in NUMBER_TOKENS:
+        raise ValueError(f"number_tokens={number_tokens!r} is not one of {NUMBER_TOKENS}")
+    if number_tokens != "digits" and observation != "tokens":
+        raise ValueError(f"number_tokens={number_tokens!r} changes only the token context; it needs "
+                         f"observation='tokens', not {observation!r}")
+    return number_tokens
 
 
 def _digits_needed(value: int) -> int:
@@ -60,6 +79,9 @@ class ExpressionTask(Task[Prompt]):
     #: numbers per prompt (the array fast path's width) and their range, when bounded (None: unbounded)
     n_numbers: int
     number_range: tuple[int, int] | None = None
+    #: how the token context writes numbers and targets, one of :data:`NUMBER_TOKENS` (the answer's own
+    #: tokens do not change: it names numbers by slot)
+    number_tokens: str = "digits"
 
     # -- answers -----------------------------------------------------------------------------------
     def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
@@ -106,51 +128,77 @@ class ExpressionTask(Task[Prompt]):
     def prompt_extent(self) -> tuple[int, int, int, bool]:
         """(numbers per prompt, digits of the widest number, digits of the widest target, whether a
         target can be negative): what sizes the token context. Default: from the finite prompt list."""
-        prompts = [*(self.prompts("train") or ()), *(self.prompts("test") or ())]
-        if not prompts:
-            raise ValueError(f"task {type(self).__name__} has no finite prompt list; override prompt_extent "
-                             "to size its token context")
+        prompts = self._finite_prompts()
         return (len(prompts[0].numbers), max(_digits_needed(x) for p in prompts for x in p.numbers),
                 max(_digits_needed(p.target) for p in prompts), any(p.target < 0 for p in prompts))
 
-    def _context_layout(self) -> tuple[int, int, int, bool, np.ndarray, int]:
-        """(N, number digits, target digits, signed, slot labels (N,), width), computed once."""
+    def largest_value(self) -> int:
+        """The largest absolute value a prompt's number or target can take: what ``number_tokens="whole"``
+        needs a token for. Default: from the finite prompt list."""
+        return max(max(abs(x) for x in (*p.numbers, p.target)) for p in self._finite_prompts())
+
+    def _finite_prompts(self) -> list[Prompt]:
+        prompts = [*(self.prompts("train") or ()), *(self.prompts("test") or ())]
+        if not prompts:
+            raise ValueError(f"task {type(self).__name__} has no finite prompt list; override prompt_extent "
+                             "and largest_value to size its token context")
+        return prompts
+
+    def _context_layout(self) -> tuple[int, int, int, bool, np.ndarray, int, tuple[str, ...]]:
+        """(N, number digits, target digits, signed, slot labels (N,), width, context vocabulary),
+        computed once. With whole-number tokens the digit widths are 1 (one token per value)."""
         cached = self.__dict__.get("_context_cache")
-        if cached is None or cached[0] is not self.vocab:
+        if cached is None or cached[0] is not self.vocab or cached[1] != self.number_tokens:
+            whole = check_number_tokens(self.number_tokens) == "whole"
             n, number_digits, target_digits, signed = self.prompt_extent()
-            answer_offset = len(_CONTEXT_VOCAB)
+            vocab = _CONTEXT_VOCAB
+            if whole:
+                largest = self.largest_value()
+                if largest > WHOLE_NUMBER_LIMIT:
+                    raise ValueError(
+                        f"number_tokens='whole' gives a token to each value up to {WHOLE_NUMBER_LIMIT} (as "
+                        f"the cl100k and Llama-3 tokenizers do); this task's numbers or targets reach "
+                        f"{largest}: use number_tokens='digits'")
+                vocab = (*_CONTEXT_VOCAB, *(f"#{v}" for v in range(largest + 1)))
+                number_digits = target_digits = 1
+            answer_offset = len(vocab)
             # Slot k's label: the answer's own "n<k>" token when the vocabulary has one, else a comma.
             slot_ids = {int(m.group(1)): i for i, tok in enumerate(self.vocab) if (m := _SLOT.match(tok))}
             labels = np.array([answer_offset + slot_ids[k] if k in slot_ids else COMMA for k in range(n)],
                               dtype=np.int64)
             # <bos>, per number (label, digits), "=", [sign], target digits, <ans>.
             width = 1 + n * (1 + number_digits) + 1 + int(signed) + target_digits + 1
-            cached = (self.vocab, (n, number_digits, target_digits, signed, labels, width))
+            cached = (self.vocab, self.number_tokens,
+                      (n, number_digits, target_digits, signed, labels, width, vocab))
             self.__dict__["_context_cache"] = cached
-        return cached[1]  # type: ignore[no-any-return]
+        return cached[2]  # type: ignore[no-any-return]
 
     def context_tokens(self) -> ContextTokens:
-        """``<pad> <bos> = <ans> , -`` and the digits; a prompt reads ``<bos> n0 7 n1 9 = 1 6 <ans>``
-        (numbers labelled by their slot token, or by ``,`` without slot tokens; then the target)."""
-        return ContextTokens(_CONTEXT_VOCAB, self._context_layout()[5])
+        """``<pad> <bos> = <ans> , -`` and the digits (then, with ``number_tokens="whole"``, ``#0``,
+        ``#1``, ... up to :meth:`largest_value`); a prompt reads ``<bos> n0 7 n1 9 = 1 6 <ans>``, or
+        ``<bos> n0 #7 n1 #9 = #16 <ans>`` with whole-number tokens (numbers labelled by their slot token,
+        or by ``,`` without slot tokens; then the target)."""
+        layout = self._context_layout()
+        return ContextTokens(layout[6], layout[5])
 
     def encode_context(self, prompt: Prompt) -> np.ndarray:
         return self.context_arrays(np.array([prompt.numbers]), np.array([prompt.target]))[0]
 
     def context_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """(k, P) int64 prompt segments for prompts given as numbers (k, N) and targets (k,)."""
-        n, number_digits, target_digits, signed, labels, _ = self._context_layout()
+        n, number_digits, target_digits, signed, labels, _, vocab = self._context_layout()
         numbers = np.asarray(numbers, dtype=np.int64).reshape(-1, n)
         targets = np.asarray(targets, dtype=np.int64).reshape(-1)
+        write = _whole if len(vocab) > len(_CONTEXT_VOCAB) else _digits
         k = numbers.shape[0]
         hole = -1  # a digit position a shorter number does not use; squeezed out below
         pieces = [np.full((k, 1), BOS)]
         for slot in range(n):
-            pieces += [np.full((k, 1), labels[slot]), _digits(numbers[:, slot], number_digits)]
+            pieces += [np.full((k, 1), labels[slot]), write(numbers[:, slot], number_digits)]
         pieces.append(np.full((k, 1), TARGET))
         if signed:
             pieces.append(np.where(targets < 0, MINUS, hole)[:, None])
-        pieces += [_digits(targets, target_digits), np.full((k, 1), ANSWER)]
+        pieces += [write(targets, target_digits), np.full((k, 1), ANSWER)]
         row = np.concatenate(pieces, axis=1)  # (k, P) with holes
         # Left-pad: a stable sort on "is a real token" moves the holes to the front, keeping token order.
         order = np.argsort(row != hole, axis=1, kind="stable")
@@ -251,6 +299,11 @@ class ExpressionTask(Task[Prompt]):
 
     def program_table(self) -> Any:
         return None
+
+
+def _whole(values: np.ndarray, width: int) -> np.ndarray:
+    """(k, 1) context ids of |values| as whole-number tokens (``#v`` follows the digits)."""
+    return (len(_CONTEXT_VOCAB) + np.abs(values))[:, None]
 
 
 def _digits(values: np.ndarray, width: int) -> np.ndarray:
