@@ -202,6 +202,9 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     names = {t.arm for t in stage2_runs(default, records)}
     assert "maskable_ppo_scratch" not in names and "rloo_scratch" not in names
     assert {"gae_scratch", "grpo_scratch", "maskable_ppo_base_100000"} <= names
+    none = build_parser().parse_args(["--seeds", "10", "--scratch-arms", "", "--arms", "grpo,gae"])
+    none.recipe, none.eval = args.recipe, args.eval  # nothing from scratch
+    assert {t.arm for t in stage2_runs(none, records)} == {"grpo_base_100000", "gae_base_100000"}
     assert _label("ppo_base_100000_nomask") == "base (SFT 100,000 without masks) + SB3 PPO (unmasked)"
     assert _label("base_100000_nomask") == "base alone (SFT 100,000 without masks)"
     with pytest.raises(ValueError, match="unknown"):

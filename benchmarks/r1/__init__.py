@@ -195,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="env steps per RL run (every arm)")
     parser.add_argument("--arms", type=_arms, default=",".join(ALGOS),
                         help=f"comma-separated RL arms, of {', '.join(ALGOS)}")
-    parser.add_argument("--scratch-arms", type=_arms, default="grpo,gae",
-                        help="the arms also trained from scratch (no cold start), of --arms")
+    parser.add_argument("--scratch-arms", type=_scratch_arms, default="grpo,gae",
+                        help="the arms also trained from scratch (no cold start), of --arms; '' for none")
     parser.add_argument("--curve-every", type=positive_int, default=10_000,
                         help="env steps between learning-curve points")
     parser.add_argument("--sft-budgets", type=_budgets, default="",
@@ -268,6 +268,11 @@ def _arms(text: str) -> list[str]:
     if unknown or not arms:
         raise argparse.ArgumentTypeError(f"--arms {text!r}: {unknown or 'none'} not among {', '.join(ALGOS)}")
     return arms
+
+
+def _scratch_arms(text: str) -> list[str]:
+    """``--scratch-arms``: like ``--arms``, and empty (``''``) trains nothing from scratch."""
+    return _arms(text) if text.strip() else []
 
 
 def _budgets(text: str) -> tuple[int, ...]:
