@@ -7,6 +7,7 @@
 ``throughput``     training env steps per second, GRPO and SB3 PPO (``throughput.md``)
 ``profile_grpo``   where a GRPO iteration spends its time (``profile_grpo.md``)
 ``r1``             the R1 study's arms' speed in one process (``results/r1/speed.md``)
+``recipe``         the README's R1 command end to end, timed from outside (``results/r1/recipe.md``)
 =================  =====================================================================================
 
 Each is a module of this package with its own ``main(argv)``; ``python -m benchmarks.speed <name> --help``
@@ -17,6 +18,6 @@ from __future__ import annotations
 
 #: The CLI name of each measurement and its module in this package.
 MEASUREMENTS = {"env": "env", "vector": "vector", "goals": "goals", "throughput": "throughput",
-                "profile_grpo": "profile_grpo", "r1": "r1"}
+                "profile_grpo": "profile_grpo", "r1": "r1", "recipe": "recipe"}
 
 __all__ = ["MEASUREMENTS"]
