@@ -35,6 +35,7 @@ __all__ = [
     "make_a2c",
     "make_ppo",
     "make_sb3",
+    "make_sb3_transformer",
     "make_training_env",
     "single_number_floor",
 ]
@@ -202,6 +203,36 @@ def make_a2c(
 ) -> Any:
     """SB3 ``A2C("MlpPolicy")`` with SB3 defaults (or ``hyperparams`` on top of them)."""
     return make_sb3("A2C", env, seed, hyperparams, env_kwargs=env_kwargs, device=device, verbose=verbose)
+
+
+def make_sb3_transformer(algo: str, env_id: str, env_kwargs: Mapping[str, Any], seed: int,
+                         policy_kwargs: Mapping[str, Any], settings: Mapping[str, Any],
+                         start: Any = None) -> Any:
+    """SB3 ``PPO`` (``algo="ppo"``) or sb3-contrib ``MaskablePPO`` (``"maskable_ppo"``) with the
+    transformer policy (:func:`agents.grpo.transformer.sb3_policy_kwargs`) on the native vector env of
+    ``env_id`` with ``observation="tokens"`` and the train split. ``settings``: ``n_envs`` and
+    ``n_steps``, optionally ``share_features_extractor`` (default True, SB3's), and any other PPO
+    keyword. ``start``: a transformer policy whose weights the actor starts from (both trunks, when
+    they are separate), else the seeded network."""
+    from agents.grpo.transformer import copy_to_sb3, sb3_policy_kwargs
+
+    if algo not in ("ppo", "maskable_ppo"):
+        raise ValueError(f"algo={algo!r} is not 'ppo' or 'maskable_ppo'")
+    rest = dict(settings)
+    n_envs, n_steps = rest.pop("n_envs"), rest.pop("n_steps")
+    shared = rest.pop("share_features_extractor", True)
+    env = make_training_env(env_id, seed, n_envs=n_envs, vec_env="native",
+                            env_kwargs={**env_kwargs, "observation": "tokens", "split": "train"})
+    kwargs = sb3_policy_kwargs(int(env.action_space.n), seed, share_features_extractor=shared,
+                               **policy_kwargs)
+    if algo == "maskable_ppo":
+        from sb3_contrib import MaskablePPO as cls
+    else:
+        from stable_baselines3 import PPO as cls
+    model = cls("MlpPolicy", env, n_steps=n_steps, seed=seed, device="cpu", policy_kwargs=kwargs, **rest)
+    if start is not None:
+        copy_to_sb3(start, model)
+    return model
 
 
 def count_parameters(model: Any) -> dict[str, int]:

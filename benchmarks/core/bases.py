@@ -19,8 +19,8 @@ from benchmarks.core.executor import Run
 from benchmarks.core.store import run_key
 from benchmarks.core.weights import pack_weights
 
-__all__ = ["DEFAULT_ENV_KWARGS", "ENV_ID", "EVAL", "KS", "RECIPE_SFT", "base_name", "base_run", "base_runs",
-           "evaluate", "make_model"]
+__all__ = ["DEFAULT_ENV_KWARGS", "ENV_ID", "EVAL", "KS", "RECIPE_SFT", "SB3_SETTINGS", "base_name", "base_run",
+           "base_runs", "evaluate", "make_model"]
 
 ENV_ID = "rlvr/Countdown-v0"
 DEFAULT_ENV_KWARGS = {"n_numbers": 3}
@@ -33,6 +33,14 @@ KS = (1, 2, 4, 8, 16, 32, 64)
 #: instead of 8.
 RECIPE_SFT = {"n": 100_000, "epochs": 12, "learning_rate": 1e-3, "batch_size": 256, "minibatch": "prompts",
               "warmup": 0.0}
+#: SB3 PPO / MaskablePPO per update, collected from the native vector env (256 rows x 8 steps = one
+#: 2,048-step rollout, about 300 answers, as GRPO's 16 x 16 group batch), minibatches of 512 x 2 epochs
+#: (8 gradient steps per rollout), GRPO's step size; SB3's other defaults (clip 0.2, gamma 0.99, GAE
+#: 0.95, value coefficient 0.5). Chosen on seed 0 (never reported) at 60k steps from its base among five
+#: settings, GRPO's preset's search budget (the R1 study's `--sb3`, held-out sampled success): this one
+#: 0.422; one epoch of 2,048 0.370 (lr 3e-4: 0.388; gamma = lambda = 1, as LLM PPO: 0.365); 4 epochs of
+#: 1,024 0.417 at 0.4x the speed. The R1 study and the speed measurement read it.
+SB3_SETTINGS = {"n_envs": 256, "n_steps": 8, "batch_size": 512, "n_epochs": 2, "learning_rate": 1e-4}
 #: A base's evaluation: pass@k from ``k`` samples on ``prompts`` prompts per split, and the start of the
 #: learning curve (held-out sampled success from ``curve_k`` samples on ``curve_prompts`` prompts).
 EVAL = {"k": 64, "prompts": 256, "curve_k": 8, "curve_prompts": 200}

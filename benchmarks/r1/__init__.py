@@ -58,19 +58,11 @@ from benchmarks.core.common import (
 )
 from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import run_key
-from benchmarks.core.bases import (DEFAULT_ENV_KWARGS, ENV_ID, EVAL, RECIPE_SFT, base_name, base_runs,
-                                   evaluate, make_model)
+from benchmarks.core.bases import (DEFAULT_ENV_KWARGS, ENV_ID, EVAL, RECIPE_SFT, SB3_SETTINGS, base_name,
+                                   base_runs, evaluate, make_model)
 from benchmarks.core.weights import load_weights
 from benchmarks.r1.report import AGENT_ALGOS, ALGOS, SB3_ALGOS, headline, markdown, summarize
 
-#: SB3 PPO / MaskablePPO per update, collected from the native vector env (256 rows x 8 steps = one
-#: 2,048-step rollout, about 300 answers, as GRPO's 16 x 16 group batch), minibatches of 512 x 2 epochs
-#: (8 gradient steps per rollout), GRPO's step size; SB3's other defaults (clip 0.2, gamma 0.99, GAE
-#: 0.95, value coefficient 0.5). Chosen on seed 0 (never reported) at 60k steps from its base among five
-#: settings, GRPO's preset's search budget (`--sb3`, held-out sampled success): this one 0.422; one
-#: epoch of 2,048 0.370 (lr 3e-4: 0.388; gamma = lambda = 1, as LLM PPO: 0.365); 4 epochs of 1,024
-#: 0.417 at 0.4x the speed.
-SB3_SETTINGS = {"n_envs": 256, "n_steps": 8, "batch_size": 512, "n_epochs": 2, "learning_rate": 1e-4}
 #: Stage 1's run files (bases with their weights, about 1 MB each): a git-ignored cache, never committed.
 LOCAL_BASES = LOCAL_OUT / "r1" / "bases"
 
@@ -116,25 +108,11 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sb3_model(spec: dict[str, Any], scorer: Any) -> Any:
-    from agents.grpo.transformer import copy_to_sb3, sb3_policy_kwargs
-    from benchmarks.core.baselines import make_training_env
+    from benchmarks.core.baselines import make_sb3_transformer
 
-    settings = dict(spec["sb3"])
-    n_envs, n_steps = settings.pop("n_envs"), settings.pop("n_steps")
-    shared = settings.pop("share_features_extractor", True)
-    env = make_training_env(ENV_ID, spec["seed"], n_envs=n_envs, vec_env="native",
-                            env_kwargs={**spec["env_kwargs"], "observation": "tokens", "split": "train"})
-    n_actions = int(env.action_space.n)
-    kwargs = sb3_policy_kwargs(n_actions, spec["seed"], share_features_extractor=shared,
-                               **spec["policy_kwargs"])
-    if spec["algo"] == "maskable_ppo":
-        from sb3_contrib import MaskablePPO as cls
-    else:
-        from stable_baselines3 import PPO as cls
-    model = cls("MlpPolicy", env, n_steps=n_steps, seed=spec["seed"], device="cpu", policy_kwargs=kwargs,
-                **settings)
-    copy_to_sb3(scorer.policy, model)  # the same start as GRPO's: the base, or the seeded network
-    return model
+    # the same start as GRPO's: the base, or the seeded network
+    return make_sb3_transformer(spec["algo"], ENV_ID, spec["env_kwargs"], spec["seed"], spec["policy_kwargs"],
+                                spec["sb3"], start=scorer.policy)
 
 
 # -- the study ----------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """GRPO env steps per second with the transformer policy at batch 256 (16 prompts x 16 answers), side by
 side in one process with the agent's PPO with a learned critic (``advantage="gae"``, same network, batch
-and settings; target: >= 0.5x GRPO's steps/s) and with the MLP policy (target: >= 10k steps/s on 2 cores),
+and settings; target: >= 0.5x GRPO's steps/s), with sb3-contrib's MaskablePPO on the same network with
+the R1 study's settings (target: >= 1k env steps/s) and with the MLP policy (target: >= 10k steps/s),
 and the supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
-The three arms take turns in ``--rounds`` slices of ``--steps``, so a change of the machine's load
-falls on all of them alike.
+The arms take turns in ``--rounds`` slices of ``--steps`` (``--sb3-steps`` for MaskablePPO), so a change
+of the machine's load falls on all of them alike.
 
 Ratios measured in one run are what to quote on a shared machine; absolute figures depend on its load.
 Writes ``benchmark-runs/r1_speed/speed.json`` (git-ignored; ``--update-results`` writes
@@ -30,6 +31,8 @@ from agents.grpo.agent import GRPO
 from agents.grpo.transformer import DEFAULT_ARCH
 from agents.sft import demonstrations, supervised_fit
 
+from benchmarks.core.baselines import make_sb3_transformer
+from benchmarks.core.bases import SB3_SETTINGS
 from benchmarks.core.common import RESULTS_DIR, add_output_arguments, cli, output_folder, write_json
 
 RESULTS = RESULTS_DIR / "r1"
@@ -41,9 +44,13 @@ def measure(policy: str, steps: int, seed: int, advantage: str = "grpo") -> dict
     return measure_together([(policy, advantage)], steps, seed, rounds=1)[0]
 
 
-def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds: int) -> list[dict[str, Any]]:
+def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds: int,
+                     sb3_steps: int = 0) -> list[dict[str, Any]]:
     """:func:`measure` for each (policy, advantage) arm, built and warmed up first, then trained in turns
-    of ``steps / rounds`` env steps each (the same seed, network, batch and settings)."""
+    of ``steps / rounds`` env steps each (the same seed, network, batch and settings). With
+    ``sb3_steps``, sb3-contrib's MaskablePPO with the R1 study's settings (:data:`SB3_SETTINGS`, the
+    critic on its own trunk as from a base) from the first arm's network takes ``sb3_steps / rounds`` in
+    each turn too, and its row comes last."""
     models, answers = [], []
     for policy, advantage in arms:
         preset = "transformer" if policy == "transformer" else "countdown"
@@ -55,11 +62,18 @@ def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds:
         model.add_group_hook(lambda event, count=count: count.__setitem__(0, count[0] + event.rewards.size))
         models.append(model)
         answers.append(count)
-    seconds = [0.0] * len(arms)
-    trained = [0] * len(arms)
+    sb3 = None
+    if sb3_steps > 0:  # the R1 study's MaskablePPO from the same seeded network, in the same turns
+        sb3 = make_sb3_transformer("maskable_ppo", "rlvr/Countdown-v0", {"n_numbers": 3}, seed, {},
+                                   {**SB3_SETTINGS, "share_features_extractor": False}, start=models[0].policy)
+        sb3.learn(SB3_SETTINGS["n_envs"] * SB3_SETTINGS["n_steps"])  # warm-up: one rollout and update
+    learners = [*models, *([sb3] if sb3 is not None else [])]
+    budgets = [steps] * len(models) + [sb3_steps] * (sb3 is not None)
+    seconds = [0.0] * len(learners)
+    trained = [0] * len(learners)
     for r in range(rounds):
-        share = steps // rounds + (1 if r < steps % rounds else 0)
-        for i, model in enumerate(models):
+        for i, model in enumerate(learners):
+            share = budgets[i] // rounds + (1 if r < budgets[i] % rounds else 0)
             before = model.num_timesteps
             start = time.perf_counter()
             model.learn(share, reset_num_timesteps=False)
@@ -76,6 +90,11 @@ def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds:
                      "steps_per_second": n / secs, "rollout_steps_per_second": batch.n_steps / rollout_s,
                      "answers_per_second": count[0] / secs, "parameters": float(model.num_parameters()),
                      "critic_parameters": float(critic_size)})
+    if sb3 is not None:
+        n, secs = trained[-1], seconds[-1]
+        rows.append({"policy": "transformer", "advantage": "sb3_maskable_ppo", "steps": float(n), "seconds": secs,
+                     "steps_per_second": n / secs, "settings": dict(SB3_SETTINGS),
+                     "parameters": float(sum(p.numel() for p in sb3.policy.parameters()))})
     return rows
 
 
@@ -150,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=4,
                         help="turns the GRPO, PPO-with-critic and MLP arms take over --steps each")
     parser.add_argument("--sft", type=int, default=100_000, help="solutions for the cold-start epoch")
+    parser.add_argument("--sb3-steps", type=int, default=8_192,
+                        help="env steps of sb3-contrib MaskablePPO (the R1 study's settings) in the same "
+                             "turns (0: skip it)")
     parser.add_argument("--trl-steps", type=int, default=3,
                         help="TRL GRPOTrainer steps timed after one warm-up step (0: skip TRL)")
     add_output_arguments(parser, "r1_speed", RESULTS)
@@ -159,16 +181,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.threads < 1 or args.sft < 1 or args.rounds < 1:
+    if args.steps < 1 or args.threads < 1 or args.sft < 1 or args.rounds < 1 or args.sb3_steps < 0:
         parser.error(f"--steps={args.steps}, --threads={args.threads}, --sft={args.sft} and "
-                     f"--rounds={args.rounds} must be >= 1")
+                     f"--rounds={args.rounds} must be >= 1, --sb3-steps={args.sb3_steps} >= 0")
     out = output_folder(args)
     torch.set_num_threads(args.threads)
     rows = measure_together([("transformer", "grpo"), ("transformer", "gae"), ("mlp", "grpo")], args.steps,
-                            args.seed, args.rounds)
+                            args.seed, args.rounds, sb3_steps=args.sb3_steps)
     record = {"threads": args.threads, "load_average": os.getloadavg(), "runs": rows,
               "transformer_over_mlp": rows[0]["steps_per_second"] / rows[2]["steps_per_second"],
               "gae_over_grpo": rows[1]["steps_per_second"] / rows[0]["steps_per_second"],
+              **({"sb3_maskable_ppo_steps_per_second": rows[3]["steps_per_second"],
+                  "sb3_maskable_ppo_over_grpo": rows[3]["steps_per_second"] / rows[0]["steps_per_second"]}
+                 if args.sb3_steps > 0 else {}),
               "sft": measure_sft(args.sft, args.seed)}
     if args.trl_steps > 0:
         record["trl"] = measure_trl(args.trl_steps, args.seed)
