@@ -67,6 +67,7 @@ def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds:
         sb3 = make_sb3_transformer("maskable_ppo", "rlvr/Countdown-v0", {"n_numbers": 3}, seed, {},
                                    {**SB3_SETTINGS, "share_features_extractor": False}, start=models[0].policy)
         sb3.learn(SB3_SETTINGS["n_envs"] * SB3_SETTINGS["n_steps"])  # warm-up: one rollout and update
+    sb3_clock = _rollout_clock() if sb3 is not None else None
     learners = [*models, *([sb3] if sb3 is not None else [])]
     budgets = [steps] * len(models) + [sb3_steps] * (sb3 is not None)
     seconds = [0.0] * len(learners)
@@ -76,7 +77,10 @@ def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds:
             share = budgets[i] // rounds + (1 if r < budgets[i] % rounds else 0)
             before = model.num_timesteps
             start = time.perf_counter()
-            model.learn(share, reset_num_timesteps=False)
+            if model is sb3:
+                model.learn(share, reset_num_timesteps=False, callback=sb3_clock)
+            else:
+                model.learn(share, reset_num_timesteps=False)
             seconds[i] += time.perf_counter() - start
             trained[i] += model.num_timesteps - before
     rows = []
@@ -92,10 +96,37 @@ def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds:
                      "critic_parameters": float(critic_size)})
     if sb3 is not None:
         n, secs = trained[-1], seconds[-1]
+        rollout = sb3_clock.seconds
         rows.append({"policy": "transformer", "advantage": "sb3_maskable_ppo", "steps": float(n), "seconds": secs,
                      "steps_per_second": n / secs, "settings": dict(SB3_SETTINGS),
+                     "rollouts": float(sb3_clock.rollouts), "rollout_seconds": rollout,
+                     "update_seconds": secs - rollout,
+                     "rollout_steps_per_second": n / rollout,
+                     "seconds_per_update": (secs - rollout) / max(sb3_clock.rollouts, 1),
                      "parameters": float(sum(p.numel() for p in sb3.policy.parameters()))})
     return rows
+
+
+def _rollout_clock() -> Any:
+    """An SB3 callback that sums the wall seconds of its rollouts (the rest of ``learn`` is updates)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class RolloutClock(BaseCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.seconds, self.rollouts, self._start = 0.0, 0, 0.0
+
+        def _on_rollout_start(self) -> None:
+            self._start = time.perf_counter()
+
+        def _on_rollout_end(self) -> None:
+            self.seconds += time.perf_counter() - self._start
+            self.rollouts += 1
+
+        def _on_step(self) -> bool:
+            return True
+
+    return RolloutClock()
 
 
 def measure_trl(steps: int, seed: int, batch: int = 256, group: int = 16) -> dict[str, float]:
