@@ -32,3 +32,17 @@ def test_an_unknown_name_is_a_usage_error_naming_the_choices(capsys: pytest.Capt
     err = capsys.readouterr().err
     assert "'nope' is not a speed measurement" in err and "goals" in err
     assert main([]) == 2 and "usage: python -m benchmarks.speed <name>" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_r1_measurement_times_maskable_ppo_in_the_same_turns() -> None:
+    pytest.importorskip("sb3_contrib")
+    from benchmarks.speed.r1 import SB3_SETTINGS, measure_together
+
+    rows = measure_together([("transformer", "grpo")], 600, seed=0, rounds=2, sb3_steps=2048)
+    grpo, sb3 = rows
+    assert grpo["advantage"] == "grpo" and sb3["advantage"] == "sb3_maskable_ppo"
+    rollout = SB3_SETTINGS["n_envs"] * SB3_SETTINGS["n_steps"]
+    assert sb3["steps"] >= 2048 and sb3["steps"] % rollout == 0 and sb3["rollouts"] == sb3["steps"] / rollout
+    assert 0 < sb3["rollout_seconds"] < sb3["seconds"] and sb3["update_seconds"] > 0
+    assert sb3["parameters"] > grpo["parameters"]  # the critic's own trunk and head
