@@ -8,6 +8,13 @@ weights the CLI recipe (``python -m agents.grpo ... --sft N``) would give it. Ea
 (the CLI's own evaluation, :func:`agents.grpo.__main__._report`)::
 
     python -m benchmarks.r1.tune --name lr1e-4 --seed 0 --steps 300000 --set learning_rate=1e-4 beta=0.01
+
+``--summary`` tabulates every run file there (``tune.md`` and ``tune.json`` in ``benchmark-runs/r1_tune/``,
+or ``benchmarks/results/r1/`` with ``--update-results``): per setting its overrides, the base's and the
+final held-out and train scores, and GRPO's env steps/s; the setting with the best final held-out
+sampled success is marked (the study's criterion)::
+
+    python -m benchmarks.r1.tune --summary --update-results
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,7 +34,8 @@ from agents.grpo.__main__ import _report
 from agents.grpo.agent import GRPO
 from agents.sft import cold_start
 
-from benchmarks.core.common import LOCAL_OUT, write_json
+from benchmarks.core.common import (LOCAL_OUT, RESULTS_DIR, add_output_arguments, command_line, machine_info,
+                                    output_folder, write_json, write_results)
 from benchmarks.core.store import digest
 
 #: Never committed: tuning runs on the choosing seeds (the bases are a cache).
@@ -80,10 +90,53 @@ def run(args: argparse.Namespace) -> dict:
     return record
 
 
+def summarize(folder: Path) -> dict[str, Any]:
+    """Every run file of ``folder`` as a table's rows (sorted by seed, then name), the best by final
+    held-out sampled success per seed marked ``chosen``."""
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        r = json.loads(path.read_text())
+        if "test_sampled" not in r:
+            continue  # a base-only run
+        overrides = {k: v for k, v in r["config"].items()
+                     if GRPOConfig.preset("transformer").to_dict().get(k) != v}
+        rows.append({"name": r["name"], "seed": r["seed"], "overrides": overrides,
+                     **{k: r[k] for k in ("base_test_greedy", "base_test_sampled", "test_greedy", "test_sampled",
+                                          "test_pass_at_k", "train_greedy", "train_sampled", "num_timesteps",
+                                          "steps_per_second", "eval_k")}})
+    rows.sort(key=lambda row: (row["seed"], row["name"]))
+    for seed in {row["seed"] for row in rows}:
+        best = max((row for row in rows if row["seed"] == seed), key=lambda row: row["test_sampled"])
+        best["chosen"] = True
+    return {"rows": rows}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    k = result["rows"][0]["eval_k"] if result["rows"] else "k"
+    steps = ", ".join(sorted({f"{r['num_timesteps']:,}" for r in result["rows"]}))
+    lines = ["### Tuning GRPO's transformer preset on the choosing seeds, from each seed's base", "",
+             f"One run per setting ({steps} env steps) from the recipe's base; 256 prompts per split, {k} samples each (sampled = "
+             f"mean@{k}); the best final held-out sampled success per seed in bold (the study's criterion).",
+             "", f"| setting | seed | overrides of the preset | base held-out greedy / sampled | held-out greedy "
+             f"| held-out sampled | held-out pass@{k} | train greedy / sampled | env steps/s |",
+             "|---|---:|---|---|---:|---:|---:|---|---:|"]
+    for r in result["rows"]:
+        mark = "**" if r.get("chosen") else ""
+        over = ", ".join(f"{key}={value}" for key, value in sorted(r["overrides"].items())) or "none"
+        lines.append(f"| {mark}{r['name']}{mark} | {r['seed']} | {over} | {r['base_test_greedy']:.3f} / "
+                     f"{r['base_test_sampled']:.3f} | {r['test_greedy']:.3f} | {mark}{r['test_sampled']:.3f}{mark} | "
+                     f"{r['test_pass_at_k']:.3f} | {r['train_greedy']:.3f} / {r['train_sampled']:.3f} | "
+                     f"{r['steps_per_second']:,.0f} |")
+    lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}.", ""]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.r1.tune", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--name", required=True)
+    parser.add_argument("--name", help="the setting's name (its run file's); required unless --summary")
+    parser.add_argument("--summary", action="store_true",
+                        help="tabulate the run files instead of training (tune.md / tune.json)")
     parser.add_argument("--seed", type=int, default=0, help="a choosing seed (0-9); never a reported one")
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--preset", default="transformer")
@@ -98,12 +151,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft-warmup", type=float, default=COLD_START["warmup"])
     parser.add_argument("--eval-k", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
+    add_output_arguments(parser, "r1_tune", RESULTS_DIR / "r1")  # where --summary writes
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.summary:
+        out = output_folder(args)
+        result = {"command": command_line("benchmarks.r1.tune", argv), "machine": machine_info(),
+                  **summarize(OUT / "tune")}
+        if not result["rows"]:
+            parser.error(f"no tuning run files in {OUT / 'tune'}/")
+        write_results(out, "tune", result, markdown(result))
+        return
+    if not args.name:
+        parser.error("--name is required (or --summary)")
     if not 0 <= args.seed <= 9:
         parser.error(f"--seed={args.seed}: tuning uses the choosing seeds 0-9 only (reported seeds are 10+)")
     torch.set_num_threads(args.threads)
