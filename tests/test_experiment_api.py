@@ -105,3 +105,28 @@ def test_the_docs_page_names_files_that_exist() -> None:
     assert "tests/test_experiment_api.py" in paths and "benchmarks/core/executor.py" in paths
     missing = sorted(p for p in paths if "<" not in p and not (ROOT / p).exists())
     assert not missing, missing
+
+
+def test_one_cpu_runs_one_run_at_a_time(tmp_path: Path, local_ray: None) -> None:
+    """The executor's CPUs bound how many runs train at once: a run's own bookkeeping must not free its CPU
+    for another run (a task blocked in ``ray.get`` gives its CPU back to Ray's scheduler)."""
+    log = tmp_path / "spans.txt"
+
+    def timed(spec: dict[str, Any]) -> dict[str, Any]:
+        import time
+
+        start = time.time()
+        time.sleep(0.4)
+        with log.open("a") as f:
+            f.write(f"{start} {time.time()}\n")
+        return {"seed": spec["seed"]}
+
+    runs = [Run(timed, {"seed": s}, run_key("timed", {"seed": s}), arm="timed") for s in range(4)]
+    outcome = run_all(runs, tmp_path / "out", progress=False)
+    assert outcome.complete
+    spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
+    assert len(spans) == 4
+    overlaps = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    assert not overlaps, f"runs overlapped on a 1-CPU executor: {overlaps}"
+    for run in runs:
+        assert check_run(tmp_path / "out" / "runs" / f"{run.key}.json")["execution"]["attempts"] == 1

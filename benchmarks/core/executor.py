@@ -165,12 +165,18 @@ def _resolve(fn: str | RunFunction) -> RunFunction:
 
 def _execute(fn: Any, spec: dict[str, Any], key: str, attempts: Any) -> dict[str, Any]:
     """What one Ray task runs: count the attempt, one thread, the run function; return the record with
-    this worker's code version."""
+    this worker's code version.
+
+    The attempt is counted without waiting (a task blocked in ``ray.get`` gives its CPU back to Ray's
+    scheduler, which then starts another run on it: ``--workers 1`` ran two at once). The count is read
+    once the run is done; the actor takes one caller's calls in order, so it includes this attempt."""
     import ray
 
-    attempt = int(ray.get(attempts.bump.remote(key))) if attempts is not None else 1
+    if attempts is not None:
+        attempts.bump.remote(key)
     limit_threads(1)
     record = _resolve(fn)(spec)
+    attempt = int(ray.get(attempts.count.remote(key))) if attempts is not None else 1
     return {"record": record, "worker": worker_version(), "attempt": attempt, "host": socket.gethostname()}
 
 
@@ -183,6 +189,9 @@ class _Attempts:
     def bump(self, key: str) -> int:
         self.counts[key] = self.counts.get(key, 0) + 1
         return self.counts[key]
+
+    def count(self, key: str) -> int:
+        return self.counts.get(key, 0)
 
 
 def run_all(
