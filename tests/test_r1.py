@@ -197,6 +197,15 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     assert len({tuple(spec["points"]) for spec in runs.values()}) == 1
     assert runs["gae_base_100000"]["grpo"] == {"advantage": "gae", "dynamic_sampling": False}
     assert runs["rloo_scratch"]["grpo"] == {"advantage": "rloo"} and "grpo" not in runs["grpo_scratch"]
+    # the agent's arms carry the preset they train with in their spec (hence their key); SB3's do not
+    from agents.grpo.config import PRESETS
+    from benchmarks.r1 import rl_run
+
+    assert all(spec["preset"] == PRESETS["transformer"] for name, spec in runs.items()
+               if not name.startswith(("maskable_ppo", "ppo")))
+    assert "preset" not in runs["maskable_ppo_base_100000"] and "preset" not in runs["ppo_base_100000_nomask"]
+    with pytest.raises(ValueError, match="made for the transformer preset"):
+        rl_run({**runs["grpo_scratch"], "preset": {**PRESETS["transformer"], "epochs": 1}})
     default = build_parser().parse_args(["--seeds", "10"])  # SB3 from scratch only when asked
     default.recipe, default.eval = args.recipe, args.eval
     names = {t.arm for t in stage2_runs(default, records)}

@@ -123,8 +123,8 @@ def _r1_regime() -> Regime:
         # success), so the MLP lab's 0.3 is met at once; the R1 study's "base + 0.1" instead, set before
         # any run of this regime.
         # mu = 4 epochs per batch in every DAPO arm (the MLP lab's, whose preset leaves mu to the paper
-        # preset's 4): the transformer preset's mu = 1 takes one full-batch step per batch, where the
-        # ratio is 1 and no clip ever binds (clip fraction 0.000 in every run; symmetric and clip-higher
+        # preset's 4): the transformer preset's earlier mu = 1 took one full-batch step per batch, where
+        # the ratio is 1 and no clip ever binds (clip fraction 0.000 in every run; symmetric and clip-higher
         # then train bit for bit alike), so the claim could not be tested.
         "dapo": dataclasses.replace(dapo.CLAIM, budget=budget, params={"threshold": 0.45},
                                     arms=tuple(dataclasses.replace(a, overrides={**a.overrides, "epochs": 4})
@@ -146,11 +146,10 @@ def _r1_regime() -> Regime:
             "the loss aggregation and the clip, and the R1 recipe pays no length term); Kimi's arms set it "
             "explicitly (0 and 0.1); DAPO's arms set `beta=0` (DAPO drops the KL term; the preset's is "
             "0.01). "
-            "DAPO's arms set `epochs=4` (mu, the MLP lab's): at the preset's mu = 1 every step is on-policy, "
-            "the ratio is 1 and no clip ever binds (clip fraction 0 in every run of seeds 10-12, symmetric "
-            "and clip-higher identical). At mu = 4 they still train bit for bit alike (same final weights "
-            "on every seed): no token with a positive advantage reached a ratio in (1.2, 1.28], so the "
-            "upper clip that clip-higher raises changed no gradient. DAPO's \"given success\" is rollout "
+            "DAPO's arms set `epochs=4` (mu, the MLP lab's), with the preset's 4 minibatches per batch: at "
+            "the earlier preset's mu = 1 (one full-batch step) every step was on-policy, the ratio 1, and "
+            "no clip ever bound (clip fraction 0 in every run of seeds 10-12, symmetric and clip-higher "
+            "identical). DAPO's \"given success\" is rollout "
             "solve rate 0.45 (the base's ~0.34 + 0.1; the MLP lab's 0.3 is met at the first iteration).",
             "Yue et al.'s base arm is the base alone (0 RL steps); its GRPO arm is the preset unchanged."),
     )

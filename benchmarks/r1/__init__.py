@@ -41,6 +41,7 @@ import re
 import time
 from typing import Any
 
+from agents.grpo.config import PRESETS
 from benchmarks.core.common import (
     LOCAL_OUT,
     RESULTS_DIR,
@@ -75,6 +76,9 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     masked = algo != "ppo"
     if algo not in ALGOS:
         raise ValueError(f"algo={algo!r} is not one of {ALGOS}")
+    if "preset" in spec and spec["preset"] != PRESETS["transformer"]:
+        raise ValueError(f"this run's spec was made for the transformer preset {spec['preset']}, not the "
+                         f"current {PRESETS['transformer']}")
     scorer = make_model(spec, masks=masked)  # GRPO trains this one; SB3 actors are copied into it to score
     if spec["base_weights"] is not None:
         load_weights(spec["base_weights"], scorer.policy.net)
@@ -150,6 +154,8 @@ def stage2_runs(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str,
                         "eval": args.eval,
                         "base_weights": bases[(seed, origin)]["weights"] if start == "base" else None,
                         "sb3": sb3}
+                if algo in AGENT_ALGOS:  # the preset it trains with is part of its key (never the SB3 arms')
+                    spec["preset"] = dict(PRESETS["transformer"])
                 if AGENT_ALGOS.get(algo):
                     spec["grpo"] = dict(AGENT_ALGOS[algo])
                 tasks.append(Run("benchmarks.r1:rl_run", spec, run_key(name, spec), arm=name,
