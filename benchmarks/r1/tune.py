@@ -113,20 +113,21 @@ def summarize(folder: Path) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     k = result["rows"][0]["eval_k"] if result["rows"] else "k"
-    steps = ", ".join(sorted({f"{r['num_timesteps']:,}" for r in result["rows"]}))
     lines = ["### Tuning GRPO's transformer preset on the choosing seeds, from each seed's base", "",
-             f"One run per setting ({steps} env steps) from the recipe's base; 256 prompts per split, {k} samples each (sampled = "
-             f"mean@{k}); the best final held-out sampled success per seed in bold (the study's criterion).",
-             "", f"| setting | seed | overrides of the preset | base held-out greedy / sampled | held-out greedy "
-             f"| held-out sampled | held-out pass@{k} | train greedy / sampled | env steps/s |",
-             "|---|---:|---|---|---:|---:|---:|---|---:|"]
+             f"One run per setting from the recipe's base, for the env steps shown; 256 prompts per split, {k} "
+             f"samples each (sampled = mean@{k}); overrides are of the `transformer` preset as it is now (a "
+             "row with none is the preset itself); the best final held-out sampled success per seed in bold "
+             "(the study's criterion).",
+             "", f"| setting | seed | overrides of the preset | env steps | base held-out greedy / sampled | "
+             f"held-out greedy | held-out sampled | held-out pass@{k} | train greedy / sampled | env steps/s |",
+             "|---|---:|---|---:|---|---:|---:|---:|---|---:|"]
     for r in result["rows"]:
         mark = "**" if r.get("chosen") else ""
         over = ", ".join(f"{key}={value}" for key, value in sorted(r["overrides"].items())) or "none"
-        lines.append(f"| {mark}{r['name']}{mark} | {r['seed']} | {over} | {r['base_test_greedy']:.3f} / "
-                     f"{r['base_test_sampled']:.3f} | {r['test_greedy']:.3f} | {mark}{r['test_sampled']:.3f}{mark} | "
-                     f"{r['test_pass_at_k']:.3f} | {r['train_greedy']:.3f} / {r['train_sampled']:.3f} | "
-                     f"{r['steps_per_second']:,.0f} |")
+        lines.append(f"| {mark}{r['name']}{mark} | {r['seed']} | {over} | {r['num_timesteps']:,} | "
+                     f"{r['base_test_greedy']:.3f} / {r['base_test_sampled']:.3f} | {r['test_greedy']:.3f} | "
+                     f"{mark}{r['test_sampled']:.3f}{mark} | {r['test_pass_at_k']:.3f} | "
+                     f"{r['train_greedy']:.3f} / {r['train_sampled']:.3f} | {r['steps_per_second']:,.0f} |")
     lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}.", ""]
     return "\n".join(lines)
 
