@@ -126,7 +126,7 @@ class CountdownEnv(TokenEnv):
     |                    |             |                  | `"tokens"`: prompt digits + answer as token ids   |
     |                    |             |                  | (:mod:`rlvr_env.token_obs`)                       |
     | `number_tokens`    | str         | `"digits"`       | with `"tokens"`: `"whole"` writes each number |
-    |                    |             |                  | and target as one token (``#70``), <= 999     |
+    |                    |             |                  | and target as one token (``[70]``), <= 999    |
     | `split`            | str         | `"train"`        | `"train"` or `"test"` (held-out multisets)    |
     | `accuracy_weight`  | float       | `1.0`            | reward for a correct answer                   |
     | `format_weight`    | float       | `0.1`            | reward for a well-formed answer               |

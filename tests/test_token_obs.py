@@ -129,9 +129,9 @@ def test_whole_number_tokens_write_each_value_as_one_token_and_pass_both_checker
     ctx = env.token_context
     obs, info = env.reset(seed=5)
     assert info["prompt"] == rlvr_env.Prompt((7, 9, 1), 70)  # the same draw as with digit tokens
-    assert ctx.decode(obs) == "<bos> n0 #7 n1 #9 n2 #1 = #70 <ans>"
+    assert ctx.decode(obs) == "<bos> n0 [7] n1 [9] n2 [1] = [70] <ans>"
     # specials and digits, then one token per value 0..100 (the largest target), then the answer's
-    assert ctx.answer_offset == 16 + 101 and ctx.vocab[16] == "#0" and ctx.vocab[116] == "#100"
+    assert ctx.answer_offset == 16 + 101 and ctx.vocab[16] == "[0]" and ctx.vocab[116] == "[100]"
     assert ctx.prompt_width == 10 and obs[ctx.prompt_width - 1] == ANSWER
     check_env(env)
     with warnings.catch_warnings():
@@ -151,8 +151,8 @@ def test_whole_number_tokens_read_back_every_target_and_a_sign(target_range) -> 
     for row, target in zip(rows, targets):
         text = ctx.decode(row).split()
         sign = -1 if text[-3] == "-" else 1
-        assert text[:7] == ["<bos>", "n0", "#1", "n1", "#10", "n2", "#7"] and text[-1] == "<ans>"
-        assert sign * int(text[-2][1:]) == target
+        assert text[:7] == ["<bos>", "n0", "[1]", "n1", "[10]", "n2", "[7]"] and text[-1] == "<ans>"
+        assert sign * int(text[-2].strip("[]")) == target
 
 
 def test_whole_number_tokens_single_and_vector_env_agree() -> None:

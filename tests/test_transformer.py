@@ -221,5 +221,5 @@ def test_whole_number_tokens_cold_start_train_and_round_trip(tmp_path) -> None:
     loaded = GRPO.load(path)
     assert loaded.env_kwargs["number_tokens"] == "whole"
     obs, _ = loaded.env.reset(seed=1)
-    assert loaded.env.unwrapped.token_context.decode(obs).split()[2].startswith("#")
+    assert loaded.env.unwrapped.token_context.decode(obs).split()[2].startswith("[")
     assert np.array_equal(model.policy.logits(obs[None]), loaded.policy.logits(obs[None]))

@@ -16,7 +16,7 @@ reports 10-14 (``benchmarks.r1``), so this script refuses seeds >= 10.
 Every run is one executor task (:mod:`benchmarks.core.executor`, one run at a time by default: the
 timings are the point); run files are kept in ``benchmark-runs/r1_base/runs`` (git-ignored), so a
 repeated command reuses them. The table goes to ``benchmark-runs/r1_base/`` unless ``--update-results``
-(``benchmarks/results/r1/base_search.md`` and ``.json``; ``--table NAME`` names another pair, for a
+(``benchmarks/results/r1/base_search.md`` and ``.json``; ``--table`` names another pair, for a
 grid of further levers beside the committed one).
 """
 
@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-k", type=positive_int, default=64, help="samples per prompt")
     parser.add_argument("--eval-prompts", type=positive_int, default=256, help="prompts per split")
     parser.add_argument("--table", type=_table_name, default="base_search",
-                        help="the table's file name (NAME.md and NAME.json in the output folder), so a "
+                        help="the table's file name without suffix (a .md and a .json of that name), so a "
                              "grid of further levers gets a table of its own beside the committed one")
     add_executor_arguments(parser, "cells")
     add_output_arguments(parser, "r1_base", RESULTS_DIR / "r1")  # base_search.md / .json; runs: the cache

@@ -28,7 +28,7 @@ PAD, BOS, TARGET, ANSWER, COMMA, MINUS = range(len(SPECIAL_TOKENS))
 _DIGIT0 = len(SPECIAL_TOKENS)
 _CONTEXT_VOCAB: tuple[str, ...] = (*SPECIAL_TOKENS, *"0123456789")
 #: How the token context writes a prompt's numbers and target: ``"digits"``, one token per decimal digit
-#: (``7 0``), or ``"whole"``, one token per value (``#70``), as the cl100k and Llama-3 tokenizers write
+#: (``7 0``), or ``"whole"``, one token per value (``[70]``), as the cl100k and Llama-3 tokenizers write
 #: every number below 1000.
 NUMBER_TOKENS = ("digits", "whole")
 #: ``number_tokens="whole"`` gives every value from 0 to this one a token of its own (as those
@@ -159,7 +159,7 @@ class ExpressionTask(Task[Prompt]):
                         f"number_tokens='whole' gives a token to each value up to {WHOLE_NUMBER_LIMIT} (as "
                         f"the cl100k and Llama-3 tokenizers do); this task's numbers or targets reach "
                         f"{largest}: use number_tokens='digits'")
-                vocab = (*_CONTEXT_VOCAB, *(f"#{v}" for v in range(largest + 1)))
+                vocab = (*_CONTEXT_VOCAB, *(f"[{v}]" for v in range(largest + 1)))
                 number_digits = target_digits = 1
             answer_offset = len(vocab)
             # Slot k's label: the answer's own "n<k>" token when the vocabulary has one, else a comma.
@@ -174,9 +174,9 @@ class ExpressionTask(Task[Prompt]):
         return cached[2]  # type: ignore[no-any-return]
 
     def context_tokens(self) -> ContextTokens:
-        """``<pad> <bos> = <ans> , -`` and the digits (then, with ``number_tokens="whole"``, ``#0``,
-        ``#1``, ... up to :meth:`largest_value`); a prompt reads ``<bos> n0 7 n1 9 = 1 6 <ans>``, or
-        ``<bos> n0 #7 n1 #9 = #16 <ans>`` with whole-number tokens (numbers labelled by their slot token,
+        """``<pad> <bos> = <ans> , -`` and the digits (then, with ``number_tokens="whole"``, ``[0]``,
+        ``[1]``, ... up to :meth:`largest_value`); a prompt reads ``<bos> n0 7 n1 9 = 1 6 <ans>``, or
+        ``<bos> n0 [7] n1 [9] = [16] <ans>`` with whole-number tokens (numbers labelled by their slot token,
         or by ``,`` without slot tokens; then the target)."""
         layout = self._context_layout()
         return ContextTokens(layout[6], layout[5])
