@@ -39,7 +39,7 @@ def test_the_r1_measurement_times_maskable_ppo_in_the_same_turns() -> None:
     pytest.importorskip("sb3_contrib")
     from benchmarks.speed.r1 import SB3_SETTINGS, measure_together
 
-    rows = measure_together([("transformer", "grpo")], 600, seed=0, rounds=2, sb3_steps=2048)
+    rows = measure_together([("transformer", "grpo", {})], 600, seed=0, rounds=2, sb3_steps=2048)
     grpo, sb3 = rows
     assert grpo["advantage"] == "grpo" and sb3["advantage"] == "sb3_maskable_ppo"
     rollout = SB3_SETTINGS["n_envs"] * SB3_SETTINGS["n_steps"]

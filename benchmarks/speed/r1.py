@@ -1,7 +1,9 @@
-"""GRPO env steps per second with the transformer policy at batch 256 (16 prompts x 16 answers), side by
-side in one process with the agent's PPO with a learned critic (``advantage="gae"``, same network, batch
-and settings; target: >= 0.5x GRPO's steps/s), with sb3-contrib's MaskablePPO on the same network with
-the R1 study's settings (target: >= 1k env steps/s) and with the MLP policy (target: >= 10k steps/s),
+"""GRPO env steps per second with the transformer policy at batch 256 (16 prompts x 16 answers) and its
+preset's update, side by side in one process with the agent's PPO with a learned critic
+(``advantage="gae"``, same network, batch and settings; target: >= 0.5x GRPO's steps/s), with
+sb3-contrib's MaskablePPO on the same network with the R1 study's settings (target: >= 1k env steps/s),
+with the MLP policy (target: >= 10k steps/s) and with the transformer at mu = 1 (one full-batch step per
+batch, as TRL's ``GRPOTrainer`` updates by default: the TRL ratio, target >= 100x, compares these two),
 and the supervised cold start's solutions per second (one epoch over ``--sft`` train-split solutions).
 The arms take turns in ``--rounds`` slices of ``--steps`` (``--sb3-steps`` for MaskablePPO), so a change
 of the machine's load falls on all of them alike.
@@ -41,21 +43,22 @@ RESULTS = RESULTS_DIR / "r1"
 def measure(policy: str, steps: int, seed: int, advantage: str = "grpo") -> dict[str, float]:
     """Steps/s of the training loop (rollouts + updates) after a one-iteration warm-up; the rollout and
     update shares come from wall time around the agent's own calls."""
-    return measure_together([(policy, advantage)], steps, seed, rounds=1)[0]
+    return measure_together([(policy, advantage, {})], steps, seed, rounds=1)[0]
 
 
-def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds: int,
+def measure_together(arms: list[tuple[str, str, dict[str, Any]]], steps: int, seed: int, rounds: int,
                      sb3_steps: int = 0) -> list[dict[str, Any]]:
-    """:func:`measure` for each (policy, advantage) arm, built and warmed up first, then trained in turns
-    of ``steps / rounds`` env steps each (the same seed, network, batch and settings). With
+    """:func:`measure` for each (policy, advantage, config overrides) arm, built and warmed up first, then
+    trained in turns of ``steps / rounds`` env steps each (the same seed, network, batch and settings:
+    the policy's preset, B x G = 16 x 16, no dynamic sampling, and the arm's overrides). With
     ``sb3_steps``, sb3-contrib's MaskablePPO with the R1 study's settings (:data:`SB3_SETTINGS`, the
     critic on its own trunk as from a base) from the first arm's network takes ``sb3_steps / rounds`` in
     each turn too, and its row comes last."""
     models, answers = [], []
-    for policy, advantage in arms:
+    for policy, advantage, overrides in arms:
         preset = "transformer" if policy == "transformer" else "countdown"
-        cfg = GRPOConfig.preset(preset, prompts_per_iter=16, group_size=16, epochs=1, dynamic_sampling=False,
-                                advantage=advantage)
+        cfg = GRPOConfig.preset(preset, prompts_per_iter=16, group_size=16, dynamic_sampling=False,
+                                advantage=advantage, **overrides)
         model = GRPO("rlvr/Countdown-v0", cfg, policy=policy, seed=seed, env_kwargs={"n_numbers": 3})
         model.learn(1000)  # warm-up: allocations, first-call overheads
         count = [0]
@@ -84,13 +87,15 @@ def measure_together(arms: list[tuple[str, str]], steps: int, seed: int, rounds:
             seconds[i] += time.perf_counter() - start
             trained[i] += model.num_timesteps - before
     rows = []
-    for (policy, advantage), model, count, secs, n in zip(arms, models, answers, seconds, trained):
+    for (policy, advantage, overrides), model, count, secs, n in zip(arms, models, answers, seconds, trained):
         t0 = time.perf_counter()
         batch = model._runner.collect(model.policy, model.rng)
         rollout_s = time.perf_counter() - t0
         critic = getattr(model.policy, "critic", None)
         critic_size = 0 if critic is None else sum(p.numel() for p in critic.parameters())
-        rows.append({"policy": policy, "advantage": advantage, "steps": float(n), "seconds": secs,
+        rows.append({"policy": policy, "advantage": advantage, "overrides": dict(overrides),
+                     "epochs": model.config.epochs, "minibatches": model.config.minibatches,
+                     "steps": float(n), "seconds": secs,
                      "steps_per_second": n / secs, "rollout_steps_per_second": batch.n_steps / rollout_s,
                      "answers_per_second": count[0] / secs, "parameters": float(model.num_parameters()),
                      "critic_parameters": float(critic_size)})
@@ -198,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=4,
-                        help="turns the GRPO, PPO-with-critic and MLP arms take over --steps each")
+                        help="turns the arms take over --steps each")
     parser.add_argument("--sft", type=int, default=100_000, help="solutions for the cold-start epoch")
     parser.add_argument("--sb3-steps", type=int, default=8_192,
                         help="env steps of sb3-contrib MaskablePPO (the R1 study's settings) in the same "
@@ -217,18 +222,27 @@ def main(argv: list[str] | None = None) -> None:
                      f"--rounds={args.rounds} must be >= 1, --sb3-steps={args.sb3_steps} >= 0")
     out = output_folder(args)
     torch.set_num_threads(args.threads)
-    rows = measure_together([("transformer", "grpo"), ("transformer", "gae"), ("mlp", "grpo")], args.steps,
-                            args.seed, args.rounds, sb3_steps=args.sb3_steps)
+    # the transformer at its preset (the R1 study's update: mu = 2 epochs of 4 minibatches), with a critic,
+    # the MLP (one epoch), and the transformer at mu = 1 (one full-batch step, as TRL's GRPOTrainer runs
+    # by default: num_iterations = 1), for the TRL ratio
+    rows = measure_together([("transformer", "grpo", {}), ("transformer", "gae", {}),
+                             ("mlp", "grpo", {"epochs": 1}),
+                             ("transformer", "grpo", {"epochs": 1, "minibatches": 1})],
+                            args.steps, args.seed, args.rounds, sb3_steps=args.sb3_steps)
     record = {"threads": args.threads, "load_average": os.getloadavg(), "runs": rows,
               "transformer_over_mlp": rows[0]["steps_per_second"] / rows[2]["steps_per_second"],
               "gae_over_grpo": rows[1]["steps_per_second"] / rows[0]["steps_per_second"],
-              **({"sb3_maskable_ppo_steps_per_second": rows[3]["steps_per_second"],
-                  "sb3_maskable_ppo_over_grpo": rows[3]["steps_per_second"] / rows[0]["steps_per_second"]}
+              "mu1_over_preset": rows[3]["steps_per_second"] / rows[0]["steps_per_second"],
+              **({"sb3_maskable_ppo_steps_per_second": rows[4]["steps_per_second"],
+                  "sb3_maskable_ppo_over_grpo": rows[4]["steps_per_second"] / rows[0]["steps_per_second"]}
                  if args.sb3_steps > 0 else {}),
               "sft": measure_sft(args.sft, args.seed)}
     if args.trl_steps > 0:
         record["trl"] = measure_trl(args.trl_steps, args.seed)
+        # like for like: one gradient step per batch on both sides (TRL's default num_iterations = 1)
         record["transformer_answers_over_trl_completions"] = (
+            rows[3]["answers_per_second"] / record["trl"]["completions_per_second"])
+        record["preset_answers_over_trl_completions"] = (
             rows[0]["answers_per_second"] / record["trl"]["completions_per_second"])
     write_json(out / "speed.json", record)
     print(json.dumps(record, indent=1))
