@@ -295,10 +295,14 @@ def test_gae_with_the_tabular_policy_is_refused() -> None:
         GRPO("rlvr/Arithmetic-v0", GRPOConfig(critic_warmup=2), policy="mlp")  # the preset's "grpo"
 
 
-def test_reusing_the_value_pass_for_the_first_critic_step_changes_nothing(monkeypatch) -> None:
+@pytest.mark.parametrize("minibatches, expected", [(1, [2, 3]), (4, [9, 9])])
+def test_reusing_the_value_pass_for_the_first_critic_step_changes_nothing(monkeypatch, minibatches: int,
+                                                                           expected: list[int]) -> None:
+    """One minibatch: epoch 1 reuses the values' pass (values + epoch 2, against values + 2 epochs). Four
+    (the preset's): no step sees the whole batch, so nothing is reused (values + 2 epochs x 4)."""
     runs, passes = [], []
     for reuse in (True, False):
-        model = gae_agent(seed=2, epochs=2)
+        model = gae_agent(seed=2, epochs=2, minibatches=minibatches)
         if not reuse:
             original = model.policy.values
             monkeypatch.setattr(model.policy, "values", lambda o, a, keep=False: original(o, a, keep=False))
@@ -308,5 +312,5 @@ def test_reusing_the_value_pass_for_the_first_critic_step_changes_nothing(monkey
         model.learn(100)
         runs.append(model.policy.state())
         passes.append(count[0] / model.iterations)
-    assert passes == [2, 3]  # values + epoch 2 (epoch 1 reuses the values' pass); values + 2 epochs
+    assert passes == expected
     assert all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
