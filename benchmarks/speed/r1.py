@@ -9,8 +9,8 @@ The arms take turns in ``--rounds`` slices of ``--steps`` (``--sb3-steps`` for M
 of the machine's load falls on all of them alike.
 
 Ratios measured in one run are what to quote on a shared machine; absolute figures depend on its load.
-Writes ``benchmark-runs/r1_speed/speed.json`` (git-ignored; ``--update-results`` writes
-``benchmarks/results/r1/speed.json``)::
+Writes ``benchmark-runs/r1_speed/speed.json`` and ``speed.md`` (git-ignored; ``--update-results`` writes
+``benchmarks/results/r1/``; ``--render`` only rewrites the table from the json there)::
 
     python -m benchmarks.speed r1 --steps 20000 --threads 1
 """
@@ -35,7 +35,8 @@ from agents.sft import demonstrations, supervised_fit
 
 from benchmarks.core.baselines import make_sb3_transformer
 from benchmarks.core.bases import SB3_SETTINGS
-from benchmarks.core.common import RESULTS_DIR, add_output_arguments, cli, output_folder, write_json
+from benchmarks.core.common import (RESULTS_DIR, add_output_arguments, cli, command_line, output_folder,
+                                    write_atomically, write_json)
 
 RESULTS = RESULTS_DIR / "r1"
 
@@ -210,13 +211,76 @@ def build_parser() -> argparse.ArgumentParser:
                              "turns (0: skip it)")
     parser.add_argument("--trl-steps", type=int, default=3,
                         help="TRL GRPOTrainer steps timed after one warm-up step (0: skip TRL)")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite speed.md from the speed.json already in the output folder")
     add_output_arguments(parser, "r1_speed", RESULTS)
     return parser
+
+
+_ROWS = (("GRPO, the preset's update", 0), ("PPO with a critic (gae), the preset's update", 1),
+         ("GRPO at mu = 1 (one full-batch step per batch)", 3), ("sb3-contrib MaskablePPO, the R1 study's "
+                                                               "settings", 4), ("GRPO, MLP policy", 2))
+
+
+def markdown(record: dict[str, Any]) -> str:
+    """The measurement as a table: each arm's update, env steps/s and answers/s, then the ratios against
+    their targets."""
+    runs = record["runs"]
+    lines = ["### The R1 arms' speed, side by side in one process", "",
+             f"Countdown-3 tokens, B x G = 16 x 16, the arms taking turns; {record['threads']} torch "
+             f"thread(s); 1/5/15-minute load average after the run "
+             f"{' / '.join(f'{v:.1f}' for v in record['load_average'])}.", "",
+             "| arm | update per batch | env steps/s | answers/s | parameters |", "|---|---|---:|---:|---:|"]
+    for name, i in _ROWS:
+        if i >= len(runs):
+            continue
+        r = runs[i]
+        if r["advantage"] == "sb3_maskable_ppo":
+            st = r["settings"]
+            update = (f"{st['n_envs']} envs x {st['n_steps']} steps, {st['n_epochs']} epochs of minibatches of "
+                      f"{st['batch_size']}; {r['seconds_per_update']:.1f} s per update, rollouts at "
+                      f"{r['rollout_steps_per_second']:,.0f} env steps/s")
+            answers = ""
+        else:
+            update = f"{r['epochs']} epoch(s) x {r['minibatches']} minibatch(es)"
+            answers = f"{r['answers_per_second']:,.0f}"
+        lines.append(f"| {name} | {update} | {r['steps_per_second']:,.0f} | {answers} | {r['parameters']:,.0f} |")
+    targets = [("PPO with a critic ÷ GRPO, env steps/s", record["gae_over_grpo"], ">= 0.5x", 0.5, "x")]
+    if "sb3_maskable_ppo_steps_per_second" in record:
+        targets.append(("MaskablePPO env steps/s", record["sb3_maskable_ppo_steps_per_second"], ">= 1,000",
+                        1000.0, ""))
+    if "trl" in record:
+        targets.append(("GRPO at mu = 1 answers/s ÷ TRL GRPOTrainer's completions/s (TRL's default one "
+                        "step per batch)", record["transformer_answers_over_trl_completions"], ">= 100x",
+                        100.0, "x"))
+        targets.append(("GRPO at the preset's update, the same ratio", record["preset_answers_over_trl_completions"],
+                        "", None, "x"))
+    lines += ["", "| ratio or rate | measured | target |", "|---|---:|---|"]
+    for name, value, target, bound, unit in targets:
+        verdict = "" if bound is None else (" met" if value >= bound else " **missed**")
+        shown = f"{value:.2f}{unit}" if unit else f"{value:,.0f}"
+        lines.append(f"| {name} | {shown} | {target}{verdict} |")
+    if "trl" in record:
+        t = record["trl"]
+        lines += ["", f"TRL: a Llama of the transformer's depth and width ({t['parameters']:,.0f} parameters, "
+                  f"character tokenizer), {t['completions_per_second']:.1f} completions/s over {t['steps']:.0f} "
+                  "timed steps of 256 completions."]
+    sft = record["sft"]
+    lines += ["", f"Cold start: {sft['solutions_per_second']:,.0f} solutions/s (one epoch over "
+              f"{sft['solutions']:,.0f} train-split solutions).", "",
+              f"Command: `{record.get('command', 'python -m benchmarks.speed r1 (arguments not recorded)')}`.", ""]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.render:
+        out = output_folder(args)
+        record = json.loads((out / "speed.json").read_text())
+        write_atomically(out / "speed.md", markdown(record))
+        print(markdown(record))
+        return
     if args.steps < 1 or args.threads < 1 or args.sft < 1 or args.rounds < 1 or args.sb3_steps < 0:
         parser.error(f"--steps={args.steps}, --threads={args.threads}, --sft={args.sft} and "
                      f"--rounds={args.rounds} must be >= 1, --sb3-steps={args.sb3_steps} >= 0")
@@ -229,7 +293,8 @@ def main(argv: list[str] | None = None) -> None:
                              ("mlp", "grpo", {"epochs": 1}),
                              ("transformer", "grpo", {"epochs": 1, "minibatches": 1})],
                             args.steps, args.seed, args.rounds, sb3_steps=args.sb3_steps)
-    record = {"threads": args.threads, "load_average": os.getloadavg(), "runs": rows,
+    record = {"command": command_line("benchmarks.speed r1", argv), "threads": args.threads,
+              "load_average": os.getloadavg(), "runs": rows,
               "transformer_over_mlp": rows[0]["steps_per_second"] / rows[2]["steps_per_second"],
               "gae_over_grpo": rows[1]["steps_per_second"] / rows[0]["steps_per_second"],
               "mu1_over_preset": rows[3]["steps_per_second"] / rows[0]["steps_per_second"],
@@ -245,7 +310,8 @@ def main(argv: list[str] | None = None) -> None:
         record["preset_answers_over_trl_completions"] = (
             rows[0]["answers_per_second"] / record["trl"]["completions_per_second"])
     write_json(out / "speed.json", record)
-    print(json.dumps(record, indent=1))
+    write_atomically(out / "speed.md", markdown(record))
+    print(markdown(record))
 
 
 if __name__ == "__main__":
