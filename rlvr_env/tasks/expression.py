@@ -32,7 +32,7 @@ _CONTEXT_VOCAB: tuple[str, ...] = (*SPECIAL_TOKENS, *"0123456789")
 #: every number below 1000.
 NUMBER_TOKENS = ("digits", "whole")
 #: ``number_tokens="whole"`` gives every value from 0 to this one a token of its own (as those
-#: tokenizers do); a task with a larger number or target writes them in digits.
+#: tokenizers do); a setting with a larger number or target is a ``ValueError`` (it keeps the digits).
 WHOLE_NUMBER_LIMIT = 999
 #: Methods whose package versions the array verifier agrees with (tests check it in lockstep); an
 #: override of any of them outside the package turns the array fast path off.
