@@ -29,7 +29,8 @@ from benchmarks.compare.study import RunSpec
 #: them alike.
 EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "compare.scale", "compare.tune",
                "compare.spread", "speed.env", "speed.throughput", "speed.vector", "llm_rewards", "tools.fresh_install",
-               "speed.goals", "tabular_hold", "speed.profile_grpo", "speed.r1", "r1", "r1.base_search")
+               "speed.goals", "tabular_hold", "speed.profile_grpo", "speed.r1", "speed.recipe", "r1",
+               "r1.base_search", "r1.tune")
 
 
 def test_every_benchmark_command_is_in_the_experiment_list() -> None:
@@ -42,9 +43,8 @@ def test_every_benchmark_command_is_in_the_experiment_list() -> None:
             commands.add(".".join(parts[:-1]))
         elif 'if __name__ == "__main__"' in path.read_text():
             commands.add(".".join(parts))
-    # maintenance, a demo, the speed package's dispatcher (its measurements are listed), and r1.tune
-    # (choosing-seed runs, never committed; writes benchmark-runs/r1_tune/)
-    helpers = {"tools.update_readme", "tools.migrate_runs", "demo", "r1.tune", "speed"}
+    # maintenance, a demo and the speed package's dispatcher (its measurements are listed)
+    helpers = {"tools.update_readme", "tools.migrate_runs", "demo", "speed"}
     assert "compare" in commands and "speed.goals" in commands  # packages and their modules are both seen
     assert commands - helpers <= set(EXPERIMENTS), sorted(commands - helpers - set(EXPERIMENTS))
 
