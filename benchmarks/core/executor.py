@@ -41,6 +41,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -167,13 +168,18 @@ def _execute(fn: Any, spec: dict[str, Any], key: str, attempts: Any) -> dict[str
     """What one Ray task runs: count the attempt, one thread, the run function; return the record with
     this worker's code version.
 
-    The attempt is counted without waiting (a task blocked in ``ray.get`` gives its CPU back to Ray's
-    scheduler, which then starts another run on it: ``--workers 1`` ran two at once). The count is read
-    once the run is done; the actor takes one caller's calls in order, so it includes this attempt."""
+    The attempt is counted before the run without a blocking ``ray.get`` (a task blocked in it gives its
+    CPU back to Ray's scheduler, which then starts another run on it: ``--workers 1`` ran two at once).
+    The count is read once the run is done, so it includes this attempt and every earlier one."""
     import ray
 
     if attempts is not None:
-        attempts.bump.remote(key)
+        # Wait for the count by polling (a zero-timeout ray.wait does not block): an attempt whose worker
+        # dies later must already be counted, and a blocking ray.get would free this run's CPU.
+        bumped = attempts.bump.remote(key)
+        deadline = time.monotonic() + 30.0
+        while not ray.wait([bumped], timeout=0)[0] and time.monotonic() < deadline:
+            time.sleep(0.005)
     limit_threads(1)
     record = _resolve(fn)(spec)
     attempt = int(ray.get(attempts.count.remote(key))) if attempts is not None else 1
