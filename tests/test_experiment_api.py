@@ -109,14 +109,16 @@ def test_the_docs_page_names_files_that_exist() -> None:
 
 def test_one_cpu_runs_one_run_at_a_time(tmp_path: Path, local_ray: None) -> None:
     """The executor's CPUs bound how many runs train at once: a run's own bookkeeping must not free its CPU
-    for another run (a task blocked in ``ray.get`` gives its CPU back to Ray's scheduler)."""
+    for another run (a task waiting on Ray, even in a polling ``ray.wait``, gives its CPU back to Ray's
+    scheduler). Busy runs of a second: with the polling count, two of them overlapped here every time."""
     log = tmp_path / "spans.txt"
 
     def timed(spec: dict[str, Any]) -> dict[str, Any]:
         import time
 
         start = time.time()
-        time.sleep(0.4)
+        while time.time() - start < 1.0:  # busy, as a training run is
+            pass
         with log.open("a") as f:
             f.write(f"{start} {time.time()}\n")
         return {"seed": spec["seed"]}

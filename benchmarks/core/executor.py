@@ -41,7 +41,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -164,40 +163,31 @@ def _resolve(fn: str | RunFunction) -> RunFunction:
     return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
-def _execute(fn: Any, spec: dict[str, Any], key: str, attempts: Any) -> dict[str, Any]:
-    """What one Ray task runs: count the attempt, one thread, the run function; return the record with
-    this worker's code version.
+def _execute(fn: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """What one Ray task runs: one thread, the run function; return the record with this worker's code
+    version and the attempt this is (1 for the first; Ray retries a task whose worker died).
 
-    The attempt is counted before the run without a blocking ``ray.get`` (a task blocked in it gives its
-    CPU back to Ray's scheduler, which then starts another run on it: ``--workers 1`` ran two at once).
-    The count is read once the run is done, so it includes this attempt and every earlier one."""
-    import ray
-
-    if attempts is not None:
-        # Wait for the count by polling (a zero-timeout ray.wait does not block): an attempt whose worker
-        # dies later must already be counted, and a blocking ray.get would free this run's CPU.
-        bumped = attempts.bump.remote(key)
-        deadline = time.monotonic() + 30.0
-        while not ray.wait([bumped], timeout=0)[0] and time.monotonic() < deadline:
-            time.sleep(0.005)
+    The task makes no Ray call of its own: a task that waits on Ray (``ray.get``, even a polling
+    ``ray.wait``) gives its CPU back to Ray's scheduler, which then starts another run on it, so
+    ``--workers 2`` trained three runs at once. The attempt number is the core worker's own count."""
+    attempt = _attempt_number() + 1
     limit_threads(1)
     record = _resolve(fn)(spec)
-    attempt = int(ray.get(attempts.count.remote(key))) if attempts is not None else 1
     return {"record": record, "worker": worker_version(), "attempt": attempt, "host": socket.gethostname()}
 
 
-class _Attempts:
-    """A tiny Ray actor counting the attempts of each run (Ray offers no attempt number to a task)."""
+def _attempt_number() -> int:
+    """The current Ray task's attempt number (0 for the first), from its core worker (no public API says
+    it; every Ray this project supports, 2.9 on, has the method). ``RuntimeError`` names the Ray version
+    if it is missing."""
+    import ray
 
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def bump(self, key: str) -> int:
-        self.counts[key] = self.counts.get(key, 0) + 1
-        return self.counts[key]
-
-    def count(self, key: str) -> int:
-        return self.counts.get(key, 0)
+    core = ray._private.worker.global_worker.core_worker  # noqa: SLF001 - no public accessor
+    get = getattr(core, "get_current_task_attempt_number", None)
+    if get is None:
+        raise RuntimeError(f"ray {ray.__version__} does not tell a task its attempt number "
+                           "(CoreWorker.get_current_task_attempt_number); install ray>=2.9")
+    return int(get())
 
 
 def run_all(
@@ -294,9 +284,8 @@ def _submit(todo: Sequence[Run], outcome: Outcome, *, run_dir: Path, address: st
     bar = tqdm(total=outcome.total, initial=len(outcome.records), desc=desc, unit="run",
                disable=not progress, dynamic_ncols=True)
     with ray_session(address, workers, quiet=not progress):
-        attempts = ray.remote(num_cpus=0)(_Attempts).remote()
         remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(_execute)
-        pending = {remote.remote(t.fn, dict(t.spec), t.key, attempts): t for t in todo}
+        pending = {remote.remote(t.fn, dict(t.spec)): t for t in todo}
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
