@@ -278,17 +278,24 @@ def supervised_fit(
 def cold_start(model: Any, n: int, *, epochs: int = COLD_START["epochs"],
                batch_size: int = COLD_START["batch_size"], learning_rate: float = COLD_START["learning_rate"],
                seed: int | None = None, minibatch: str = COLD_START["minibatch"],
-               warmup: float = COLD_START["warmup"]) -> dict[str, Any]:
+               warmup: float = COLD_START["warmup"], masked: bool | None = None) -> dict[str, Any]:
     """Supervised cold start of a GRPO agent on ``n`` train-split solutions, then RL's start: the fitted
     network becomes the frozen KL reference, the RL optimiser restarts, and a critic (``advantage="gae"``)
     starts again from the fitted network. Returns what it did
     (``sft_solutions``, ``sft_tokens``, ``sft_epochs``, ``sft_losses``, ``sft_seconds``). ``seed``
-    defaults to the agent's; the other defaults are the recipe's (:data:`COLD_START`)."""
+    defaults to the agent's; the other defaults are the recipe's (:data:`COLD_START`). ``masked``: fit
+    the cross-entropy under the grammar masks (the default when the agent uses them) or over every
+    token (``False``: the network also learns which tokens the grammar allows; the agent still decodes
+    with its own masks)."""
     seed = model.seed if seed is None else seed
+    if masked is None:
+        masked = model.use_masks
+    elif not isinstance(masked, bool):
+        raise ValueError(f"masked={masked!r} must be True, False or None (as the agent decodes)")
     start = time.perf_counter()
     demos = demonstrations(model.env, n, seed)
     losses = supervised_fit(model.policy, demos, epochs=epochs, batch_size=batch_size,
-                            learning_rate=learning_rate, seed=seed, masked=model.use_masks,
+                            learning_rate=learning_rate, seed=seed, masked=masked,
                             minibatch=minibatch, warmup=warmup)
     model.policy.restart_from_current()  # reference, RL optimiser and a critic start from the fit
     return {"sft_solutions": int(n), "sft_tokens": int(len(demos.actions)), "sft_epochs": int(epochs),

@@ -178,3 +178,22 @@ def test_prompts_are_numbered_in_sorted_order_or_as_they_first_occur() -> None:
     x, y = DigitsPrompt(5, "+", 1), DigitsPrompt(1, "+", 5)  # no order: first occurrence
     distinct, index = number_prompts([x, y, x])
     assert distinct == (x, y) and index.tolist() == [0, 1, 0]
+
+
+def test_a_cold_start_fits_over_every_token_when_asked_and_the_agent_keeps_its_masks() -> None:
+    """``masked=False``: the cross-entropy over the whole vocabulary teaches the network the grammar (the
+    probability it gives off-grammar tokens falls); under the masks (the default for a masked agent)
+    nothing pushes those tokens down. The agent decodes with its masks either way."""
+    off_grammar = {}
+    for masked in (None, False):
+        model = agent(seed=4)
+        demos = demonstrations(model.env, 300, seed=5)
+        cold_start(model, 300, epochs=12, batch_size=64, learning_rate=3e-3, masked=masked)
+        assert model.use_masks
+        logits = model.policy.logits(demos.obs)  # unmasked
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        off_grammar[masked] = float(probs[~demos.masks].sum() / len(demos.actions))
+    assert off_grammar[False] < 0.5 * off_grammar[None], off_grammar
+    with pytest.raises(ValueError, match="masked='no'"):
+        cold_start(agent(), 10, masked="no")  # type: ignore[arg-type]
