@@ -240,6 +240,18 @@ def test_a_study_with_another_setting_or_cold_start_writes_its_own_folder() -> N
     assert tuned == {**SB3_SETTINGS, "n_epochs": 7}
     assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), tuned) == "sb3_n_epochs7"
     assert results_folder({"n_numbers": 3}, dict(RECIPE_SFT), dict(SB3_SETTINGS)) == ""
+    from benchmarks.r1 import recipe_of, stage1_runs
+
+    plain = build_parser().parse_args(["--seeds", "10"])
+    assert recipe_of(plain) == RECIPE_SFT  # the recipe's bases keep their keys
+    fit = build_parser().parse_args(["--seeds", "10", "--sft-fit", "unmasked"])
+    fit.recipe, fit.eval = recipe_of(fit), {"k": 4, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
+    assert fit.recipe == {**RECIPE_SFT, "fit_masks": False}
+    assert results_folder({"n_numbers": 3}, fit.recipe) == "sft_fit_masksFalse"
+    sfts = {t.arm: t.spec["sft"] for t in stage1_runs(fit)}
+    assert sfts["base_100000"]["fit_masks"] is False and "masked" not in sfts["base_100000"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--sft-fit", "none"])
 
 
 def test_the_study_says_where_its_results_went_and_what_it_reused(tmp_path, monkeypatch, capsys) -> None:

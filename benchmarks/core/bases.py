@@ -78,14 +78,17 @@ def evaluate(model: Any, k: int, prompts: int, splits: tuple[str, ...] = ("train
 
 
 def base_run(spec: dict[str, Any]) -> dict[str, Any]:
-    """Stage 1: the cold start on ``spec["sft"]["n"]`` train-split solutions, evaluated alone."""
+    """Stage 1: the cold start on ``spec["sft"]["n"]`` train-split solutions, evaluated alone. The base
+    decodes with the grammar masks unless ``sft["masked"]`` is False; its cross-entropy is fitted under
+    the masks it decodes with unless ``sft["fit_masks"]`` is False (over every token)."""
     from agents.sft import cold_start
 
     threads = limit_threads(1, import_torch=True)
     sft = spec["sft"]
     model = make_model(spec, masks=sft.get("masked", True))  # unmasked: the unmasked PPO arm's own base
     info = cold_start(model, sft["n"], epochs=sft["epochs"], batch_size=sft["batch_size"],
-                      learning_rate=sft["learning_rate"], minibatch=sft["minibatch"], warmup=sft["warmup"])
+                      learning_rate=sft["learning_rate"], minibatch=sft["minibatch"], warmup=sft["warmup"],
+                      masked=sft.get("fit_masks"))  # None: as the base decodes
     ev = spec["eval"]
     return {"seed": spec["seed"], "sft": sft, "sft_seconds": info["sft_seconds"],
             "sft_losses": info["sft_losses"],

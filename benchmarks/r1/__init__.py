@@ -188,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft", type=positive_int, default=RECIPE_SFT["n"],
                         help="the recipe's SFT solutions")
     parser.add_argument("--sft-epochs", type=positive_int, default=RECIPE_SFT["epochs"])
+    parser.add_argument("--sft-fit", choices=("masked", "unmasked"), default="masked",
+                        help="the cold start's cross-entropy under the grammar masks the bases decode with "
+                             "(the recipe) or over every token (the bases still decode with the masks; a "
+                             "study with 'unmasked' writes its own results subfolder)")
     parser.add_argument("--eval-prompts", type=positive_int, default=EVAL["prompts"],
                         help="prompts per split for the final scores (64 samples each)")
     parser.add_argument("--env-kwargs", type=_env_kwargs, default='{"n_numbers": 3}',
@@ -202,6 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_executor_arguments(parser)
     add_output_arguments(parser, "r1", RESULTS_DIR / "r1")
     return parser
+
+
+def recipe_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The cold start the study's bases take: :data:`RECIPE_SFT` with ``--sft``, ``--sft-epochs`` and,
+    for ``--sft-fit unmasked``, ``fit_masks: False`` (a key the recipe's own bases do not carry)."""
+    recipe = {**RECIPE_SFT, "n": args.sft, "epochs": args.sft_epochs}
+    if args.sft_fit == "unmasked":
+        recipe["fit_masks"] = False
+    return recipe
 
 
 def _env_kwargs(text: str) -> dict[str, Any]:
@@ -268,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.no_ppo:
         args.arms = [a for a in args.arms if a not in SB3_ALGOS]
-    args.recipe = {**RECIPE_SFT, "n": args.sft, "epochs": args.sft_epochs}
+    args.recipe = recipe_of(args)
     args.eval = {**EVAL, "prompts": args.eval_prompts,
                  "curve_prompts": min(EVAL["curve_prompts"], args.eval_prompts)}
     try:

@@ -255,6 +255,8 @@ def markdown(result: dict[str, Any]) -> str:
     sft = result["recipe_sft"]
     start = (f"a transformer cold-started on {sft['n']:,} solutions x {sft['epochs']} epochs"
              if "epochs" in sft else "a cold-started transformer")
+    if sft.get("fit_masks") is False:
+        start += " (cross-entropy over every token; decoded with the masks)"
     lines = [f"### The R1 recipe on Countdown {json.dumps(result['env_kwargs'])}: {start}, then RL", "",
              f"Seeds {result['seeds']}; IQM [95% bootstrap CI] over seeds; {result['eval']['prompts']} fixed "
              f"prompts per split, {n} samples each (sampled = mean@{n}, pass@k unbiased).", "",
