@@ -134,6 +134,26 @@ def test_the_recipe_cold_start_is_one_setting_everywhere() -> None:
     signature = inspect.signature(cold_start).parameters
     assert cli == COLD_START == {k: signature[k].default for k in COLD_START}
     assert {k: v for k, v in RECIPE_SFT.items() if k != "n"} == COLD_START
+    assert args.sft_fit == "masked" and signature["masked"].default is None  # under the agent's masks
+
+
+def test_the_cli_fits_over_every_token_with_sft_fit_unmasked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agents.sft
+
+    seen = []
+    real = agents.sft.cold_start
+
+    def recording(model, n, **kwargs):
+        seen.append(kwargs["masked"])
+        return real(model, n, **kwargs)
+
+    monkeypatch.setattr(agents.sft, "cold_start", recording)
+    for fit in ("masked", "unmasked"):
+        rc = main(["--env", "rlvr/Digits-v0", "--policy", "transformer", "--preset", "transformer",
+                   "--sft", "50", "--sft-epochs", "1", "--sft-fit", fit, "--total-timesteps", "0",
+                   "--eval-prompts", "4", "--eval-k", "2", "--quiet"])
+        assert rc == 0
+    assert seen == [None, False]
 
 
 def test_the_mlp_policy_takes_a_cold_start_too() -> None:

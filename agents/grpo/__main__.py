@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "uniformly shuffled solutions (answers)")
     parser.add_argument("--sft-warmup", type=float, default=COLD_START["warmup"],
                         help="fraction of the cold start's steps with a linear step-size warm-up")
+    parser.add_argument("--sft-fit", choices=("masked", "unmasked"), default="masked",
+                        help="the cold start's cross-entropy under the grammar masks the agent decodes with "
+                             "(masked) or over every token (unmasked; the agent still decodes with its masks)")
     parser.add_argument("--json", default=None,
                         help="write the final metrics (test_greedy, test_sampled, test_pass_at_k, "
                              "train_greedy, ... and the base model's, base_*) as JSON here; on Ctrl-C the "
@@ -243,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 record.update(cold_start(model, args.sft, epochs=args.sft_epochs,
                                          batch_size=args.sft_batch_size, learning_rate=args.sft_lr,
-                                         minibatch=args.sft_minibatch, warmup=args.sft_warmup))
+                                         minibatch=args.sft_minibatch, warmup=args.sft_warmup,
+                                         masked=None if args.sft_fit == "masked" else False))
             except ValueError as err:
                 raise SystemExit(f"error: {err}") from None
             print(f"cold start: {args.sft} train-split solutions, {args.sft_epochs} epochs in "
