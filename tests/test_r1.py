@@ -172,6 +172,22 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     assert "| base (SFT 200) + GRPO |" in top and "| 1,024; 0/1 |" in top
 
 
+def test_a_base_fitted_over_every_token_has_the_unmasked_base_s_weights() -> None:
+    """``--sft-fit unmasked``: the masked arms start from exactly the weights the unmasked PPO arm starts
+    from (the same fit; only the decoding differs), so the two compare from one network."""
+    from benchmarks.core.bases import base_run
+
+    ev = {"k": 2, "prompts": 8, "curve_k": 2, "curve_prompts": 8}
+    common = {"seed": 3, "env_kwargs": {"n_numbers": 3}, "policy_kwargs": SMALL, "eval": ev}
+    sft = {"n": 200, "epochs": 1, "learning_rate": 1e-3, "batch_size": 64, "minibatch": "prompts",
+           "warmup": 0.0}
+    fitted = base_run({**common, "sft": {**sft, "fit_masks": False}})
+    unmasked = base_run({**common, "sft": {**sft, "masked": False}})
+    masked = base_run({**common, "sft": sft})
+    assert fitted["weights"] == unmasked["weights"] != masked["weights"]
+    assert fitted["sft_losses"] == unmasked["sft_losses"]
+
+
 def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_their_own_trunk() -> None:
     from benchmarks.r1 import RECIPE_SFT, stage1_runs, build_parser, stage2_runs
     from benchmarks.r1.report import ALGOS, _label
