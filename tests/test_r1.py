@@ -170,6 +170,17 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
                     "eval": ev, "recipe_sft": {"n": 200}})
     assert top.splitlines()[4].startswith("| base alone (SFT 200) |")
     assert "| base (SFT 200) + GRPO |" in top and "| 1,024; 0/1 |" in top
+    assert "same cold-started transformer;" in top and "unmasked" not in top
+    # the unmasked PPO arm comes last, under its own base, and the first line says where it starts
+    nomask = {"base_200_nomask": summary["base_200"],
+              "ppo_base_200_nomask": summary["maskable_ppo_base_200"]}
+    both = headline({"summary": {**summary, **nomask}, "seeds": "0", "env_kwargs": {"n_numbers": 3},
+                     "budget": 1024, "eval": ev, "recipe_sft": {"n": 200, "fit_masks": False}})
+    rows = [line.split(" | ")[0] for line in both.splitlines()[4:] if line]
+    assert rows[-2:] == ["| base alone (SFT 200 without masks)",
+                         "| base (SFT 200 without masks) + SB3 PPO (unmasked)"]
+    assert "fitted over every token, decoded with the masks" in both.splitlines()[0]
+    assert "unmasked PPO from its own base" in both.splitlines()[0]
 
 
 def test_a_base_fitted_over_every_token_has_the_unmasked_base_s_weights() -> None:

@@ -220,11 +220,18 @@ def headline(result: dict[str, Any]) -> str:
     sampled (median over seeds, censored runs counted as never) and env steps/s."""
     s, recipe = result["summary"], result["recipe_sft"]["n"]
     n = result["eval"]["k"]
-    arms = [f"base_{recipe}"] + [f"{a}_base_{recipe}" if a != "ppo" else f"ppo_base_{recipe}_nomask"
-                                 for a in ALGOS]
+    # the unmasked PPO arm right under its own base (the same cold start fitted without the masks)
+    arms = [f"base_{recipe}"] + [f"{a}_base_{recipe}" for a in ALGOS if a != "ppo"] + [
+        f"base_{recipe}_nomask", f"ppo_base_{recipe}_nomask"]
     seeds = result["seeds"]
+    start = "the same cold-started transformer"
+    if result["recipe_sft"].get("fit_masks") is False:
+        start += " (its cross-entropy fitted over every token, decoded with the masks)"
+    if f"ppo_base_{recipe}_nomask" in s:
+        start += (", SB3's unmasked PPO from its own base (the same cold start fitted and decoded without "
+                  "the masks)")
     lines = [f"Countdown {json.dumps(result['env_kwargs'])}, seeds {seeds}, every RL arm "
-             f"{result.get('budget', 0):,} env steps from the same cold-started transformer; IQM [95% "
+             f"{result.get('budget', 0):,} env steps from {start}; IQM [95% "
              f"bootstrap CI] over seeds, {result['eval']['prompts']} held-out prompts x {n} samples "
              f"(`python -m benchmarks.r1`).", "",
              f"| arm | held-out greedy | held-out sampled | pass@{n} "
