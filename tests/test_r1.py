@@ -298,3 +298,67 @@ def test_the_study_says_where_its_results_went_and_what_it_reused(tmp_path, monk
     folder = tmp_path / r1.results_folder(r1.DEFAULT_ENV_KWARGS, {**r1.RECIPE_SFT, "n": 500})
     assert out.rstrip().splitlines()[-1].startswith(f"results in {folder}/")
     assert (folder / "r1.md").is_file()
+
+
+def test_a_study_whose_bases_are_not_on_disk_reads_its_runs_from_them(tmp_path, monkeypatch, capsys) -> None:
+    """On a machine without the bases' cache (a base trained again there need not have the same weights to
+    the last bit), the committed runs from the bases are read by arm and seed, linked to the study's base
+    records by the score they start from: nothing trains, the tables come out the same. A run whose link
+    or code version does not hold is not read, and then the bases train."""
+    import json
+    import shutil
+
+    from benchmarks import r1
+    from benchmarks.core.executor import Outcome, _resolve, worker_version
+    from benchmarks.core.store import save_run
+
+    trained: list[str] = []
+
+    def in_process(tasks, out, *, desc, log, **kwargs):  # the executor's run files, without Ray
+        outcome = Outcome(total=len(tasks))
+        for task in tasks:
+            trained.append(task.key)
+            record = _resolve(task.fn)(dict(task.spec))
+            record["execution"] = {"worker": worker_version(), "host": "test", "attempts": 1, "fn": task.fn}
+            save_run(out / "runs", task.key, task.fingerprint, record)
+            outcome.records[task.key] = record
+        return outcome
+
+    monkeypatch.setattr(r1, "run_all", in_process)
+    common = ["--seeds", "10", "--sft", "200", "--sft-epochs", "1", "--budget", "256", "--curve-every", "128",
+              "--eval-prompts", "4", "--arms", "grpo,gae", "--out", str(tmp_path), "--quiet"]
+    argv = [*common, "--scratch-arms", ""]
+    assert r1.main(argv) == 0
+    folder = tmp_path / r1.results_folder(r1.DEFAULT_ENV_KWARGS, {**r1.RECIPE_SFT, "n": 200, "epochs": 1})
+    table = (folder / "r1.md").read_text()
+    assert len(trained) == 3  # the base, then GRPO and PPO with a critic from it
+    shutil.rmtree(tmp_path / "bases")  # another machine: no bases on disk
+    trained.clear()
+    capsys.readouterr()
+    assert r1.main(argv) == 0
+    assert trained == [] and "without their weights" in capsys.readouterr().out
+    assert (folder / "r1.md").read_text().split("Command:")[0] == table.split("Command:")[0]
+    # the runs from scratch are keyed without a base: those not on disk train, the others are read
+    assert r1.main([*common, "--scratch-arms", "grpo"]) == 0
+    assert [k.split("__")[0] for k in trained] == ["grpo_scratch"]
+    # a seed added to the study: its base and the runs from it train, the committed seed is still read
+    trained.clear()
+    more = [*common, "--scratch-arms", ""]
+    more[more.index("10")] = "10,11"
+    assert r1.main(more) == 0
+    assert sorted(tuple(k.split("__")[:2]) for k in trained) == [
+        ("base_200", "s11"), ("gae_base_200", "s11"), ("grpo_base_200", "s11")]
+    # a base record whose score is not where a run starts: nothing is read without the weights
+    args = r1.build_parser().parse_args(argv)
+    args.recipe, args.eval = r1.recipe_of(args), {**r1.EVAL, "prompts": 4, "curve_prompts": 4}
+    stage1 = r1.stage1_runs(args)
+    assert list(r1.committed_without_bases(folder, stage1, args)[0]) == [(10, "base_200")]
+    stored = json.loads((folder / "r1.json").read_text())
+    stored["bases"][0]["curve_start"] += 0.5  # seed 10's
+    (folder / "r1.json").write_text(json.dumps(stored))
+    assert r1.committed_without_bases(folder, stage1, args) == ({}, {})
+    trained.clear()
+    assert r1.main(argv) == 0
+    assert [k.split("__")[0] for k in trained] == ["base_200", "grpo_base_200", "gae_base_200"]
+    with pytest.raises(ValueError, match="base_weights missing"):
+        r1.rl_run({"algo": "grpo", "start": "base_200", "base_weights": None, "budget": 1, "eval": {}})

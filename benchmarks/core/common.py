@@ -24,9 +24,9 @@ from typing import Any
 
 __all__ = [
     "LOCAL_OUT", "RESULTS_DIR", "ROOT", "SetupError", "add_output_arguments", "check_writable", "cli",
-    "command_line", "incomplete_line", "is_committed", "limit_threads", "machine_info", "output_folder",
-    "parse_seeds", "positive_int", "scratch_folder", "seeds_argument", "write_atomically", "write_json",
-    "write_results",
+    "command_line", "cpu_model", "incomplete_line", "is_committed", "limit_threads", "machine_info",
+    "output_folder", "parse_seeds", "positive_int", "scratch_folder", "seeds_argument", "write_atomically",
+    "write_json", "write_results",
 ]
 
 #: The repository (the folder holding ``benchmarks/``).
@@ -240,8 +240,30 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "cpu": cpu_model(),
         "load_average_1min": load,
     }
+
+
+def cpu_model() -> str:
+    """The processor, as ``/proc/cpuinfo`` names it (with its family, model and whether it has AVX-512),
+    else ``platform.processor()``: torch's CPU kernels are chosen by instruction set, so the same seeded
+    run can differ in its last bits between two processors."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown"
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if not sep:
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        fields.setdefault(name.strip(), value.strip())
+    avx512 = ", AVX-512" if "avx512f" in fields.get("flags", "").split() else ""
+    name = fields.get("model name", platform.processor() or "unknown")
+    return f"{name} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}{avx512})"
 
 
 def cli(main: Any, argv: list[str] | None = None) -> int:

@@ -28,7 +28,11 @@ greedy and sampled success and unbiased pass@k for k = 1..64 from 64 samples per
 learning curve of held-out sampled success (8 samples per prompt) every ``--curve-every`` env steps.
 Each run is one executor task (:mod:`benchmarks.core.executor`) with one torch thread; stage 2's
 tasks carry their base's weights in their spec, so a cluster needs no shared filesystem. Results go to
-``benchmark-runs/r1/`` (git-ignored) unless ``--update-results`` (``benchmarks/results/r1/``).
+``benchmark-runs/r1/`` (git-ignored) unless ``--update-results`` (``benchmarks/results/r1/``). The bases'
+weights live only in a git-ignored cache; where it is missing (a fresh clone, another machine, whose
+retrained base need not match to the last bit), a base whose every run is in the results folder is read
+from there with its runs (:func:`committed_without_bases`), so the committed tables come back without
+training; a seed or an arm not there trains its base again, and everything from it.
 Settings were chosen on seeds 0-2; the reported seeds start at 10.
 The summary, the goal verdicts and the table are :mod:`benchmarks.r1.report`'s.
 """
@@ -39,6 +43,7 @@ import argparse
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 from agents.grpo.config import PRESETS
@@ -57,8 +62,8 @@ from benchmarks.core.common import (
     write_atomically,
     write_results,
 )
-from benchmarks.core.executor import Run, run_all
-from benchmarks.core.store import run_key
+from benchmarks.core.executor import Outcome, Run, run_all
+from benchmarks.core.store import RunFileError, check_run, code_version, run_key
 from benchmarks.core.bases import (DEFAULT_ENV_KWARGS, ENV_ID, EVAL, RECIPE_SFT, SB3_SETTINGS, base_name,
                                    base_runs, evaluate, make_model)
 from benchmarks.core.weights import load_weights
@@ -76,6 +81,10 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
     masked = algo != "ppo"
     if algo not in ALGOS:
         raise ValueError(f"algo={algo!r} is not one of {ALGOS}")
+    if (spec["base_weights"] is None) != (spec["start"] == "scratch"):
+        raise ValueError(f"start={spec['start']!r} with base_weights "
+                         f"{'missing' if spec['base_weights'] is None else 'given'}: a run starts from a "
+                         "base's weights or, as 'scratch', from the seeded network")
     if "preset" in spec and spec["preset"] != PRESETS["transformer"]:
         raise ValueError(f"this run's spec was made for the transformer preset {spec['preset']}, not the "
                          f"current {PRESETS['transformer']}")
@@ -161,6 +170,59 @@ def stage2_runs(args: argparse.Namespace, bases: dict[tuple[int, str], dict[str,
                 tasks.append(Run("benchmarks.r1:rl_run", spec, run_key(name, spec), arm=name,
                                  label=f"{name} s{seed}"))
     return tasks
+
+
+def committed_without_bases(out: Path, stage1: list[Run], args: argparse.Namespace
+                            ) -> tuple[dict[tuple[int, str], dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The study's committed bases whose runs are all on disk, read without the bases' weights:
+    ``(bases by (seed, name), their runs' records by stage-2 key)``; a base missing there trains (or
+    comes from the cache) as usual, and so do the runs from it.
+
+    A run from a base is keyed by the digest of its whole spec, the base's weights included, and a base
+    trained again on another machine need not have the same weights to the last bit (torch's CPU kernels
+    differ by instruction set), so its runs would all train again. Here a base is ``out/r1.json``'s record
+    of it (seed and cold start as in ``stage1``, the study's evaluation and setting) and each run from it
+    is the one run file in ``out/runs`` of its arm and seed whose record says the same algorithm, start,
+    seed and budget, was made by this code version (:func:`~benchmarks.core.store.code_version`), and whose
+    learning curve starts at the base's recorded score (the same weights scored by the same code). The
+    checksums are checked; the fingerprints, which cover the weights, cannot be."""
+    try:
+        stored = json.loads((out / "r1.json").read_text())
+    except (OSError, ValueError):
+        return {}, {}
+    if stored.get("eval") != args.eval or stored.get("env_kwargs") != args.env_kwargs:
+        return {}, {}
+    bases: dict[tuple[int, str], dict[str, Any]] = {}
+    for run in stage1:
+        same = [b for b in stored.get("bases", [])
+                if b.get("seed") == run.spec["seed"] and b.get("sft") == run.spec["sft"]]
+        if len(same) == 1:
+            bases[(run.spec["seed"], run.arm)] = {**same[0], "weights": None}
+    version = code_version()
+    found: dict[tuple[int, str], dict[str, dict[str, Any]]] = {base: {} for base in bases}
+    for run in stage2_runs(args, bases):
+        spec = run.spec
+        base = (spec["seed"], spec["start"])
+        if base not in found:  # from scratch (keyed without a base), or its base is already out
+            continue
+        matches = []
+        for path in sorted((out / "runs").glob(f"{run.arm}__s{spec['seed']}__*.json")):
+            try:
+                record = check_run(path)
+            except RunFileError:
+                continue
+            worker = record.get("execution", {}).get("worker", {})
+            if ([record.get(k) for k in ("algo", "start", "seed", "budget")]
+                    == [spec[k] for k in ("algo", "start", "seed", "budget")]
+                    and record["curve"][0]["test_sampled"] == bases[base]["curve_start"]
+                    and {k: worker.get(k) for k in version} == version):
+                matches.append(record)
+        if len(matches) == 1:
+            found[base][run.key] = matches[0]
+        else:  # this base's runs are not all here: it trains (or comes from the cache), and so do they
+            del found[base]
+    return ({b: bases[b] for b in found},
+            {key: record for records in found.values() for key, record in records.items()})
 
 
 def _points(args: argparse.Namespace) -> list[int]:
@@ -299,12 +361,22 @@ def main(argv: list[str] | None = None) -> int:
     cache = args.out / "bases" if args.out is not None else LOCAL_BASES
     stage1 = stage1_runs(args)
     check_writable(out)  # the results folder too, before the bases train
-    got = run_all(stage1, cache, desc="bases", **common)
-    bases = {(r["seed"], base_name(r["sft"])): r for r in got.ordered(stage1)}
+    # a base whose every run is committed needs no weights (this machine's retrained base may differ)
+    stored, found = committed_without_bases(out, stage1, args) if not rerun else ({}, {})
+    if stored:
+        print(f"bases: {len(stored)} read from {out / 'r1.json'} and the {len(found)} committed run(s) from "
+              "them without their weights (linked by the score each run starts from)")
+    rest = [r for r in stage1 if (r.spec["seed"], r.arm) not in stored]
+    got = run_all(rest, cache, desc="bases", **common) + Outcome(total=len(stored), found=len(stored))
+    either = {**stored, **{(r["seed"], base_name(r["sft"])): r for r in got.ordered(rest)}}
+    bases = {(r.spec["seed"], r.arm): either[(r.spec["seed"], r.arm)] for r in stage1
+             if (r.spec["seed"], r.arm) in either}  # stage 1's order
+    from_bases = Outcome(records=found, total=len(found), found=len(found))
     stage2 = stage2_runs(args, bases)
+    todo = [t for t in stage2 if t.key not in from_bases.records]
     # the longest runs (SB3's) start first, so the last minutes of the study are not one run alone
-    longest_first = sorted(stage2, key=lambda t: t.spec["algo"] not in SB3_ALGOS)
-    runs = run_all(longest_first, out, desc="rl", **common)
+    longest_first = sorted(todo, key=lambda t: t.spec["algo"] not in SB3_ALGOS)
+    runs = from_bases + run_all(longest_first, out, desc="rl", **common)
     result = {"command": command_line("benchmarks.r1", argv), "machine": machine_info(),
               "seeds": ",".join(map(str, args.seeds)), "curve_every": args.curve_every,
               "budget": args.budget, "arms": args.arms,
