@@ -370,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bases: {len(stored)} read from {out / 'r1.json'} and the {len(found)} committed run(s) from "
               "them without their weights (linked by the score each run starts from)")
     rest = [r for r in stage1 if (r.spec["seed"], r.arm) not in stored]
-    got = run_all(rest, cache, desc="bases", **common) + Outcome(total=len(stored), found=len(stored))
+    got = (run_all(rest, cache, desc="bases", **common) if rest else Outcome()) \
+        + Outcome(total=len(stored), found=len(stored))
     either = {**stored, **{(r["seed"], base_name(r["sft"])): r for r in got.ordered(rest)}}
     bases = {(r.spec["seed"], r.arm): either[(r.spec["seed"], r.arm)] for r in stage1
              if (r.spec["seed"], r.arm) in either}  # stage 1's order

@@ -45,9 +45,9 @@ from benchmarks.core.common import (
 from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import run_key
 from benchmarks.core.common import seeds_argument
+from benchmarks.core.bases import DEFAULT_ENV_KWARGS, ENV_ID, KS
 
-ENV_ID = "rlvr/Countdown-v0"
-ENV_KWARGS = {"n_numbers": 3}
+ENV_KWARGS = DEFAULT_ENV_KWARGS
 #: The run files: a git-ignored cache (the committed output is the table).
 CACHE = LOCAL_OUT / "r1_base"
 #: The starting point every cell changes (the previous recipe's cold start with PyTorch's init); a cell
@@ -79,8 +79,6 @@ GRID: dict[str, dict[str, Any]] = {
 #: it: "shuffled" (its fit costs ~3.8x the per-prompt one, over the 5-minute budget), "200k_x4" and the
 #: chosen cell timed on 2 threads, "3layers_epochs12_2threads" (out of time on a shared machine).
 DEFAULT_GRID = "2layers,gpt2:0,epochs16:0,4layers:0,3layers,3layers_epochs12"
-KS = (1, 2, 4, 8, 16, 32, 64)
-
 
 #: The cell that became the recipe (agents.grpo.config.COLD_START, the transformer's DEFAULT_ARCH).
 CHOSEN = "3layers_epochs12"

@@ -12,12 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.core.bases import DEFAULT_ENV_KWARGS, KS, base_name
 from benchmarks.core.stats import NO_INTERVAL, iqm_ci, paired, ratio_ci, verdict
 
-ENV_ID = "rlvr/Countdown-v0"
-DEFAULT_ENV_KWARGS = {"n_numbers": 3}
-#: pass@k is reported at these k (all from the same 64 samples per prompt).
-KS = (1, 2, 4, 8, 16, 32, 64)
 #: The agent's arms, each the ``transformer`` preset with these fields changed (one thing per arm).
 #: PPO with a critic has no use for DAPO's dynamic sampling: its advantages are not zero on tied groups.
 AGENT_ALGOS: dict[str, dict[str, Any]] = {
@@ -31,13 +28,6 @@ ALGOS = (*AGENT_ALGOS, *SB3_ALGOS)
 NAMES = {"grpo": "GRPO", "gae": "PPO with a critic (GAE)", "rloo": "RLOO",
          "reinforce_pp_baseline": "REINFORCE++-baseline", "maskable_ppo": "SB3 MaskablePPO",
          "ppo": "SB3 PPO (unmasked)"}
-
-
-def base_name(sft: dict[str, Any]) -> str:
-    """A base's arm name: ``base_<n>``, or ``base_<n>_nomask`` for a cold start without the grammar masks
-    (the unmasked PPO arm's base: under the masks the cross-entropy never teaches the base to avoid
-    off-grammar tokens, so a masked base decodes garbage without them)."""
-    return f"base_{sft['n']}" + ("" if sft.get("masked", True) else "_nomask")
 
 
 def _first_at(curve: list[dict[str, Any]], level: float) -> int | None:

@@ -100,10 +100,9 @@ def summarize(folder: Path) -> dict[str, Any]:
             continue  # a base-only run
         overrides = {k: v for k, v in r["config"].items()
                      if GRPOConfig.preset("transformer").to_dict().get(k) != v}
-        rows.append({"name": r["name"], "seed": r["seed"], "overrides": overrides,
-                     **{k: r[k] for k in ("base_test_greedy", "base_test_sampled", "test_greedy", "test_sampled",
-                                          "test_pass_at_k", "train_greedy", "train_sampled", "num_timesteps",
-                                          "steps_per_second", "eval_k")}})
+        kept = ("base_test_greedy", "base_test_sampled", "test_greedy", "test_sampled", "test_pass_at_k",
+                "train_greedy", "train_sampled", "num_timesteps", "steps_per_second", "eval_k")
+        rows.append({"name": r["name"], "seed": r["seed"], "overrides": overrides, **{k: r[k] for k in kept}})
     rows.sort(key=lambda row: (row["seed"], row["name"]))
     for seed in {row["seed"] for row in rows}:
         best = max((row for row in rows if row["seed"] == seed), key=lambda row: row["test_sampled"])
@@ -114,12 +113,13 @@ def summarize(folder: Path) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     k = result["rows"][0]["eval_k"] if result["rows"] else "k"
     lines = ["### Tuning GRPO's transformer preset on the choosing seeds, from each seed's base", "",
-             f"One run per setting from the recipe's base, for the env steps shown; 256 prompts per split, {k} "
-             f"samples each (sampled = mean@{k}); overrides are of the `transformer` preset as it is now (a "
-             "row with none is the preset itself); the best final held-out sampled success per seed in bold "
-             "(the study's criterion).",
-             "", f"| setting | seed | overrides of the preset | env steps | base held-out greedy / sampled | "
-             f"held-out greedy | held-out sampled | held-out pass@{k} | train greedy / sampled | env steps/s |",
+             "One run per setting from the recipe's base, for the env steps shown; 256 prompts per split, "
+             f"{k} samples each (sampled = mean@{k}); overrides are of the `transformer` preset as it is now "
+             "(a row with none is the preset itself); the best final held-out sampled success per seed in "
+             "bold (the study's criterion).",
+             "", "| setting | seed | overrides of the preset | env steps | base held-out greedy / sampled | "
+             f"held-out greedy | held-out sampled | held-out pass@{k} | train greedy / sampled | "
+             "env steps/s |",
              "|---|---:|---|---:|---|---:|---:|---:|---|---:|"]
     for r in result["rows"]:
         mark = "**" if r.get("chosen") else ""
