@@ -164,6 +164,9 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     assert "| SB3 MaskablePPO | 1.00 (one seed, not an interval) |" in table
     assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
     assert "| base alone >= 0.65 held-out greedy |" in table
+    # the learning curve read at fractions of the budget: the last checkpoint at or before each
+    assert ("| base (SFT 200) + GRPO | 0.100 | 0.100 | 0.150 | 0.150 | 0.300 | +0.150 (one seed, not an "
+            "interval) |") in table
     from benchmarks.r1.report import headline
 
     top = headline({"summary": summary, "seeds": "0", "env_kwargs": {"n_numbers": 3}, "budget": 1024,

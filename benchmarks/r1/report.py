@@ -194,6 +194,35 @@ def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple
     return rows
 
 
+def _at(curve: list[dict[str, Any]], steps: float) -> float:
+    """Held-out sampled success at the last checkpoint at or before ``steps`` env steps (the first one
+    when none is)."""
+    before = [c for c in curve if c["steps"] <= steps] or curve[:1]
+    return before[-1]["test_sampled"]
+
+
+#: The fractions of the budget at which the learning-curve table reads each run.
+CURVE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def curve_rows(summary: dict[str, Any]) -> list[tuple[str, list[float], str]]:
+    """Per RL arm: held-out sampled success (mean over seeds) at :data:`CURVE_FRACTIONS` of its budget
+    (the final point is each run's last checkpoint), and the second half's paired change (final minus
+    half-budget, IQM [95% CI] over seeds): how far the arm was still climbing when its budget ended."""
+    out = []
+    for arm, e in summary.items():
+        if "curves" not in e:
+            continue
+        curves = [e["curves"][seed] for seed in e["seeds"]]
+        points = [float(np.mean([_at(c, f * e["budget"]) if f < 1 else c[-1]["test_sampled"]
+                                 for c in curves])) for f in CURVE_FRACTIONS]
+        late = iqm_ci([c[-1]["test_sampled"] - _at(c, e["budget"] / 2) for c in curves])
+        text = (f"{late.point:+.3f} ({NO_INTERVAL})" if len(curves) < 2
+                else f"{late.point:+.3f} [{late.low:+.2f}, {late.high:+.2f}]")
+        out.append((arm, points, text))
+    return out
+
+
 def _median_steps(hits: list[int | None]) -> float | None:
     """The median of per-seed steps with censored runs (None) counted as infinite; None if censored."""
     m = float(np.median([float("inf") if h is None else h for h in hits]))
@@ -283,6 +312,17 @@ def markdown(result: dict[str, Any]) -> str:
         if "steps_to_plus_0.1" in e and not arm.endswith("scratch"):
             lines.append(f"| {_label(arm)} | {', '.join(_steps(x) for x in e['steps_to_plus_0.1'])} "
                          f"| {e['budget']:,} | {e['steps_per_second']:,.0f} |")
+    curves = curve_rows(s)
+    if curves:
+        lines += ["", f"Held-out sampled success along the learning curve (8 samples on "
+                  f"{result['eval']['curve_prompts']} prompts; mean over seeds at the last checkpoint at or "
+                  "before each fraction of the budget), and what the second half of the budget added (final "
+                  "minus half-budget, paired by seed; IQM [95% CI] over seeds): near zero, the arm had "
+                  "levelled off within its budget.", "",
+                  "| arm | " + " | ".join(f"{f:g} x budget" for f in CURVE_FRACTIONS)
+                  + " | second half |", "|---|" + "---:|" * len(CURVE_FRACTIONS) + "---|"]
+        lines += [f"| {_label(a)} | " + " | ".join(f"{v:.3f}" for v in pts) + f" | {late} |"
+                  for a, pts, late in curves]
     ratios = [(algo, steps_ratio(s, f"grpo_base_{recipe}", f"{algo}_base_{recipe}" if algo != "ppo"
                                  else f"ppo_base_{recipe}_nomask")) for algo in ALGOS if algo != "grpo"]
     ratios = [(a, r) for a, r in ratios if r is not None]
