@@ -164,6 +164,10 @@ def test_the_study_scores_a_base_and_rl_from_it_and_counts_steps_to_plus_0_1() -
     assert "| SB3 MaskablePPO | 1.00 (one seed, not an interval) |" in table
     assert "GRPO raises pass@1 (held-out)" in table  # the Yue et al. rows
     assert "| base alone >= 0.65 held-out greedy |" in table
+    # GRPO's gain split into greedy, sampled, and sampled against the base's greedy (paired by seed)
+    rl_eval, base_eval = summary["grpo_base_200"]["per_seed"][0], summary["base_200"]["per_seed"][0]
+    gap = rl_eval["test"]["sampled"] - base_eval["test"]["greedy"]
+    assert f"| GRPO sampled - base greedy (held-out) | {gap:+.3f} (one seed, not an interval) |" in table
     # the learning curve read at fractions of the budget: the last checkpoint at or before each
     assert ("| base (SFT 200) + GRPO | 0.100 | 0.100 | 0.150 | 0.150 | 0.300 | +0.150 (one seed, not an "
             "interval) |") in table

@@ -194,6 +194,27 @@ def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple
     return rows
 
 
+def sharpening_rows(summary: dict[str, Any], recipe: int) -> list[tuple[str, str]]:
+    """Where GRPO's gain over its base comes from, per split, paired by seed (IQM [95% CI] of the
+    per-seed differences): its greedy and sampled success minus the base's, and its sampled success
+    minus the base's greedy success (near zero: RL has made sampling as good as the base's greedy
+    answer, and no better)."""
+    base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
+    if not base or not rl:
+        return []
+    by_seed = dict(zip(base["seeds"], base["per_seed"]))
+    pairs = [(by_seed[s], e) for s, e in zip(rl["seeds"], rl["per_seed"]) if s in by_seed]
+    rows = []
+    for split in ("test", "train"):
+        name = "held-out" if split == "test" else "train"
+        for mine, theirs in (("greedy", "greedy"), ("sampled", "sampled"), ("sampled", "greedy")):
+            diff = paired([e[split][mine] for _, e in pairs], [b[split][theirs] for b, _ in pairs])
+            shown = (f"{diff.point:+.3f} ({NO_INTERVAL})" if diff.single
+                     else f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]")
+            rows.append((f"GRPO {mine} - base {theirs} ({name})", shown))
+    return rows
+
+
 def _at(curve: list[dict[str, Any]], steps: float) -> float:
     """Held-out sampled success at the last checkpoint at or before ``steps`` env steps (the first one
     when none is)."""
@@ -338,6 +359,12 @@ def markdown(result: dict[str, Any]) -> str:
                   "rule):", "",
                   "| claim | GRPO - base | verdict |", "|---|---|---|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in yue]
+    sharp = sharpening_rows(s, recipe)
+    if sharp:
+        lines += ["", "Where GRPO's gain comes from: its success minus its base's, paired by seed (IQM [95% "
+                  "CI]); sampled minus the base's greedy near zero means RL made sampling as good as the "
+                  "base's greedy answer and no better:", "", "| difference | GRPO - base |", "|---|---|"]
+        lines += [f"| {a} | {b} |" for a, b in sharp]
     rows = goals(s, result["recipe_sft"]["n"], result["env_kwargs"])
     lines += ["", "| target | measured | verdict |", "|---|---|---|"] if rows else []
     for text, value, ok in rows:
