@@ -234,7 +234,7 @@ def curve_rows(summary: dict[str, Any]) -> list[tuple[str, list[float], str]]:
     for arm, e in summary.items():
         if "curves" not in e:
             continue
-        curves = [e["curves"][seed] for seed in e["seeds"]]
+        curves = list(e["curves"].values())  # one per seed (keys are strings once read from JSON)
         points = [float(np.mean([_at(c, f * e["budget"]) if f < 1 else c[-1]["test_sampled"]
                                  for c in curves])) for f in CURVE_FRACTIONS]
         late = iqm_ci([c[-1]["test_sampled"] - _at(c, e["budget"] / 2) for c in curves])
