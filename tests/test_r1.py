@@ -240,11 +240,12 @@ def test_the_unmasked_ppo_arm_starts_from_an_unmasked_base_and_sb3_critics_get_t
     assert "preset" not in runs["maskable_ppo_base_100000"] and "preset" not in runs["ppo_base_100000_nomask"]
     with pytest.raises(ValueError, match="made for the transformer preset"):
         rl_run({**runs["grpo_scratch"], "preset": {**PRESETS["transformer"], "epochs": 1}})
-    default = build_parser().parse_args(["--seeds", "10"])  # the unmasked PPO from scratch only when asked
+    default = build_parser().parse_args(["--seeds", "10"])  # every arm from its base and from scratch
     default.recipe, default.eval = args.recipe, args.eval
     names = {t.arm for t in stage2_runs(default, records)}
-    assert "ppo_scratch" not in names and "ppo_base_100000_nomask" in names
-    assert {f"{a}_scratch" for a in ("grpo", "gae", "rloo", "reinforce_pp_baseline", "maskable_ppo")} <= names
+    assert "ppo_base_100000_nomask" in names
+    assert {f"{a}_scratch" for a in ("grpo", "gae", "rloo", "reinforce_pp_baseline", "maskable_ppo", "ppo")
+            } <= names
     none = build_parser().parse_args(["--seeds", "10", "--scratch-arms", "", "--arms", "grpo,gae"])
     none.recipe, none.eval = args.recipe, args.eval  # nothing from scratch
     assert {t.arm for t in stage2_runs(none, records)} == {"grpo_base_100000", "gae_base_100000"}

@@ -15,7 +15,8 @@ Per seed, on ``rlvr/Countdown-v0`` (three numbers by default, ``observation="tok
   answers and is scored as written; its base is the same cold start without the masks, so it learned
   to avoid off-grammar tokens). Every arm gets the same network and initial weights
   (``agents.grpo.transformer.copy_to_sb3`` for SB3). From scratch (the same seeded initial network, no
-  cold start): the arms of ``--scratch-arms`` (:data:`SCRATCH_ARMS` by default).
+  cold start): the arms of ``--scratch-arms`` (every arm of ``--arms`` by default; SB3's two take
+  20-30 CPU-minutes a run from scratch, the agent's 1-3).
 
 SB3's arms run through the native vector env (:func:`rlvr_env.to_sb3_vec_env`) with the settings of
 :data:`SB3_SETTINGS`, chosen on the unreported seeds (see its comment); SB3 re-encodes each step's
@@ -69,9 +70,6 @@ from benchmarks.core.bases import (DEFAULT_ENV_KWARGS, ENV_ID, EVAL, RECIPE_SFT,
 from benchmarks.core.weights import load_weights
 from benchmarks.r1.report import AGENT_ALGOS, ALGOS, SB3_ALGOS, headline, markdown, summarize
 
-#: The arms trained from scratch by default: every arm but SB3's unmasked PPO (about 20 CPU-minutes a run
-#: from scratch; ``--scratch-arms`` adds it).
-SCRATCH_ARMS = ("grpo", "gae", "rloo", "reinforce_pp_baseline", "maskable_ppo")
 #: Stage 1's run files (bases with their weights, about 1 MB each): a git-ignored cache, never committed.
 LOCAL_BASES = LOCAL_OUT / "r1" / "bases"
 
@@ -244,8 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="env steps per RL run (every arm)")
     parser.add_argument("--arms", type=_arms, default=",".join(ALGOS),
                         help=f"comma-separated RL arms, of {', '.join(ALGOS)}")
-    parser.add_argument("--scratch-arms", type=_scratch_arms, default=",".join(SCRATCH_ARMS),
-                        help="the arms also trained from scratch (no cold start), of --arms; '' for none")
+    parser.add_argument("--scratch-arms", type=_scratch_arms, default=",".join(ALGOS),
+                        help="the arms of --arms also trained from scratch (no cold start; default: every "
+                        "one); '' for none")
     parser.add_argument("--curve-every", type=positive_int, default=10_000,
                         help="env steps between learning-curve points")
     parser.add_argument("--sft-budgets", type=_budgets, default="",
