@@ -168,6 +168,13 @@ def steps_ratio(summary: dict[str, Any], arm: str, reference: str) -> tuple[str,
     return interval, f"censored {ca}/{len(xa)} and {cb}/{len(xb)}"
 
 
+def _diff_text(diff: Any) -> str:
+    """A paired difference as ``+0.123 [+0.045, +0.200]``; from one seed the point alone."""
+    if diff.single:
+        return f"{diff.point:+.3f} ({NO_INTERVAL})"
+    return f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
+
+
 def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple[str, str, str]]:
     """Yue et al. (2025): RLVR raises pass@1 but narrows pass@k at large k. Per split, the per-seed
     differences RL - base (paired by seed; IQM and 95% CI, the lab's verdict rule) at k = 1 and k = 64,
@@ -184,9 +191,7 @@ def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple
         for k, sign, text in (("1", 1, "raises pass@1"), (str(max(ks)), -1, f"narrows pass@{max(ks)}")):
             diff = paired([e[split]["pass_at"][k] for _, e in pairs],
                           [b[split]["pass_at"][k] for b, _ in pairs])
-            shown = (f"{diff.point:+.3f} ({NO_INTERVAL})" if diff.single
-                     else f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]")
-            rows.append((f"GRPO {text} ({name})", shown, verdict(diff, sign)))  # one seed: no verdict
+            rows.append((f"GRPO {text} ({name})", _diff_text(diff), verdict(diff, sign)))  # 1 seed: none
         mine, theirs = rl[f"{split}_pass_at"], base[f"{split}_pass_at"]
         cross = next((k for k in ks if mine[str(k)] < theirs[str(k)]), None)
         rows.append((f"smallest k where GRPO's mean pass@k < the base's ({name})",
@@ -209,9 +214,7 @@ def sharpening_rows(summary: dict[str, Any], recipe: int) -> list[tuple[str, str
         name = "held-out" if split == "test" else "train"
         for mine, theirs in (("greedy", "greedy"), ("sampled", "sampled"), ("sampled", "greedy")):
             diff = paired([e[split][mine] for _, e in pairs], [b[split][theirs] for b, _ in pairs])
-            shown = (f"{diff.point:+.3f} ({NO_INTERVAL})" if diff.single
-                     else f"{diff.point:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]")
-            rows.append((f"GRPO {mine} - base {theirs} ({name})", shown))
+            rows.append((f"GRPO {mine} - base {theirs} ({name})", _diff_text(diff)))
     return rows
 
 
