@@ -47,7 +47,6 @@ from benchmarks.core.store import run_key
 from benchmarks.core.common import seeds_argument
 from benchmarks.core.bases import DEFAULT_ENV_KWARGS, ENV_ID, KS
 
-ENV_KWARGS = DEFAULT_ENV_KWARGS
 #: The run files: a git-ignored cache (the committed output is the table).
 CACHE = LOCAL_OUT / "r1_base"
 #: The starting point every cell changes (the previous recipe's cold start with PyTorch's init); a cell
@@ -89,7 +88,7 @@ CHOSEN = "3layers_epochs12"
 def _merge(overrides: dict[str, Any]) -> dict[str, Any]:
     merged = {k: ({**START[k], **overrides.get(k, {})} if isinstance(START[k], dict)
                   else overrides.get(k, START[k])) for k in START}
-    if "env" in overrides:  # env kwargs besides ENV_KWARGS; only a cell that sets some has the key
+    if "env" in overrides:  # env kwargs besides DEFAULT_ENV_KWARGS; only a cell that sets some has the key
         merged["env"] = dict(overrides["env"])
     return merged
 
@@ -104,7 +103,7 @@ def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
 
     config = GRPOConfig.preset("transformer")
     model = GRPO(ENV_ID, config, policy="transformer", seed=spec["seed"],
-                 env_kwargs={**ENV_KWARGS, **spec.get("env", {}), "observation": "tokens"},
+                 env_kwargs={**DEFAULT_ENV_KWARGS, **spec.get("env", {}), "observation": "tokens"},
                  policy_kwargs=spec["policy"])
     load = os.getloadavg()[0]
     cpu = time.process_time()

@@ -168,6 +168,12 @@ def steps_ratio(summary: dict[str, Any], arm: str, reference: str) -> tuple[str,
     return interval, f"censored {ca}/{len(xa)} and {cb}/{len(xb)}"
 
 
+def _paired_evals(base: dict[str, Any], rl: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(the base's evaluation, the RL arm's) for every seed both have, in the RL arm's seed order."""
+    by_seed = dict(zip(base["seeds"], base["per_seed"]))
+    return [(by_seed[s], e) for s, e in zip(rl["seeds"], rl["per_seed"]) if s in by_seed]
+
+
 def _diff_text(diff: Any) -> str:
     """A paired difference as ``+0.123 [+0.045, +0.200]``; from one seed the point alone."""
     if diff.single:
@@ -183,11 +189,10 @@ def yue_claim(summary: dict[str, Any], recipe: int, ks: list[int]) -> list[tuple
     base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
     if not base or not rl:
         return []
-    by_seed = dict(zip(base["seeds"], base["per_seed"]))
+    pairs = _paired_evals(base, rl)
     rows = []
     for split in ("test", "train"):
         name = "held-out" if split == "test" else "train"
-        pairs = [(by_seed[s], e) for s, e in zip(rl["seeds"], rl["per_seed"]) if s in by_seed]
         for k, sign, text in (("1", 1, "raises pass@1"), (str(max(ks)), -1, f"narrows pass@{max(ks)}")):
             diff = paired([e[split]["pass_at"][k] for _, e in pairs],
                           [b[split]["pass_at"][k] for b, _ in pairs])
@@ -207,8 +212,7 @@ def sharpening_rows(summary: dict[str, Any], recipe: int) -> list[tuple[str, str
     base, rl = summary.get(f"base_{recipe}"), summary.get(f"grpo_base_{recipe}")
     if not base or not rl:
         return []
-    by_seed = dict(zip(base["seeds"], base["per_seed"]))
-    pairs = [(by_seed[s], e) for s, e in zip(rl["seeds"], rl["per_seed"]) if s in by_seed]
+    pairs = _paired_evals(base, rl)
     rows = []
     for split in ("test", "train"):
         name = "held-out" if split == "test" else "train"
