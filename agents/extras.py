@@ -11,8 +11,7 @@ from __future__ import annotations
 __all__ = ["TORCH_EXTRA", "missing_extra"]
 
 #: The install command that brings torch, stable-baselines3 and SB3's progress-bar packages, run in a
-#: clone of the repository (the package is not on the package index, so ``rlvr-env[torch]`` is no name
-#: pip can find).
+#: clone of the repository (the package is not on the package index, so pip finds it by its path).
 TORCH_EXTRA = 'pip install ".[torch]" (in a clone of the repository)'
 
 
