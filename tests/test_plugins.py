@@ -6,6 +6,7 @@ fix that applies (docs/agent.md, docs/add-a-task.md)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from agents import GRPO, GRPOConfig
 from agents.grpo import register_policy_loss
 from agents.grpo.policies import TabularPolicy
 from agents.grpo.registry import policy_class
+from agents.grpo.torch_policy import TorchPolicy
 from rlvr_env.envs import TokenEnv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +65,8 @@ def test_a_config_subclass_with_its_own_field_survives_save_and_load(tmp_path: P
     assert np.array_equal(model.policy.table, loaded.policy.table)  # it trains on as the saved one
     # config_class= rebuilds the config as the class given (e.g. one defined in __main__)
     assert type(GRPO.load(tmp_path / "m", config_class=CoefConfig).config) is CoefConfig
-    with pytest.raises(ValueError, match=r"m\.zip: its config .* does not fit GRPOConfig.*my_coef.*config_class="):
+    with pytest.raises(ValueError,
+                       match=r"m\.zip: its config .* does not fit GRPOConfig.*my_coef.*config_class="):
         GRPO.load(tmp_path / "m", config_class=GRPOConfig)
     with pytest.raises(ValueError, match="config_class=<class 'dict'> must be GRPOConfig"):
         GRPO.load(tmp_path / "m", config_class=dict)  # type: ignore[arg-type]
@@ -161,10 +164,27 @@ def test_the_tabular_refusal_says_how_a_task_declares_itself_finite() -> None:
     assert "its prompts come from an unbounded set" not in str(err.value)
 
 
-def test_model_config_shows_the_learning_rate_that_runs() -> None:
-    from tests.test_registries import LinearPolicy  # a user's torch policy (no preset learning rate)
+class UserLinear(TorchPolicy):
+    """A user's torch policy (its class, unregistered; the "paper" preset sets no learning rate)."""
 
-    model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=2), policy=LinearPolicy,
+    kind = "test-plugins-linear"
+
+    def __init__(self, observation_space: gym.Space, n_actions: int, learning_rate: float, *, seed: int,
+                 max_grad_norm: float | None = None) -> None:
+        self.n_actions, self.max_grad_norm = n_actions, max_grad_norm
+        torch.manual_seed(seed)
+        self.net = torch.nn.Linear(int(np.prod(observation_space.shape)), n_actions).double()
+        self.reference = copy.deepcopy(self.net).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=learning_rate)
+
+    def network_logits(self, net: torch.nn.Module, obs: np.ndarray, actions: np.ndarray | None
+                       ) -> torch.Tensor:
+        x = torch.as_tensor(np.asarray(obs, dtype=np.float64))
+        return net(x.reshape(x.shape[0], -1))
+
+
+def test_model_config_shows_the_learning_rate_that_runs() -> None:
+    model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=2), policy=UserLinear,
                  env_kwargs={"n_numbers": 2, "number_range": (1, 4), "target_range": (1, 16)})
     assert model.config.learning_rate == 3e-4
     assert model.policy.optimizer.param_groups[0]["lr"] == model.config.learning_rate
@@ -272,8 +292,9 @@ def test_a_checkpoint_of_an_unregistered_id_names_the_file_the_id_and_the_fix(tm
     path = tmp_path / "transient.zip"
     model.save(path)
     del gym.registry["test/Transient-v0"]  # as a fresh process that never registered it
-    with pytest.raises(ValueError, match=r"transient\.zip was trained on the env 'test/Transient-v0', which "
-                                         r"is not registered.*import the module that registers it.*pass env="):
+    with pytest.raises(ValueError, match=r"transient\.zip was trained on the env 'test/Transient-v0', "
+                                         r"which is not registered.*import the module that registers "
+                                         r"it.*pass env="):
         GRPO.load(path)
     loaded = GRPO.load(path, env=gym.make("rlvr/Digits-v0"))  # env= is the way round it
     assert loaded.n_actions == model.n_actions
@@ -308,8 +329,8 @@ def test_the_cli_without_torch_prints_one_line_naming_the_install(tmp_path: Path
     assert out.returncode == 1, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [
-        'error: --policy mlp: the neural policies (agents.grpo.torch_policy) needs torch, which is not installed; install it with '
-        'pip install ".[torch]" (in a clone of the repository)'], out.stderr
+        "error: --policy mlp: the neural policies (agents.grpo.torch_policy) needs torch, which is not "
+        'installed; install it with pip install ".[torch]" (in a clone of the repository)'], out.stderr
 
 
 def test_benchmarks_compare_without_scipy_names_the_bench_install(tmp_path: Path) -> None:

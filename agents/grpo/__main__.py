@@ -185,8 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft-warmup", type=float, default=COLD_START["warmup"],
                         help="fraction of the cold start's steps with a linear step-size warm-up")
     parser.add_argument("--sft-fit", choices=("masked", "unmasked"), default="masked",
-                        help="the cold start's cross-entropy under the grammar masks the agent decodes with "
-                             "(masked) or over every token (unmasked; the agent still decodes with its masks)")
+                        help="the cold start's cross-entropy under the grammar masks the agent decodes "
+                             "with (masked) or over every token (unmasked; the agent still decodes with its "
+                             "masks)")
     parser.add_argument("--json", default=None,
                         help="write the final metrics (test_greedy, test_sampled, test_pass_at_k, "
                              "train_greedy, ... and the base model's, base_*) as JSON here; on Ctrl-C the "

@@ -366,8 +366,8 @@ def check_tabular_observations(env: gym.Env) -> None:
       included, so what a row learns on one prompt never carries over to another. When the task draws
       its prompts from an unbounded set (``task.prompts(split)`` is None, e.g. Countdown's held-out
       number sets; a finite task says it is one by listing them there) the table cannot even cover the
-      train prompts: refused, naming both ways out (``prompts(split)``, ``tabular_segments``). A finite task is only
-      warned about (held-out prompts meet unseen rows, which act uniformly).
+      train prompts: refused, naming both ways out (``prompts(split)``, ``tabular_segments``). A finite
+      task is only warned about (held-out prompts meet unseen rows, which act uniformly).
     * Any other env: the observation space must be discrete (``Discrete``, ``MultiDiscrete``,
       ``MultiBinary`` or an integer ``Box``). Continuous observations (e.g. CartPole's float Box) almost
       never repeat exactly, so each state would get its own row: refused. Discretise them yourself

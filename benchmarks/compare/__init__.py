@@ -28,7 +28,6 @@ seed; a rerun with the same folder loads these instead of training again), ``run
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -36,26 +35,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.compare import _extra  # noqa: F401  (first: a missing [bench] extra is named, not raw)
 from benchmarks.core.common import write_atomically
-
-
-
-def _missing(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is None
-    except (ImportError, ValueError):
-        return True
-
-
-# The study's statistics, plots, executor and contenders come with the [bench] extra, which the light
-# install lacks: say which install brings them rather than end in a bare "No module named ..."
-_NEEDED = [m for m in ("scipy", "matplotlib", "ray", "stable_baselines3") if _missing(m)]
-if _NEEDED:
-    raise ImportError(f"python -m benchmarks.compare needs {', '.join(_NEEDED)}, which the light install "
-                      'lacks; the benchmark extra brings them: pip install ".[bench]" (in a clone of the '
-                      "repository)")
-from benchmarks.core.executor import git_commit, run_all  # noqa: E402
-from benchmarks.compare.report import (  # noqa: E402
+from benchmarks.core.executor import git_commit, run_all
+from benchmarks.compare.report import (
     CURVE_COLUMNS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
