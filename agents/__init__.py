@@ -2,7 +2,7 @@
 
 ``from agents import GRPO, GRPOConfig``. Importing this package does not import torch: the tabular
 GRPO needs NumPy only, and the "mlp" policy and SB3's logger import torch where they are used (the
-``torch`` extra, ``pip install "rlvr-env[torch]"``). Everything GRPO is made of is in
+``torch`` extra, ``pip install ".[torch]"`` in a clone). Everything GRPO is made of is in
 :mod:`agents.grpo`.
 """
 

@@ -1,6 +1,6 @@
 """The optional dependencies of ``agents`` and the extra that installs them.
 
-``pip install rlvr-env`` brings gymnasium and NumPy only: the environments, the verifier and the
+``pip install .`` (in a clone) brings gymnasium and NumPy only: the environments, the verifier and the
 tabular GRPO run on that. The neural policies (torch), SB3's logger and the SB3 baselines come with the
 ``torch`` extra; code that needs them imports them where it is used and, when they are missing, raises
 :func:`missing_extra`'s ``ImportError``, which names the extra.
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 __all__ = ["TORCH_EXTRA", "missing_extra"]
 
-#: The install command that brings torch, stable-baselines3 and SB3's progress-bar packages.
-TORCH_EXTRA = 'pip install "rlvr-env[torch]"'
+#: The install command that brings torch, stable-baselines3 and SB3's progress-bar packages, run in a
+#: clone of the repository (the package is not on the package index, so pip finds it by its path).
+TORCH_EXTRA = 'pip install ".[torch]" (in a clone of the repository)'
 
 
 def missing_extra(what: str, package: str) -> ImportError:

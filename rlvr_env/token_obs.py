@@ -94,7 +94,10 @@ class TokenContext:
         spec = task.context_tokens()
         if spec is None:
             raise ValueError(f"task {type(task).__name__} offers no token observation (its context_tokens() "
-                             "is None); use observation='features'")
+                             "is None), which observation='tokens' and the policies that read the token "
+                             "context (policy='transformer') need: implement context_tokens() and "
+                             "encode_context() on the task (docs/add-a-task.md), or train a policy that "
+                             "reads the features (policy='mlp', with the default observation='features')")
         self.task = task
         self.answer_offset = len(spec.vocab)
         self.vocab: tuple[str, ...] = (*spec.vocab, *task.vocab)

@@ -498,7 +498,8 @@ def test_preset_reaches_full_greedy_success_on_a_fresh_seed(policy: str, budget:
 def test_tabular_refuses_continuous_observations_and_unbounded_prompt_sets() -> None:
     with pytest.raises(ValueError, match="policy='tabular' needs discrete observations, and CartPole-v1"):
         GRPO("CartPole-v1", policy="tabular")
-    with pytest.raises(ValueError, match="unbounded set.*Use policy='mlp'"):
+    with pytest.raises(ValueError,
+                       match=r"as unbounded.*prompts\(split\).*tabular_segments.*use policy='mlp'"):
         GRPO("rlvr/Countdown-v0", policy="tabular")
     GRPO("FrozenLake-v1", policy="tabular")  # Discrete observations: fine
     GRPO("CartPole-v1", policy="mlp")

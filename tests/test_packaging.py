@@ -108,7 +108,7 @@ def test_torch_pieces_without_the_extra_raise_importerror_naming_it(tmp_path: Pa
                 return str(err)
             raise AssertionError(f"{fn} did not raise ImportError")
 
-        hint = 'pip install "rlvr-env[torch]"'
+        hint = 'pip install ".[torch]" (in a clone of the repository)'
         checks = {
             "mlp": lambda: GRPO("rlvr/Arithmetic-v0", policy="mlp"),
             "mlp module": lambda: importlib.import_module("agents.grpo.mlp"),
@@ -121,7 +121,7 @@ def test_torch_pieces_without_the_extra_raise_importerror_naming_it(tmp_path: Pa
             assert hint in text, (name, text)
             print(name, "->", text)
     """, tmp_path)
-    assert out.count('pip install "rlvr-env[torch]"') == 5, out
+    assert out.count('pip install ".[torch]" (in a clone of the repository)') == 5, out
 
 
 def test_the_progress_bar_works_without_torch_tqdm_or_rich(tmp_path: Path) -> None:

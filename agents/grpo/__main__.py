@@ -132,9 +132,13 @@ _parse_optional_float = _parse_optional(float, "a number")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m agents.grpo", description=__doc__, usage=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="rlvr/Arithmetic-v0", help="Gymnasium env id")
+    parser.add_argument("--env", default="rlvr/Arithmetic-v0",
+                        help="Gymnasium env id, or Gymnasium's module:id (the module, e.g. one of yours that "
+                             "calls register_envs, is imported first: my_tasks:me/MyTask-v0)")
     parser.add_argument("--env-kwargs", default="{}", help="JSON dict of gym.make kwargs")
-    parser.add_argument("--policy", default="tabular", choices=policy_names())
+    parser.add_argument("--policy", default="tabular", metavar="NAME",
+                        help=f"a registered policy name {policy_names()}, or a Policy class by its import "
+                             "path module:Class (the module is imported)")
     parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
                         help="start from this named preset instead of the policy's (e.g. countdown); "
                              "flags still override it")
@@ -148,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-dir", default=None, help="also write SB3 CSV logs here")
     parser.add_argument("--tensorboard", default=None, metavar="DIR",
                         help="also write TensorBoard event files here (GRPO(log_dir=..., tensorboard=True); "
-                             'needs pip install "rlvr-env[tensorboard]")')
+                             'needs pip install ".[tensorboard]" in a clone)')
     parser.add_argument("--progress-bar", action="store_true")
     parser.add_argument("--save", default=None,
                         help="write a checkpoint zip here (.zip added to a name without a suffix, as SB3 "
@@ -181,8 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sft-warmup", type=float, default=COLD_START["warmup"],
                         help="fraction of the cold start's steps with a linear step-size warm-up")
     parser.add_argument("--sft-fit", choices=("masked", "unmasked"), default="masked",
-                        help="the cold start's cross-entropy under the grammar masks the agent decodes with "
-                             "(masked) or over every token (unmasked; the agent still decodes with its masks)")
+                        help="the cold start's cross-entropy under the grammar masks the agent decodes "
+                             "with (masked) or over every token (unmasked; the agent still decodes with its "
+                             "masks)")
     parser.add_argument("--json", default=None,
                         help="write the final metrics (test_greedy, test_sampled, test_pass_at_k, "
                              "train_greedy, ... and the base model's, base_*) as JSON here; on Ctrl-C the "
@@ -218,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                      eval_freq=args.eval_freq, eval_k=args.eval_k, eval_prompts=args.eval_prompts)
     except (ValueError, TypeError, gym.error.Error) as err:  # a bad flag value, env id or env kwarg
         parser.error(str(err))
+    except ImportError as err:  # a policy whose extra is not installed (the message names the install)
+        raise SystemExit(f"error: --policy {args.policy}: {err}") from None
     if args.tensorboard is not None:
         from agents.grpo.logging import make_logger
 
@@ -239,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     phase = "set-up"
     try:
         if args.sft:
-            from agents.sft import cold_start  # lazy: torch
+            try:
+                from agents.sft import cold_start  # lazy: torch
+            except ImportError as err:
+                raise SystemExit(f"error: --sft: {err}") from None
 
             phase = "the cold start"
             print(f"cold start: {args.sft} train-split solutions, {args.sft_epochs} epochs ...", flush=True)

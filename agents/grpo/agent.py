@@ -19,6 +19,7 @@ import numpy as np
 
 from agents.evaluation import SuccessReport, greedy_success, success_report
 from agents.grpo import checkpoint, hooks
+from agents.grpo.checkpoint import registering_module, split_env_id
 from agents.grpo.callbacks import Callback, CallbackRunner, make_callbacks
 from agents.grpo.config import GRPOConfig
 from agents.grpo.hooks import GroupHook, GroupHooks
@@ -36,7 +37,7 @@ from agents.grpo.objective import (
     token_entropies,
 )
 from agents.grpo.policies import Policy, apply_mask, log_softmax
-from agents.grpo.registry import policy_class, registered_name
+from agents.grpo.registry import class_path, policy_class, registered_name
 from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from agents.grpo.rollout import (
     Collected,
@@ -155,7 +156,7 @@ class GRPO:
             network) or ``"transformer"`` (a causal transformer over ``observation="tokens"``,
             :mod:`agents.grpo.transformer`), or any :class:`agents.grpo.policies.Policy` subclass
             (:mod:`agents.grpo.registry`; docs/agent.md, "Add a policy architecture"); the neural ones
-            need the ``torch`` extra (``pip install "rlvr-env[torch]"``).
+            need the ``torch`` extra (``pip install ".[torch]"`` in a clone).
         seed: seeds every random draw of the agent (prompts, sampling, network init).
         env_kwargs: keyword arguments for ``gym.make`` when ``env`` is an id.
         policy_kwargs: keyword arguments of the policy's constructor; for ``"mlp"``: ``net_arch``
@@ -164,7 +165,7 @@ class GRPO:
         log_interval: iterations between logger dumps.
         log_dir: if set, also write SB3 logger CSV (and TensorBoard when ``tensorboard=True``) there
             (needs SB3, from the ``torch`` extra; without it only ``verbose`` 0 and 1 work; TensorBoard
-            needs the ``tensorboard`` extra, ``pip install "rlvr-env[tensorboard]"``).
+            needs the ``tensorboard`` extra, ``pip install ".[tensorboard]"`` in a clone).
         vectorized: roll out in the env id's native vector env (``gym.make_vec(...,
             vectorization_mode="vector_entry_point")``); None uses it whenever the id has one. Both paths
             draw the same prompts and samples, so on fixed-length tasks they train identically.
@@ -200,6 +201,8 @@ class GRPO:
         if not isinstance(config, GRPOConfig):
             raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
         config = config.resolve(policy_cls.preset)  # unset fields take the policy's preset
+        if config.learning_rate is None:  # neither set nor in the preset: the policy's own step size
+            config = dataclasses.replace(config, learning_rate=policy_cls.resolved_learning_rate(config))
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a non-negative integer")
         if verbose not in (0, 1, 2):
@@ -213,12 +216,16 @@ class GRPO:
         self.eval_freq, self.eval_k, self.eval_prompts = eval_freq, eval_k, eval_prompts
 
         self.env_id: str | None = None
+        #: the module that registers ``env_id`` (from ``env="module:id"`` or the env spec's entry point;
+        #: None when unknown): a checkpoint stores it, and ``load`` imports it before making the env
+        self.env_module: str | None = None
         self.env_kwargs = dict(env_kwargs or {})
         if isinstance(env, str) and policy_cls.token_observation:  # it reads the token context
             self.env_kwargs.setdefault("observation", "tokens")
         if isinstance(env, str):
-            self.env_id = env
-            self.env = gym.make(env, **self.env_kwargs)
+            self.env_module, self.env_id = split_env_id(env)
+            self.env = gym.make(self.env_id, **self.env_kwargs)
+            self.env_module = self.env_module or registering_module(self.env.spec)
         elif isinstance(env, gym.Env):
             if env_kwargs:
                 raise ValueError("env_kwargs are only used when env is an id string")
@@ -226,6 +233,7 @@ class GRPO:
             spec = getattr(env, "spec", None)
             if spec is not None:
                 self.env_id, self.env_kwargs = spec.id, dict(spec.kwargs)
+                self.env_module = registering_module(spec)
         else:
             raise ValueError(f"env must be an env id or a gymnasium.Env, got {type(env).__name__}")
         if not isinstance(self.env.action_space, gym.spaces.Discrete):
@@ -236,8 +244,10 @@ class GRPO:
             raise ValueError(f"Discrete action space must start at 0, got {self.env.action_space}")
 
         self.config = config
-        #: the registered name of the policy's class (what a checkpoint stores; None: not registered)
-        self.policy_name = policy if isinstance(policy, str) else registered_name(policy_cls)
+        #: what a checkpoint stores to find the policy's class again: its registered name, else its
+        #: import path "module:Class" (None: neither, e.g. a class defined inside a function)
+        self.policy_name = (policy if isinstance(policy, str) and ":" not in policy
+                            else registered_name(policy_cls) or class_path(policy_cls))
         self.seed = int(seed)
         self.policy_kwargs = dict(policy_kwargs or {})
         self.verbose, self.log_interval = verbose, log_interval
@@ -684,11 +694,15 @@ class GRPO:
     # Checkpoints: a zip of JSON + NumPy arrays; nothing in it is ever unpickled (agents.grpo.checkpoint)
     # ---------------------------------------------------------------------------------------------
     def _tabular_slices(self) -> list[slice] | None:
+        """The task's ``tabular_segments`` as slices of the observation, or None (key on the whole
+        observation) when the task names none or the observation does not have them: the token context
+        (``observation="tokens"``) lays out ``prompt`` and ``answer``, not the feature segments, and it
+        holds only the prompt and the answer so far, so the whole row is the key there."""
         inner = self.env.unwrapped
         task = self._task()
         segments = task.tabular_segments if task is not None else None
         layout = inner.obs_layout if isinstance(inner, TokenEnv) else None
-        if not segments or not layout:
+        if not segments or not layout or not all(name in layout for name in segments):
             return None
         return [layout[name] for name in segments]
 
@@ -699,14 +713,18 @@ class GRPO:
         checkpoint.save(self, path)
 
     @classmethod
-    def load(cls, path: str | Path, env: str | gym.Env | None = None) -> GRPO:
+    def load(cls, path: str | Path, env: str | gym.Env | None = None,
+             config_class: type[GRPOConfig] | None = None) -> GRPO:
         """Load a checkpoint written by :meth:`save`; the model predicts exactly as the saved one.
 
         As in SB3, ``path`` is opened as given, else with ``.zip`` added (``load("model")`` reads
-        ``model.zip``). ``env`` defaults to the env id stored in the checkpoint.
+        ``model.zip``). ``env`` defaults to the env id stored in the checkpoint (its registering module,
+        when the checkpoint names one, is imported first). The config is rebuilt as the class it was
+        saved as (a ``GRPOConfig`` subclass is stored by its import path and imported);
+        ``config_class`` overrides that, e.g. for a subclass defined in ``__main__``.
         A truncated, foreign or tampered file
         raises ``ValueError`` naming the file and what is wrong. Arrays are read with
         ``allow_pickle=False`` and torch optimiser state with ``weights_only=True``.
         """
-        model: GRPO = checkpoint.load(cls, path, env)
+        model: GRPO = checkpoint.load(cls, path, env, config_class=config_class)
         return model

@@ -2,7 +2,14 @@
 ``policy.npz`` (the policy's arrays; with ``advantage="gae"`` also the critic's, ``critic.*``), plus
 ``optimizer.pt`` (torch's Adam state) for the torch policies and ``critic_optimizer.pt`` (the critic's).
 The policy is stored by its registered name (:mod:`agents.grpo.registry`); loading finds the class there,
-so a custom policy class loads once it is registered again, and a class never registered cannot be saved.
+so a custom policy class loads once it is registered again. An unregistered class defined at a module's
+top level is stored by its import path ``"module:Class"`` and imported on load; one defined inside a
+function (or in ``__main__``) cannot be saved unless registered. The config is stored with its class's
+import path (``"agents.grpo.config:GRPOConfig"``, or a user's subclass whose own fields a registered loss
+reads), and the env id with the module that registers it when the agent knows it (the ``module:`` of
+``env="module:id"``, else the module of the env spec's entry point, for ``register_envs`` the task
+class's); :func:`load` imports those modules, as ``gym.make("module:id")`` does, or says which module to
+import or which argument to pass.
 
 Nothing in a checkpoint is ever unpickled: arrays are read with ``allow_pickle=False`` and the optimiser
 state with ``weights_only=True``. The format tag :data:`CHECKPOINT_FORMAT` names the layout; a file
@@ -17,6 +24,8 @@ as given and, if there is no such file, the name with ``.zip`` added (``load("mo
 
 from __future__ import annotations
 
+import functools
+import importlib
 import io
 import json
 import zipfile
@@ -28,9 +37,9 @@ import gymnasium as gym
 import numpy as np
 
 from agents.grpo.config import GRPOConfig
-from agents.grpo.registry import policy_names
+from agents.grpo.registry import import_path, policy_names
 
-__all__ = ["CHECKPOINT_FORMAT", "checkpoint_path", "load", "save"]
+__all__ = ["CHECKPOINT_FORMAT", "checkpoint_path", "load", "registering_module", "save", "split_env_id"]
 
 CHECKPOINT_FORMAT = "rlvr-env/grpo-checkpoint/v1"
 _MAX_CHECKPOINT_MEMBER = 512 * 1024 * 1024
@@ -43,19 +52,55 @@ def checkpoint_path(path: str | Path) -> Path:
     return path.with_name(path.name + ".zip") if path.suffix == "" else path
 
 
+def split_env_id(env: str) -> tuple[str | None, str]:
+    """``(module, id)`` of Gymnasium's ``"module:id"`` form, with ``module`` imported (it registers
+    ``id``); ``(None, env)`` for a bare id. ``ValueError`` naming the module when it cannot be imported."""
+    if ":" not in env:
+        return None, env
+    module, _, env_id = env.partition(":")
+    if not module or not env_id:
+        raise ValueError(f"env={env!r} is neither an env id nor of the form 'module:id'")
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(f"env={env!r}: the module {module!r}, which should register {env_id!r}, cannot be "
+                         f"imported ({err}); put it on the Python path (e.g. PYTHONPATH)") from err
+    return module, env_id
+
+
+def registering_module(spec: Any) -> str | None:
+    """The module an env spec's entry point comes from, which (for ``register_envs`` and for a module
+    that registers its own env class) is the module that registers the id: ``"module:Attr"``'s module,
+    the task class of ``register_envs``'s ``partial(make_token_env, task)``, else the callable's
+    ``__module__``. None when there is none to import (e.g. ``__main__``)."""
+    entry = getattr(spec, "entry_point", None)
+    if isinstance(entry, str):
+        module: str | None = entry.partition(":")[0]
+    elif isinstance(entry, functools.partial):
+        target = entry.args[0] if entry.args and callable(entry.args[0]) else entry.func
+        module = getattr(target, "__module__", None)
+    else:
+        module = getattr(entry, "__module__", None)
+    return None if not module or module == "__main__" else module
+
+
 def save(model: Any, path: str | Path) -> Path:
     """Write ``model`` (an :class:`agents.grpo.GRPO`) atomically to :func:`checkpoint_path` of ``path``,
     creating missing parent folders (see the module docstring); returns the path written."""
     if model.policy_name is None:
         raise ValueError(
             f"the policy class {type(model.policy).__qualname__} is not registered, and a checkpoint names "
-            "its policy: register it first (agents.grpo.registry.register_policy(name, cls))")
+            "its policy: register it first (agents.grpo.registry.register_policy(name, cls)), or define it "
+            "at a module's top level (the checkpoint then stores its import path 'module:Class')")
+    config_cls = type(model.config)
     meta = {
         "format": CHECKPOINT_FORMAT,
         "policy": model.policy_name,
         "config": model.config.to_dict(),
+        "config_class": f"{config_cls.__module__}:{config_cls.__qualname__}",
         "seed": model.seed,
         "env_id": model.env_id,
+        "env_module": getattr(model, "env_module", None),
         "env_kwargs": model.env_kwargs,
         "policy_kwargs": model.policy_kwargs,
         "num_timesteps": model.num_timesteps,
@@ -94,9 +139,11 @@ def save(model: Any, path: str | Path) -> Path:
     return path
 
 
-def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
+def load(cls: Any, path: str | Path, env: str | gym.Env | None = None,
+         config_class: type[GRPOConfig] | None = None) -> Any:
     """The ``cls`` (:class:`agents.grpo.GRPO`) model saved at ``path``; it predicts exactly as the saved
-    one and continues training from the same generator state. ``env`` defaults to the stored env id."""
+    one and continues training from the same generator state. ``env`` defaults to the stored env id
+    (its stored registering module imported first); ``config_class`` to the stored config class."""
     path = Path(path)
     if not path.exists() and Path(f"{path}.zip").exists():
         path = Path(f"{path}.zip")  # as SB3's load: the name as given, else with ".zip" added
@@ -117,15 +164,21 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
         critic_opt_bytes = (_read_member(zf, "critic_optimizer.pt", path) if "critic_optimizer.pt" in names
                             else None)
     policy = meta["policy"]
+    if ":" in policy:  # an unregistered class by its import path
+        try:
+            policy = import_path(policy, "policy")
+        except ValueError as err:
+            raise ValueError(f"{path}: its {err}; or register the class and load again") from err
+    config = _config(meta, path, config_class)
     if env is None:
         if not meta.get("env_id"):
             raise ValueError(f"{path} was trained on an env without an id; pass env= to load it")
-        env = meta["env_id"]
-        model = cls(env, GRPOConfig.from_dict(meta["config"]), policy, meta["seed"],
+        env = _registered_env(path, meta["env_id"], meta.get("env_module"))
+        model = cls(env, config, policy, meta["seed"],
                     env_kwargs=meta.get("env_kwargs") or {}, policy_kwargs=meta.get("policy_kwargs"))
+        model.env_module = meta.get("env_module") or model.env_module
     else:
-        model = cls(env, GRPOConfig.from_dict(meta["config"]), policy, meta["seed"],
-                    policy_kwargs=meta.get("policy_kwargs"))
+        model = cls(env, config, policy, meta["seed"], policy_kwargs=meta.get("policy_kwargs"))
     if list(model.observation_space.shape or ()) != list(meta["observation_shape"]):
         raise ValueError(
             f"{path} was trained on observations of shape {meta['observation_shape']}, the env gives "
@@ -162,6 +215,59 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None) -> Any:
     return model
 
 
+def _config(meta: dict[str, Any], path: Path, config_class: type[GRPOConfig] | None) -> GRPOConfig:
+    """The stored config, rebuilt as ``config_class`` when given, else as the stored class (imported by
+    its path; :class:`GRPOConfig` for a checkpoint that names none)."""
+    stored = meta.get("config_class")
+    if config_class is not None:
+        if not (isinstance(config_class, type) and issubclass(config_class, GRPOConfig)):
+            raise ValueError(f"config_class={config_class!r} must be GRPOConfig or a subclass of it")
+        config_cls = config_class
+    elif stored is None or stored == "agents.grpo.config:GRPOConfig":
+        config_cls = GRPOConfig
+    else:
+        how = (f"import the module that defines {stored.partition(':')[2]!r}, or pass "
+               f"GRPO.load(path, config_class=...) the GRPOConfig subclass the model was trained with")
+        if not isinstance(stored, str) or "<locals>" in stored:
+            raise ValueError(f"{path}: its config class {stored!r} was defined inside a function, so it "
+                             f"cannot be imported; pass GRPO.load(path, config_class=...) that class")
+        try:
+            found = import_path(stored, "config class")
+        except ValueError as err:
+            raise ValueError(f"{path}: its {err}; {how}") from err
+        if not (isinstance(found, type) and issubclass(found, GRPOConfig)):
+            raise ValueError(f"{path}: its config class {stored!r} names {found!r}, not a GRPOConfig "
+                             f"subclass; pass GRPO.load(path, config_class=...)")
+        config_cls = found
+    try:
+        return config_cls.from_dict(meta["config"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"{path}: its config (saved as {stored or 'GRPOConfig'}) does not fit {config_cls.__qualname__}: "
+            f"{err}; pass GRPO.load(path, config_class=...) the GRPOConfig subclass the model was trained "
+            "with") from err
+
+
+def _registered_env(path: Path, env_id: str, module: str | None) -> str:
+    """``env_id`` once it is registered: the stored registering ``module`` is imported when the id is
+    not registered yet. ``ValueError`` naming the file, the id and the fix otherwise."""
+    if env_id not in gym.registry and module:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ValueError(
+                f"{path} was trained on the env {env_id!r}, which the module {module!r} registers, and "
+                f"that module cannot be imported here ({err}): put it on the Python path (e.g. "
+                "PYTHONPATH), or pass env= (an env id or instance) to GRPO.load") from err
+    if env_id not in gym.registry:
+        where = f" (the module {module!r} was imported and did not register it)" if module else ""
+        raise ValueError(
+            f"{path} was trained on the env {env_id!r}, which is not registered in this process{where}: "
+            f"import the module that registers it before loading (or pass env='your_module:{env_id}'), "
+            "or pass env= (an env id or instance) to GRPO.load")
+    return env_id
+
+
 def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     info = zf.getinfo("grpo.json")
     if info.file_size > 1024 * 1024:
@@ -178,7 +284,9 @@ def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     missing = [k for k in required if k not in meta]
     if missing:
         raise ValueError(f"{path}: grpo.json lacks {missing}")
-    if meta["policy"] not in policy_names():
+    if not isinstance(meta["policy"], str):
+        raise ValueError(f"{path}: grpo.json names the policy {meta['policy']!r}, not a name or a path")
+    if ":" not in meta["policy"] and meta["policy"] not in policy_names():
         raise ValueError(
             f"{path}: its policy {meta['policy']!r} is not registered (registered: {policy_names()}); "
             f"register its class first (agents.grpo.registry.register_policy({meta['policy']!r}, cls))")

@@ -121,7 +121,8 @@ def make_logger(verbose: int, log_dir: str | None, tensorboard: bool,
     if tensorboard and tensorboard_dir is not None:
         if getattr(sb3_logger, "SummaryWriter", None) is None:  # SB3 found no tensorboard
             raise ImportError('TensorBoard logs need tensorboard, which is not installed; install it '
-                              'with pip install "rlvr-env[tensorboard]" (or pip install tensorboard)')
+                              'with pip install ".[tensorboard]" in a clone of the repository (or pip '
+                              'install tensorboard)')
         os.makedirs(tensorboard_dir, exist_ok=True)
         formats.append(sb3_logger.make_output_format("tensorboard", tensorboard_dir))
     return sb3_logger.Logger(folder=log_dir or tensorboard_dir, output_formats=formats)

@@ -101,8 +101,15 @@ class Policy(abc.ABC):
         **policy_kwargs)``, the constructor of the torch policies."""
         lr = model.config.learning_rate
         return cls(model.observation_space, model.n_actions,  # type: ignore[call-arg]
-                   cls.default_learning_rate if lr is None else lr, seed=model.seed,
+                   cls.resolved_learning_rate(model.config) if lr is None else lr, seed=model.seed,
                    max_grad_norm=model.config.max_grad_norm, **policy_kwargs)
+
+    @classmethod
+    def resolved_learning_rate(cls, config: Any) -> float:
+        """The step size this policy trains at when ``config.learning_rate`` is unset (also after the
+        preset): ``default_learning_rate``. The agent writes it into its resolved config, so
+        ``model.config.learning_rate`` is the step size that runs."""
+        return cls.default_learning_rate
 
     @abc.abstractmethod
     def logits(self, obs: np.ndarray) -> np.ndarray:
@@ -221,8 +228,13 @@ class TabularPolicy(Policy):
         optimizer = model.config.tabular_optimizer
         lr = model.config.learning_rate
         if lr is None:
-            lr = TABULAR_DEFAULT_LR[optimizer]
+            lr = cls.resolved_learning_rate(model.config)
         return cls(model.observation_space, model.n_actions, lr, model.feature_slices, optimizer=optimizer)
+
+    @classmethod
+    def resolved_learning_rate(cls, config: Any) -> float:
+        """The default step size of the config's ``tabular_optimizer`` (:data:`TABULAR_DEFAULT_LR`)."""
+        return TABULAR_DEFAULT_LR[config.tabular_optimizer]
 
     def __init__(
         self,
@@ -353,8 +365,9 @@ def check_tabular_observations(env: gym.Env) -> None:
     * An ``rlvr_env`` task without ``tabular_segments`` keys its rows on the whole observation, prompt
       included, so what a row learns on one prompt never carries over to another. When the task draws
       its prompts from an unbounded set (``task.prompts(split)`` is None, e.g. Countdown's held-out
-      number sets) the table cannot even cover the train prompts: refused. A finite task is only
-      warned about (held-out prompts meet unseen rows, which act uniformly).
+      number sets; a finite task says it is one by listing them there) the table cannot even cover the
+      train prompts: refused, naming both ways out (``prompts(split)``, ``tabular_segments``). A finite
+      task is only warned about (held-out prompts meet unseen rows, which act uniformly).
     * Any other env: the observation space must be discrete (``Discrete``, ``MultiDiscrete``,
       ``MultiBinary`` or an integer ``Box``). Continuous observations (e.g. CartPole's float Box) almost
       never repeat exactly, so each state would get its own row: refused. Discretise them yourself
@@ -372,8 +385,12 @@ def check_tabular_observations(env: gym.Env) -> None:
                "on the whole observation, prompt included, and nothing learned on one prompt carries over "
                "to another")
         if task.prompts("train") is None:
-            raise ValueError(why + "; its prompts come from an unbounded set, so held-out prompts (and "
-                             "most train prompts) always meet unseen rows. Use policy='mlp'")
+            raise ValueError(why + "; the task does not list its prompts (its prompts(split) is None), so "
+                             "the table counts them as unbounded: held-out prompts (and most train prompts) "
+                             "would always meet unseen rows. A task with a finite set of prompts declares "
+                             "it by returning them from prompts(split), and tabular_segments names the "
+                             "observation segments (e.g. target and answer prefix) to key rows on so that "
+                             "rows carry over between prompts; or use policy='mlp'")
         warnings.warn(why + "; held-out prompts will meet unseen (uniform) rows", stacklevel=3)
         return
     space = env.observation_space

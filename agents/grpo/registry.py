@@ -6,7 +6,10 @@ The built-in names are ``"tabular"`` (:class:`agents.grpo.policies.TabularPolicy
 (:class:`agents.grpo.transformer.TransformerPolicy`); the torch ones are imported when first asked for,
 so naming the tabular policy never imports torch. :func:`register_policy` adds a name for any
 :class:`Policy` subclass; a checkpoint stores the name and :meth:`agents.grpo.GRPO.load` finds the class
-here again (a class that was never registered trains, but cannot be saved: a checkpoint names no code).
+here again. A class can also be named by its import path ``"module:QualName"`` (as Gymnasium names an
+entry point): :func:`policy_class` imports the module, and a checkpoint of an unregistered class defined
+at a module's top level stores that path. A class defined inside a function (or in ``__main__``) has no
+path another process can import: it trains, but cannot be saved unless registered.
 
 What a policy needs from the agent it declares on its class, not here: its config preset
 (``Policy.preset``), whether it reads the token context (``Policy.token_observation``), whether a
@@ -16,12 +19,13 @@ checkpoint saves a torch optimiser (``Policy.uses_torch``), and how it is built
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from agents.grpo.policies import Policy, TabularPolicy
 
-__all__ = ["policy_class", "policy_names", "register_policy", "registered_name"]
+__all__ = ["class_path", "import_path", "policy_class", "policy_names", "register_policy", "registered_name"]
 
 P = TypeVar("P", bound=type[Policy])
 
@@ -90,13 +94,50 @@ def policy_names() -> tuple[str, ...]:
     return tuple(_POLICIES)
 
 
+def class_path(cls: type) -> str | None:
+    """``"module:QualName"`` of ``cls``, the path :func:`import_path` imports it by; None for a class
+    no other process can import that way (defined inside a function, or in ``__main__``)."""
+    module, qualname = cls.__module__, cls.__qualname__
+    if module == "__main__" or "<locals>" in qualname:
+        return None
+    return f"{module}:{qualname}"
+
+
+def import_path(path: str, what: str = "object") -> Any:
+    """The object ``path`` (``"module:QualName"``) names: the module is imported, then the (dotted)
+    name looked up in it. ``ValueError`` naming the path and what failed (a malformed path, a module
+    that cannot be imported, a name the module lacks)."""
+    module, sep, qualname = path.partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError(f"{what} {path!r} is not an import path of the form 'module:QualName'")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(f"{what} {path!r}: the module {module!r} cannot be imported ({err}); put it on "
+                         "the Python path (e.g. PYTHONPATH) or install it") from err
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"{what} {path!r}: the module {module!r} has no {qualname!r}") from None
+    return obj
+
+
 def policy_class(policy: str | type[Policy]) -> type[Policy]:
-    """The class a ``policy=`` argument names: a registered name, or a :class:`Policy` subclass itself.
+    """The class a ``policy=`` argument names: a registered name, an import path ``"module:Class"``
+    (the module is imported; :func:`import_path`), or a :class:`Policy` subclass itself.
     ``ValueError`` naming the value and the registered names otherwise."""
+    if isinstance(policy, str) and ":" in policy:
+        cls = import_path(policy, "policy")
+        if not (isinstance(cls, type) and issubclass(cls, Policy)):
+            raise ValueError(f"policy={policy!r} names {cls!r}, which is not a subclass of "
+                             "agents.grpo.policies.Policy")
+        return cls
     if isinstance(policy, str):
         if policy not in _POLICIES:
             raise ValueError(f"policy={policy!r} is not one of the registered policies {policy_names()}; "
-                             "register a Policy class with agents.grpo.registry.register_policy")
+                             "register a Policy class with agents.grpo.registry.register_policy, or name "
+                             "it by its import path 'module:Class'")
         return _load(policy)
     if isinstance(policy, type) and issubclass(policy, Policy):
         return policy

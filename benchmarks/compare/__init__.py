@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.compare import _extra  # noqa: F401  (first: a missing [bench] extra is named, not raw)
 from benchmarks.core.common import write_atomically
 from benchmarks.core.executor import git_commit, run_all
 from benchmarks.compare.report import (

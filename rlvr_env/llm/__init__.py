@@ -7,7 +7,7 @@
   ``rlvr_env_countdown`` and ``rlvr_env_arithmetic``).
 
 The answer extraction policy is :mod:`rlvr_env.completions`. Nothing here imports trl, transformers,
-datasets or verifiers until a function needs it (``pip install "rlvr-env[llm]"`` brings them).
+datasets or verifiers until a function needs it (``pip install ".[llm]"`` in a clone brings them).
 """
 
 from __future__ import annotations
