@@ -481,3 +481,18 @@ def test_values_beyond_int64_reach_the_final_info_exactly() -> None:
         assert single_info["value"] == fraction(num, den), i
         assert_final_info_matches(single_info, final, i)
     assert singles[2]["value"] is not None and not singles[2]["well_formed"]  # the value is kept
+
+
+def test_batch_verdict_keeps_every_verdict_s_parts_and_reads_no_bool_as_a_value() -> None:
+    from rlvr_env.task_scorer import batch_verdict
+    from rlvr_env.verifier import Verdict
+
+    plain = Verdict(reward=1.1, correct=True, well_formed=True, value=Fraction(7, 2), reason=None,
+                    expression="a", parts={"accuracy": 1.0, "format": 0.1})
+    near = Verdict(reward=0.6, correct=False, well_formed=True, value=True, reason="near", expression="b",
+                   parts={"accuracy": 0.0, "format": 0.1, "near": 0.5})
+    arrays = batch_verdict([plain, near])
+    assert sorted(arrays.parts) == ["accuracy", "format", "near"]
+    assert arrays.parts["near"].tolist() == [0.0, 0.5]
+    assert arrays.has_value.tolist() == [True, False]  # True is not the number 1
+    assert (arrays.value_num[0], arrays.value_den[0]) == (7, 2)
