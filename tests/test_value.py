@@ -83,6 +83,8 @@ def test_value_loss_on_a_small_batch_worked_by_hand() -> None:
     assert terms.loss == pytest.approx(0.5 * (0.64 + 0.25 + 4.0) / 3, abs=1e-15)
     assert np.allclose(terms.grad_vpred, [[-0.8 / 3, 0.0, 2 / 3, 0.0]], atol=1e-15, rtol=0)
     assert terms.clip_frac == pytest.approx(1 / 3)
+    # over the real tokens only: residuals R - v = (0.8, 0, -2), Var 4.16 / 3; Var(R) = 8 / 9
+    assert terms.explained_variance == pytest.approx(1 - (4.16 / 3) / (8 / 9), abs=1e-12)
 
 
 # ------------------------------------------------------------------------------------------------
