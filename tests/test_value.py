@@ -221,6 +221,33 @@ def test_cold_start_restarts_the_critic_from_the_fitted_policy() -> None:
     assert not model.policy.critic_optimizer.state_dict()["state"]  # a fresh optimiser
 
 
+def test_the_critic_s_gradient_is_clipped_at_max_grad_norm() -> None:
+    model = gae_agent()
+    policy = model.policy
+    policy.max_grad_norm = 1e-3
+    batch = model._runner.collect(policy, model.rng)
+    valid = batch.mask > 0
+    obs, actions = batch.obs[valid], batch.actions[valid]
+    n = len(actions)
+
+    def far_returns(v: np.ndarray) -> object:  # returns 10 above every prediction: a large gradient
+        return clipped_value_loss(v, v + 10.0, v, np.ones(n), 1e6, np.full(n, 1.0 / n))
+
+    policy.update_critic(obs, actions, far_returns)
+    norm = torch.nn.utils.get_total_norm([p.grad for p in policy.critic.parameters() if p.grad is not None])
+    assert float(norm) <= 1e-3 * (1 + 1e-6)
+
+
+def test_a_cold_start_keeps_the_critic_learning_rate() -> None:
+    from agents.sft import cold_start
+
+    model = gae_agent(critic_learning_rate=1e-2)  # the policy's step size is 3e-3
+    assert model.policy.critic_optimizer.param_groups[0]["lr"] == 1e-2
+    cold_start(model, 32, epochs=1, batch_size=32)
+    assert model.policy.critic_optimizer.param_groups[0]["lr"] == 1e-2
+    assert model.policy.optimizer.param_groups[0]["lr"] == 3e-3
+
+
 def test_mlp_warm_start_restarts_the_critic_from_the_clone() -> None:
     from agents.bc import demonstrations, warm_start
 
