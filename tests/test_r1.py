@@ -391,8 +391,8 @@ def test_the_yue_rows_pair_the_base_and_rl_by_seed_and_read_a_lower_pass_at_64_a
     rl = _arm([1, 2], [_scores(0.3, 0.4), _scores(0.4, 0.6)])  # each 0.1 below its own seed's pass@64
     assert _paired_evals(base, rl) == [(base["per_seed"][1], rl["per_seed"][0]),
                                        (base["per_seed"][2], rl["per_seed"][1])]
-    rows = {name: (measured, said) for name, measured, said in yue_claim({"base_10": base, "grpo_base_10": rl},
-                                                                         10, [1, 64])}
+    summary = {"base_10": base, "grpo_base_10": rl}
+    rows = {name: (measured, said) for name, measured, said in yue_claim(summary, 10, [1, 64])}
     measured, said = rows["GRPO narrows pass@64 (held-out)"]
     assert measured.startswith("-0.100 [-0.100, -0.100]") and said == "agree"
 
