@@ -87,3 +87,22 @@ def test_grpo_learns_a_custom_task() -> None:
     model.learn(20_000)
     assert model.evaluate("train") > before
     assert model.last_metrics["rollout/solve_rate"] > 0.5
+
+
+class SignedSum(SumTask):
+    """SumTask with one positive and one negative target: the token context must carry a sign slot."""
+
+    def __init__(self) -> None:
+        self._split = {Prompt((1, 4), 5): "train", Prompt((1, 4), -3): "test"}
+
+
+def test_the_token_context_is_signed_when_any_target_is_negative() -> None:
+    task = SignedSum()
+    vocab = (*task.context_tokens().vocab, *task.vocab)
+
+    def read(prompt: Prompt) -> list[str]:
+        return [vocab[i] for i in task.encode_context(prompt).tolist()]
+
+    assert read(Prompt((1, 4), -3))[-4:] == ["=", "-", "3", "<ans>"]
+    positive = read(Prompt((1, 4), 5))
+    assert positive[0] == "<pad>" and positive[-3:] == ["=", "5", "<ans>"]

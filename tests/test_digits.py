@@ -139,6 +139,25 @@ def test_sampled_prompts_fall_in_their_split_cover_every_length_and_repeat_by_se
         task.sample_prompt(np.random.default_rng(0), "dev")
 
 
+def test_zero_is_drawn_as_an_operand() -> None:
+    task, rng = DigitsTask(), np.random.default_rng(0)
+    prompts = [task.sample_prompt(rng, "train") for _ in range(1000)]
+    assert any(0 in (p.a, p.b) for p in prompts)
+
+
+def test_the_token_context_is_left_padded() -> None:
+    task = DigitsTask(max_digits=2, train_digits=1, operators="+")
+    vocab = task.context_tokens().vocab
+    assert [vocab[i] for i in task.encode_context(DigitsPrompt(1, "+", 2))] == [
+        "<pad>", "<pad>", "1", "+", "2", "="]
+
+
+def test_score_text_strips_the_whitespace_around_the_number() -> None:
+    task, weights = DigitsTask(), RewardWeights()
+    verdict = task.score_text(DigitsPrompt(12, "+", 10), " 22 ", weights)
+    assert verdict.correct and verdict.reward == pytest.approx(1.1)
+
+
 def test_prompt_features_are_digits_by_place_value() -> None:
     task = DigitsTask(max_digits=2, train_digits=1, operators="+*")
     x = task.encode_prompt(DigitsPrompt(12, "*", 7))

@@ -268,6 +268,36 @@ def test_gspo_hand_computed() -> None:
     np.testing.assert_allclose(terms.policy_loss, -(s + 2.4) / 2)
 
 
+def test_gspo_and_gmpo_ignore_what_the_padding_holds() -> None:
+    from agents.grpo.objective import geo_mean_surrogate
+
+    logp_old = np.zeros((2, 3))
+    logp = np.array([[0.1, -0.05, 0.0], [0.3, 0.0, 0.0]])
+    mask = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    adv = np.array([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
+    noisy = np.where(mask > 0, logp, 3.0)  # padding positions hold large log-ratios
+    s = SurrogateSettings(clip_eps=0.2)
+    for surrogate in (gspo_surrogate, geo_mean_surrogate):
+        clean_obj, clean_grad, _ = surrogate(logp, logp_old, adv, mask, s)
+        obj, grad, clipped = surrogate(noisy, logp_old, adv, mask, s)
+        np.testing.assert_allclose(obj * mask, clean_obj * mask)
+        np.testing.assert_allclose(grad * mask, clean_grad * mask)
+        assert not clipped[mask == 0].any(), surrogate.__name__
+
+
+def test_clip_cov_never_removes_a_token_ppo_clipped() -> None:
+    logp_old = np.zeros((1, 4))
+    logp = np.array([[0.5, 0.5, 0.0, -0.1]])  # ratio e^0.5 > 1.2 with A > 0 on the first two: PPO clips them
+    adv = np.array([[1.0, 2.0, -1.0, 0.5]])
+    mask = np.ones((1, 4))
+    s = SurrogateSettings(clip_eps=0.2, clip_cov_ratio=1.0, clip_cov_lb=-100.0, clip_cov_ub=100.0,
+                          rng=np.random.default_rng(0))  # every unclipped token is a candidate, all removed
+    obj, grad, marked = clip_cov_surrogate(logp, logp_old, adv, mask, s)
+    np.testing.assert_allclose(obj[0, :2], [1.2, 2.4])
+    assert grad[0].tolist() == [0.0, 0.0, 0.0, 0.0] and obj[0, 2:].tolist() == [0.0, 0.0]
+    assert marked.all()
+
+
 def test_cispo_hand_computed() -> None:
     logp_old = np.log(np.array([0.2, 0.5, 0.5]))
     logp = np.log(np.array([0.3, 0.2, 0.55]))  # ratios 1.5, 0.4, 1.1

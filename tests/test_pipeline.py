@@ -713,3 +713,44 @@ def test_the_embedded_ray_prints_no_token_warning(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Token authentication" not in done.stderr, done.stderr
     assert "1/1" in done.stderr  # the progress bar was there
+
+
+def test_two_outcomes_add_up_their_totals() -> None:
+    bases = executor.Outcome(failures=["base_s0: boom"], missing=["base_s0"], total=2, found=1)
+    both = bases + executor.Outcome(records={"arm_s0": {}}, total=3, found=3)
+    assert (both.total, both.found) == (5, 4)
+    assert both.incomplete().startswith("INCOMPLETE: 1 of 5 run(s) failed") and "base_s0" in both.incomplete()
+
+
+def test_a_failed_run_keeps_every_new_run_out_of_the_committed_folder(
+        tmp_path: Path, local_ray: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.core import common
+
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.chdir(tmp_path)  # the scratch folder (benchmark-runs/) lands here
+
+    def seed_2_fails(spec: dict) -> dict:
+        if spec["seed"] == 2:
+            raise RuntimeError("seed 2 diverged")
+        return {"seed": spec["seed"]}
+
+    committed = tmp_path / "results" / "study"
+    outcome = run_all([Run(seed_2_fails, {"seed": s}, f"s{s}") for s in range(3)], committed, progress=False)
+    assert not outcome.complete and outcome.missing == ["s2"]
+    assert not list((committed / "runs").glob("*.json"))
+    staged = tmp_path / LOCAL_OUT / "update-results" / "study" / "runs"
+    assert sorted(p.stem for p in staged.glob("*.json")) == ["s0", "s1"]  # kept for the next call
+
+
+def test_a_run_listed_twice_trains_once(tmp_path: Path, local_ray: None) -> None:
+    trained = tmp_path / "trained.txt"
+
+    def count(spec: dict) -> dict:
+        with open(spec["log"], "a") as f:
+            f.write("trained\n")
+        return {}
+
+    run = Run(count, {"log": str(trained)}, "once")
+    outcome = run_all([run, run], tmp_path / "out", progress=False)
+    assert outcome.total == 1 and list(outcome.records) == ["once"]
+    assert trained.read_text().splitlines() == ["trained"]

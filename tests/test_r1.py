@@ -370,3 +370,48 @@ def test_a_study_whose_bases_are_not_on_disk_reads_its_runs_from_them(tmp_path, 
     assert [k.split("__")[0] for k in trained] == ["base_200", "grpo_base_200", "gae_base_200"]
     with pytest.raises(ValueError, match="base_weights missing"):
         r1.rl_run({"algo": "grpo", "start": "base_200", "base_weights": None, "budget": 1, "eval": {}})
+
+
+def _scores(at_1: float, at_64: float) -> dict:
+    """One seed's evaluation as the R1 report reads it (both splits alike)."""
+    split = {"greedy": at_1, "sampled": at_1, "pass_at": {"1": at_1, "64": at_64}}
+    return {"train": split, "test": dict(split)}
+
+
+def _arm(seeds: list[int], evals: list[dict]) -> dict:
+    means = {f"{s}_pass_at": {k: float(np.mean([e[s]["pass_at"][k] for e in evals])) for k in ("1", "64")}
+             for s in ("train", "test")}
+    return {"seeds": seeds, "per_seed": evals, **means}
+
+
+def test_the_yue_rows_pair_the_base_and_rl_by_seed_and_read_a_lower_pass_at_64_as_agreeing() -> None:
+    from benchmarks.r1.report import _paired_evals, yue_claim
+
+    base = _arm([0, 1, 2], [_scores(0.2, 0.9), _scores(0.3, 0.5), _scores(0.4, 0.7)])
+    rl = _arm([1, 2], [_scores(0.3, 0.4), _scores(0.4, 0.6)])  # each 0.1 below its own seed's pass@64
+    assert _paired_evals(base, rl) == [(base["per_seed"][1], rl["per_seed"][0]),
+                                       (base["per_seed"][2], rl["per_seed"][1])]
+    summary = {"base_10": base, "grpo_base_10": rl}
+    rows = {name: (measured, said) for name, measured, said in yue_claim(summary, 10, [1, 64])}
+    measured, said = rows["GRPO narrows pass@64 (held-out)"]
+    assert measured.startswith("-0.100 [-0.100, -0.100]") and said == "agree"
+
+
+def test_equal_pass_at_k_curves_never_cross() -> None:
+    from benchmarks.r1.report import yue_claim
+
+    evals = [_scores(0.3, 0.8), _scores(0.4, 0.9)]
+    rows = yue_claim({"base_10": _arm([0, 1], evals), "grpo_base_10": _arm([0, 1], evals)}, 10, [1, 64])
+    crossings = [measured for name, measured, _ in rows if name.startswith("smallest k")]
+    assert crossings == ["none up to 64", "none up to 64"]
+
+
+def test_a_checkpoint_exactly_at_base_plus_0_1_counts() -> None:
+    from benchmarks.r1.report import summarize
+
+    base = {"seed": 0, "sft": {"n": 10}, "curve_start": 0.5, "eval": _scores(0.5, 0.9), "sft_seconds": 1.0}
+    run = {"seed": 0, "start": "base_10", "algo": "grpo", "eval": _scores(0.6, 0.9), "train_seconds": 1.0,
+           "steps_per_second": 100.0, "budget": 1024, "steps_run": 1024,
+           "curve": [{"steps": 0, "test_sampled": 0.5}, {"steps": 512, "test_sampled": 0.6},
+                     {"steps": 1024, "test_sampled": 0.7}]}
+    assert summarize([base], [run])["grpo_base_10"]["steps_to_plus_0.1"] == [512]

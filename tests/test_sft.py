@@ -120,6 +120,45 @@ def test_the_fitted_loss_is_the_mean_nll_over_every_copy(minibatch: str) -> None
     assert losses[0] == pytest.approx(every, abs=1e-5)
 
 
+@pytest.mark.parametrize("minibatch", ["prompts", "answers"])
+def test_the_step_size_schedule_walks_every_step_once_and_decays_to_a_tenth(
+        minibatch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agents.sft as sft
+
+    calls: list[int] = []
+    sizes: list[float] = []
+    real_fit = sft.fit
+
+    def recording_fit(*args, step_size, **kwargs):  # type: ignore[no-untyped-def]
+        def record(step: int) -> float:
+            calls.append(step)
+            sizes.append(step_size(step))
+            return sizes[-1]
+        return real_fit(*args, step_size=record, **kwargs)
+
+    monkeypatch.setattr(sft, "fit", recording_fit)
+    model = agent()
+    demos = demonstrations(model.env, 150, seed=1)
+    # 150 solutions in batches of 40: a partial last batch in each epoch, so the steps are rounded up
+    supervised_fit(model.policy, demos, epochs=2, batch_size=40, learning_rate=1e-3, seed=0,
+                   minibatch=minibatch)
+    assert calls == list(range(len(calls))) and len(calls) >= 8
+    assert all(b <= a for a, b in zip(sizes, sizes[1:])), sizes
+    assert min(sizes) >= 1e-4 * (1 - 1e-9)
+
+
+def test_a_solution_the_verifier_does_not_pay_is_refused() -> None:
+    from rlvr_env import CountdownTask
+
+    class WrongSolutions(CountdownTask):
+        def solution(self, prompt: Prompt) -> tuple[int, ...]:
+            return (self.eos_id,)  # an empty answer: never correct
+
+    env = rlvr_env.TokenEnv(WrongSolutions(n_numbers=3))
+    with pytest.raises(ValueError, match="not paid as correct"):
+        demonstrations(env, 4, seed=0)
+
+
 def test_the_recipe_cold_start_is_one_setting_everywhere() -> None:
     # the CLI's --sft-* defaults, cold_start's defaults and the R1 study's recipe are the same settings
     import inspect

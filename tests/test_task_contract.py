@@ -236,6 +236,39 @@ def test_a_task_of_its_own_in_the_text_env_and_the_sb3_vec_env() -> None:
     assert dones.all() and all(isinstance(i["prompt"], Letters) for i in infos)
 
 
+class Recorded(Reverse):
+    """Reverse, remembering what :meth:`Task.score_text` hands to :meth:`score`."""
+
+    seen: list[tuple[list[int], bool]] = []
+
+    def score(self, prompt: Letters, token_ids: Sequence[int], weights: RewardWeights, *,
+              truncated: bool = False) -> Verdict:
+        self.seen.append((list(token_ids), truncated))
+        return super().score(prompt, token_ids, weights, truncated=truncated)
+
+
+def test_score_text_appends_eos_so_an_answer_of_max_length_tokens_is_truncated() -> None:
+    task, weights = Recorded(), RewardWeights()
+    task.seen = []
+    fits = task.score_text(Letters("abc"), "cba", weights)  # 3 tokens + EOS = max_length
+    assert fits.correct and fits.reward == pytest.approx(1.1)
+    task.score_text(Letters("abc"), "cbaa", weights)  # 4 tokens: no room left for EOS
+    assert task.seen == [([2, 1, 0, 3], False), ([2, 1, 0, 0], True)]
+
+
+class OneTen(Reverse):
+    """A vocabulary where one token is a prefix of another: the longer one must be tried first."""
+
+    vocab = ("1", "10", "<eos>")
+    max_length = 3
+    eos_id = 2
+
+
+def test_parse_answer_reads_the_longest_vocabulary_string_first() -> None:
+    assert OneTen().parse_answer(Letters("abc"), "110") == [0, 1]
+    assert OneTen().parse_answer(Letters("abc"), "10 1") == [1, 0]
+
+
 def test_grpo_learns_on_a_task_of_its_own() -> None:
     model = GRPO(REVERSE_ID, GRPOConfig.preset("countdown"), policy="mlp", seed=0)
     assert model.vectorized

@@ -59,6 +59,38 @@ def test_cached_logits_equal_full_recomputation() -> None:
     assert a.cache_hits >= 1 and b.cache_hits == 0  # a row that ended stops the cache (then: full)
 
 
+def test_an_update_drops_the_kv_cache() -> None:
+    from agents.grpo.objective import LossTerms
+
+    space = gym.make(ENV, n_numbers=3, observation="tokens").observation_space
+    policy = TransformerPolicy(space, 10, 1e-2, seed=3, **SMALL, dtype="float64")
+    envs = gym.make_vec(ENV, num_envs=4, vectorization_mode="vector_entry_point", n_numbers=3,
+                        observation="tokens", autoreset_mode="Disabled")
+    obs, _ = envs.reset(seed=0)
+    policy.logits(obs)  # cached
+    masks = envs.unwrapped.action_masks()
+    actions = np.array([np.flatnonzero(m)[0] for m in masks])
+
+    def push_up(logp: np.ndarray) -> LossTerms:  # raise the taken tokens' log-probs
+        return LossTerms(float(-logp.sum()), -np.ones_like(logp), 0.0, 0.0, 0.0)
+
+    policy.update(obs, actions, push_up)
+    obs, *_ = envs.step(actions)  # every row extends a cached row by one token
+    after = policy.logits(obs)
+    policy._cache = None
+    assert np.allclose(after, policy.logits(obs), atol=1e-10)
+
+
+def test_load_state_refuses_non_finite_arrays() -> None:
+    space = gym.make(ENV, n_numbers=3, observation="tokens").observation_space
+    policy = TransformerPolicy(space, 10, 1e-3, seed=0, **SMALL)
+    state = policy.state()
+    key = next(k for k in state if k.startswith("net."))
+    state[key] = np.full_like(state[key], np.nan)
+    with pytest.raises(ValueError, match=f"{key}.*finite values"):
+        policy.load_state(state)
+
+
 def test_seeded_training_repeats_changes_parameters_and_checkpoint_round_trips(tmp_path) -> None:
     runs = []
     for _ in range(2):

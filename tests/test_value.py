@@ -83,6 +83,8 @@ def test_value_loss_on_a_small_batch_worked_by_hand() -> None:
     assert terms.loss == pytest.approx(0.5 * (0.64 + 0.25 + 4.0) / 3, abs=1e-15)
     assert np.allclose(terms.grad_vpred, [[-0.8 / 3, 0.0, 2 / 3, 0.0]], atol=1e-15, rtol=0)
     assert terms.clip_frac == pytest.approx(1 / 3)
+    # over the real tokens only: residuals R - v = (0.8, 0, -2), Var 4.16 / 3; Var(R) = 8 / 9
+    assert terms.explained_variance == pytest.approx(1 - (4.16 / 3) / (8 / 9), abs=1e-12)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -217,6 +219,33 @@ def test_cold_start_restarts_the_critic_from_the_fitted_policy() -> None:
     assert all(np.array_equal(state["net." + k], state["critic." + k]) for k in trunk)
     assert not state["critic.head.weight"].any()
     assert not model.policy.critic_optimizer.state_dict()["state"]  # a fresh optimiser
+
+
+def test_the_critic_s_gradient_is_clipped_at_max_grad_norm() -> None:
+    model = gae_agent()
+    policy = model.policy
+    policy.max_grad_norm = 1e-3
+    batch = model._runner.collect(policy, model.rng)
+    valid = batch.mask > 0
+    obs, actions = batch.obs[valid], batch.actions[valid]
+    n = len(actions)
+
+    def far_returns(v: np.ndarray) -> object:  # returns 10 above every prediction: a large gradient
+        return clipped_value_loss(v, v + 10.0, v, np.ones(n), 1e6, np.full(n, 1.0 / n))
+
+    policy.update_critic(obs, actions, far_returns)
+    norm = torch.nn.utils.get_total_norm([p.grad for p in policy.critic.parameters() if p.grad is not None])
+    assert float(norm) <= 1e-3 * (1 + 1e-6)
+
+
+def test_a_cold_start_keeps_the_critic_learning_rate() -> None:
+    from agents.sft import cold_start
+
+    model = gae_agent(critic_learning_rate=1e-2)  # the policy's step size is 3e-3
+    assert model.policy.critic_optimizer.param_groups[0]["lr"] == 1e-2
+    cold_start(model, 32, epochs=1, batch_size=32)
+    assert model.policy.critic_optimizer.param_groups[0]["lr"] == 1e-2
+    assert model.policy.optimizer.param_groups[0]["lr"] == 3e-3
 
 
 def test_mlp_warm_start_restarts_the_critic_from_the_clone() -> None:

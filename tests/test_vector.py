@@ -481,3 +481,39 @@ def test_values_beyond_int64_reach_the_final_info_exactly() -> None:
         assert single_info["value"] == fraction(num, den), i
         assert_final_info_matches(single_info, final, i)
     assert singles[2]["value"] is not None and not singles[2]["well_formed"]  # the value is kept
+
+
+def test_batch_verdict_keeps_every_verdict_s_parts_and_reads_no_bool_as_a_value() -> None:
+    from rlvr_env.task_scorer import batch_verdict
+    from rlvr_env.verifier import Verdict
+
+    plain = Verdict(reward=1.1, correct=True, well_formed=True, value=Fraction(7, 2), reason=None,
+                    expression="a", parts={"accuracy": 1.0, "format": 0.1})
+    near = Verdict(reward=0.6, correct=False, well_formed=True, value=True, reason="near", expression="b",
+                   parts={"accuracy": 0.0, "format": 0.1, "near": 0.5})
+    arrays = batch_verdict([plain, near])
+    assert sorted(arrays.parts) == ["accuracy", "format", "near"]
+    assert arrays.parts["near"].tolist() == [0.0, 0.5]
+    assert arrays.has_value.tolist() == [True, False]  # True is not the number 1
+    assert (arrays.value_num[0], arrays.value_den[0]) == (7, 2)
+
+
+def test_a_finite_pool_draws_every_prompt_of_its_split() -> None:
+    envs = gym.make_vec("rlvr/Arithmetic-v0", num_envs=512, vectorization_mode="vector_entry_point")
+    _, info = envs.reset(seed=0)
+    train = set(envs.unwrapped.task.prompts("train"))
+    assert len(train) == 20 and set(info["prompt"].tolist()) == train
+
+
+def test_refills_hand_out_the_sampler_s_prompts_in_order_none_skipped() -> None:
+    from rlvr_env.vector_prompts import _MIN_CHUNK
+
+    env = CountdownVectorEnv(num_envs=1, n_numbers=3)
+    source, task = env.prompt_source, env.task
+    rng = np.random.default_rng(5)
+    k = _MIN_CHUNK * 2 // 3  # the second draw straddles a refill
+    handed = [source.draw(rng, k) for _ in range(3)]
+    numbers = np.concatenate([d[0] for d in handed])
+    expected_rng = np.random.default_rng(5)
+    expected = np.concatenate([task.sample_arrays(expected_rng, "train", _MIN_CHUNK)[0] for _ in range(2)])
+    assert np.array_equal(numbers, expected[: 3 * k])
