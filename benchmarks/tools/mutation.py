@@ -169,32 +169,44 @@ print(json.dumps({n: get_diff_for_mutant(n, path=path) for n in names}))
 
 
 def run_module(module: str, tests: tuple[str, ...], work: Path, equivalents: list[dict[str, str]],
-               max_children: int, log: Path) -> ModuleScore:
+               max_children: int, log: Path, *, rerun: bool = True) -> ModuleScore:
+    """Mutate ``module`` in a fresh copy under ``work`` and score it; ``rerun=False`` scores the copy's
+    last run again (e.g. after editing the equivalents) without mutating anything."""
     if not (ROOT / module).is_file():
         raise SetupError(f"no module {module!r} in this checkout")
     missing = [t for t in tests if not (ROOT / t).is_file()]
     if missing:
         raise SetupError(f"{module}: covering test files {missing} do not exist")
     copy = work / module.replace("/", "_").removesuffix(".py")
-    _copy_checkout(copy)
-    _configure(copy, module, tests)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": ""}
-    start = time.perf_counter()
-    with open(log, "a") as fh:
-        fh.write(f"\n== {module}\n")
-        fh.flush()
-        status = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
-                                cwd=copy, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
-    seconds = time.perf_counter() - start
     meta = copy / "mutants" / f"{module}.meta"
-    if status != 0 or not meta.is_file():
-        raise SetupError(f"mutmut failed on {module} (exit status {status}); its output is in {log}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": ""}
+    seconds = 0.0
+    if rerun:
+        _copy_checkout(copy)
+        _configure(copy, module, tests)
+        start = time.perf_counter()
+        with open(log, "a") as fh:
+            fh.write(f"\n== {module}\n")
+            fh.flush()
+            status = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children",
+                                     str(max_children)], cwd=copy, env=env, stdout=fh,
+                                    stderr=subprocess.STDOUT).returncode
+        seconds = time.perf_counter() - start
+        if status != 0 or not meta.is_file():
+            raise SetupError(f"mutmut failed on {module} (exit status {status}); its output is in {log}")
+    elif not meta.is_file():
+        raise SetupError(f"--no-run: {module} has no earlier run in {copy}")
     codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+    if not rerun:
+        timing = copy / "seconds.json"
+        seconds = float(json.loads(timing.read_text())) if timing.is_file() else 0.0
+    else:
+        (copy / "seconds.json").write_text(json.dumps(seconds))
     score = ModuleScore(module, tests, seconds=seconds)
     survivors = sorted(name for name, code in codes.items() if code in SURVIVED_CODES)
     diffs: dict[str, str] = {}
     if survivors:
-        out = subprocess.run([sys.executable, "-c", _DIFFS, f"mutants/{module}", *survivors], cwd=copy,
+        out = subprocess.run([sys.executable, "-c", _DIFFS, module, *survivors], cwd=copy,
                              env=env, capture_output=True, text=True, check=True).stdout
         diffs = json.loads(out)
     judged = {(e["function"], e["change"]): e["why"] for e in equivalents if e["module"] == module}
@@ -246,6 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-children", type=int, default=2, help="mutants run at once (default 2: two cores)")
     p.add_argument("--goal", type=float, default=0.9, help="the score each module should reach")
     p.add_argument("--list", action="store_true", help="print the core modules and their tests, then stop")
+    p.add_argument("--no-run", action="store_true",
+                   help="score each module's last run again (after editing the equivalents); mutates nothing")
     add_output_arguments(p, "mutation", RESULTS_DIR)
     return p
 
@@ -275,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules:
         tests = tuple(args.tests) if args.tests else TARGETS[module]
         print(f"mutating {module} against {len(tests)} test file(s) ...", flush=True)
-        scores.append(run_module(module, tests, work, equivalents, args.max_children, log))
+        scores.append(run_module(module, tests, work, equivalents, args.max_children, log,
+                                 rerun=not args.no_run))
         s = scores[-1]
         print(f"  killed {s.killed}, survived {len(s.survived)}, equivalent {len(s.equivalent)}, "
               f"{s.seconds:.0f} s", flush=True)
