@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", *sorted((ROOT / "agents").rglob("*.py"))]
+SOURCES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md",
+           *sorted((ROOT / "agents").rglob("*.py"))]
 
 
 def _text(path: Path) -> str:

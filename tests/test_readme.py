@@ -211,7 +211,8 @@ def test_readme_preset_table_matches_the_presets() -> None:
 TEMPLATE_MARKER = "<!-- template -->"
 #: Blocks that a test of their own runs in this process and checks further (the section each is in): the
 #: fresh-process run repeats them only in the slow suite, so the default run stays fast.
-RUN_BY_OWN_TEST = {("README.md", "## Quick start"), ("README.md", "## Plug in your own verifier, task or agent"),
+RUN_BY_OWN_TEST = {("README.md", "## Quick start"),
+                   ("README.md", "## Plug in your own verifier, task or agent"),
                    ("docs/llm.md", "## TRL"), ("docs/llm.md", "## verifiers 0.4")}
 _OPEN = re.compile(r"^(?P<indent>[ ]*)```python[ ]*$")
 
@@ -247,8 +248,8 @@ def python_blocks(text: str, page: str) -> list[PythonBlock]:
 
 
 def _page_blocks() -> list[PythonBlock]:
-    return [b for page in pages() for b in python_blocks(page.read_text(encoding="utf-8"),
-                                                          page.relative_to(ROOT).as_posix())]
+    return [block for page in pages()
+            for block in python_blocks(page.read_text(encoding="utf-8"), page.relative_to(ROOT).as_posix())]
 
 
 BLOCKS = _page_blocks()
@@ -283,4 +284,3 @@ def test_every_python_block_runs_as_written(block: PythonBlock, tmp_path: Path) 
                             cwd=tmp_path, env=env, timeout=600)
     assert result.returncode == 0, (f"{block.page}:{block.line} ({block.section}) fails when pasted; mark it "
                                     f"{TEMPLATE_MARKER!r} only if it is a fragment:\n{result.stderr[-3000:]}")
-

@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     table = "\n".join([
         f"Measured by `python -m benchmarks.tools.fresh_install` (a fresh clone of {head[:7]} and a new "
-        f"virtual environment, the README's main command verbatim; {machine_info()['cpus']} cores, load average "
-        f"{machine_info()['load_average_1min']:.1f} after):",
+        f"virtual environment, the README's main command verbatim; {machine_info()['cpus']} cores, "
+        f"load average {machine_info()['load_average_1min']:.1f} after):",
         "",
         "| step | wall time | result |",
         "|---|---:|---|",
