@@ -218,7 +218,7 @@ _OPEN = re.compile(r"^(?P<indent>[ ]*)```python[ ]*$")
 
 
 class PythonBlock(NamedTuple):
-    page: str  # relative to the repository, e.g. "docs/envs.md"
+    page: str  # the page, relative to the repository (docs/envs.md, for one)
     line: int  # the opening fence's line, from 1
     section: str  # the "## " heading the block is under ("" before the first)
     code: str  # dedented by the fence's indentation
