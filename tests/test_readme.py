@@ -3,8 +3,14 @@ commands exist, the README stays short and its examples run (their links: tests/
 
 from __future__ import annotations
 
+import ast
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -196,3 +202,85 @@ def test_readme_preset_table_matches_the_presets() -> None:
         config = GRPOConfig.preset(name)
         assert (config.group_size, config.prompts_per_iter, config.advantage, config.beta) == (
             int(group), int(prompts), advantage, float(beta)), name
+
+
+# -- every python block of the pages runs -------------------------------------------------------------
+
+#: The line before a fence that marks its block as a fragment to adapt (docs/experiments.md, "Code blocks
+#: on the pages"): it must parse, but it is not run.
+TEMPLATE_MARKER = "<!-- template -->"
+#: Blocks that a test of their own runs in this process and checks further (the section each is in): the
+#: fresh-process run repeats them only in the slow suite, so the default run stays fast.
+RUN_BY_OWN_TEST = {("README.md", "## Quick start"),
+                   ("README.md", "## Plug in your own verifier, task or agent"),
+                   ("docs/llm.md", "## TRL"), ("docs/llm.md", "## verifiers 0.4")}
+_OPEN = re.compile(r"^(?P<indent>[ ]*)```python[ ]*$")
+
+
+class PythonBlock(NamedTuple):
+    page: str  # the page, relative to the repository (docs/envs.md, for one)
+    line: int  # the opening fence's line, from 1
+    section: str  # the "## " heading the block is under ("" before the first)
+    code: str  # dedented by the fence's indentation
+    template: bool  # the line before the fence is TEMPLATE_MARKER
+
+
+def python_blocks(text: str, page: str) -> list[PythonBlock]:
+    """The fenced ``python`` blocks of a markdown page, indented ones (inside a list item) included."""
+    lines = text.splitlines()
+    blocks, section, i = [], "", 0
+    while i < len(lines):
+        if lines[i].startswith("## "):
+            section = lines[i].strip()
+        opened = _OPEN.match(lines[i])
+        if opened is None:
+            i += 1
+            continue
+        indent = opened.group("indent")
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "```"
+                    and lines[j].startswith(indent)), None)
+        assert end is not None, f"{page}:{i + 1}: the python block is never closed"
+        before = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        code = textwrap.dedent("\n".join(lines[i + 1:end])) + "\n"
+        blocks.append(PythonBlock(page, i + 1, section, code, before == TEMPLATE_MARKER))
+        i = end + 1
+    return blocks
+
+
+def _page_blocks() -> list[PythonBlock]:
+    return [block for page in pages()
+            for block in python_blocks(page.read_text(encoding="utf-8"), page.relative_to(ROOT).as_posix())]
+
+
+BLOCKS = _page_blocks()
+
+
+def test_the_block_finder_reads_indented_blocks_and_the_marker() -> None:
+    text = ("## A\n\n```python\nx = 1\n```\n\n1. a step:\n\n   <!-- template -->\n   ```python\n"
+            "   if x:\n       y = 2\n   ```\n```bash\nls\n```\n")
+    assert python_blocks(text, "p.md") == [PythonBlock("p.md", 3, "## A", "x = 1\n", False),
+                                           PythonBlock("p.md", 10, "## A", "if x:\n    y = 2\n", True)]
+
+
+def test_templates_parse_and_the_known_fragments_are_marked() -> None:
+    templates = [b for b in BLOCKS if b.template]
+    for block in templates:
+        ast.parse(block.code, f"{block.page}:{block.line}")
+    assert {b.page for b in templates} >= {"docs/agent.md", "docs/experiments.md"}
+    own = {(b.page, b.section) for b in BLOCKS if not b.template}
+    assert RUN_BY_OWN_TEST <= own, RUN_BY_OWN_TEST - own  # the list names blocks that exist
+
+
+@pytest.mark.parametrize("block", [
+    pytest.param(b, id=f"{b.page}:{b.line}",
+                 marks=[pytest.mark.slow] if (b.page, b.section) in RUN_BY_OWN_TEST else [])
+    for b in BLOCKS if not b.template])
+def test_every_python_block_runs_as_written(block: PythonBlock, tmp_path: Path) -> None:
+    """A block pasted into a new ``python`` process in an empty folder runs without an error (one
+    torch thread: the machine's cores are shared)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-"], input=block.code, text=True, capture_output=True,
+                            cwd=tmp_path, env=env, timeout=600)
+    assert result.returncode == 0, (f"{block.page}:{block.line} ({block.section}) fails when pasted; mark it "
+                                    f"{TEMPLATE_MARKER!r} only if it is a fragment:\n{result.stderr[-3000:]}")

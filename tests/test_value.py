@@ -343,3 +343,59 @@ def test_reusing_the_value_pass_for_the_first_critic_step_changes_nothing(monkey
         passes.append(count[0] / model.iterations)
     assert passes == expected
     assert all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
+
+
+# ------------------------------------------------------------------------------------------------
+# Where the critic differs from verl 0.9.1, as docs/variants.md ("The critic against verl") says
+# ------------------------------------------------------------------------------------------------
+def _variants_page() -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "variants.md").read_text(encoding="utf-8")
+    return " ".join(text.split())  # the page's line breaks do not matter to what it says
+
+
+def test_value_loss_rows_and_token_counts_against_verl_by_hand() -> None:
+    def loss(vpred: list[list[float]], mask: list[list[float]], aggregation: str, rows: str = "all") -> float:
+        v, m = np.array(vpred), np.array(mask, float)
+        settings = LossSettings(beta=0.0, aggregation=aggregation, seq_mean_rows=rows)
+        # returns 0 and old values = the predictions: no clipping, each token's squared error is v^2
+        return clipped_value_loss(v, np.zeros_like(v), v, m, 0.5, loss_weights(m, settings)).loss
+
+    # An answer with no token in the loss (what mask_truncated makes): verl's agg_loss divides the
+    # seq-mean by the 1 non-empty answer, "all" by both answers. Each token's squared error is 1.
+    ones, mask = [[1.0, 1.0], [1.0, 1.0]], [[1, 1], [0, 0]]
+    assert loss(ones, mask, "seq_mean_token_mean", "all") == 0.5 * (1.0 / 2)  # 0.25
+    assert loss(ones, mask, "seq_mean_token_mean", "non_empty") == 0.5 * (1.0 / 1)  # 0.5, verl's
+    assert loss(ones, mask, "token_mean") == 0.5 * (2.0 / 2)  # 0.5, verl's token-mean too
+    # One answer of 3 tokens, squared errors 1, 4, 1: the token mean is 6 / 3 here; verl divides by
+    # 3 + 1e-8, a relative difference of 1e-8 / 3.
+    ours = loss([[1.0, 2.0, 1.0]], [[1, 1, 1]], "seq_mean_token_mean")
+    verl = 0.5 * 6.0 / (3 + 1e-8)
+    assert ours == pytest.approx(1.0, abs=1e-15)  # the count itself, to round-off
+    assert (ours - verl) / verl == pytest.approx(1e-8 / 3, rel=1e-6)
+    page = _variants_page()
+    for claim in ('on mask `[[1, 1], [0, 0]]` with every token\'s squared error 1, `seq_mean_rows="all"` '
+                  'gives 0.25, `"non_empty"` and verl 0.5',
+                  "one answer of 3 tokens with squared errors 1, 4, 1 gives 1.0 here, 3 / (3 + 1e-8) in verl",
+                  "`token_mean` (verl's default `token-mean`): equal to `compute_value_loss`"):
+        assert claim in page, claim
+    assert "give our numbers to float64 round-off" not in page  # the old, unqualified claim
+
+
+def test_critic_warmup_k_gives_k_critic_only_iterations_verl_k_minus_one() -> None:
+    for k in (1, 2):
+        model = gae_agent(critic_warmup=k)
+        critic_only = 0
+        for i in range(k + 1):
+            model.learn(1, reset_num_timesteps=i == 0)
+            critic_only += "train/policy_loss" not in model.last_metrics
+            assert "train/value_loss" in model.last_metrics
+        assert critic_only == k and "train/policy_loss" in model.last_metrics, k
+    # verl 0.9.1 (ray_trainer.py): global_steps starts at 1 and the actor is updated unless
+    # critic_warmup > global_steps, so trainer.critic_warmup=k gives k - 1 critic-only steps
+    verl = {k: sum(k > step for step in range(1, k + 2)) for k in (1, 2)}
+    assert verl == {1: 0, 2: 1}
+    page = _variants_page()
+    assert "`critic_warmup=k` gives k critic-only iterations here" in page
+    assert "k − 1 in verl" in page and "`critic_warmup=k − 1` here gives verl's count" in page

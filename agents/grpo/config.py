@@ -110,7 +110,7 @@ class GRPOConfig:
     "grpo_passk" = only each group's best answer credited, (r_max - r_second) / (std + eps) (pass@k
     training, Tang et al. 2025, arXiv 2503.19595; verl adv_estimator="grpo_passk"); "gae" = PPO with a
     learned critic: token-level GAE from a value network started from the policy's current weights
-    (Ouyang et al. 2022; verl adv_estimator="gae", TRL PPOTrainer; see gamma, lam, cliprange_value,
+    (verl adv_estimator="gae"; TRL 1.12 trl.experimental.ppo; see gamma, lam, cliprange_value,
     critic_learning_rate, critic_warmup and docs/agent.md; the mlp and transformer policies only).
     None: the preset."""
 
@@ -249,29 +249,30 @@ class GRPOConfig:
 
     gamma: float = 1.0
     """gamma: discount of the critic's token-level GAE, per token (Schulman et al. 2016, arXiv
-    1506.02438; verl algorithm.gamma, 1.0 there; TRL PPOConfig gamma, 1.0). In [0, 1]. Used by
+    1506.02438; verl algorithm.gamma, 1.0 there; TRL 1.12 PPOConfig gamma, 1.0). In [0, 1]. Used by
     advantage="gae"."""
 
     lam: float = 1.0
     """lambda: GAE's bias-variance trade-off (Schulman et al. 2016; verl algorithm.lam, 1.0 there; TRL
-    PPOConfig lam, 0.95). With gamma = lam = 1 a token's advantage is the answer's reward minus the
+    1.12 PPOConfig lam, 0.95). With gamma = lam = 1 a token's advantage is the answer's reward minus the
     critic's value of the token's state. In [0, 1]. Used by advantage="gae"."""
 
     cliprange_value: float = 0.5
     """c_v: the critic's new value predictions are clipped to [V_old - c_v, V_old + c_v] inside the value
     loss 0.5 max((v - R)^2, (clip(v) - R)^2) (PPO2's value clipping; verl critic.cliprange_value, 0.5
-    there; TRL PPOConfig cliprange_value, 0.2). > 0. Used by advantage="gae"."""
+    there; TRL 1.12 PPOConfig cliprange_value, 0.2). > 0. Used by advantage="gae"."""
 
     critic_learning_rate: float | None = None
     """The critic's Adam step size (verl critic.optim.lr, 1e-5 there against the actor's 1e-6). None:
-    the policy's learning_rate (one step size for both, as SB3 PPO and TRL's PPOTrainer). The critic is
+    the policy's learning_rate (one step size for both, as SB3 PPO and TRL 1.12's PPOTrainer). The critic is
     a separate network with its own optimiser, so this is also its value loss's weight: verl's critic
     loss has no coefficient beyond the 0.5, and TRL's vf_coef (0.1) weighs the value loss against the
     policy loss in one optimiser (docs/agent.md). > 0. Used by advantage="gae"."""
 
     critic_warmup: int = 0
     """Iterations at the start of training in which only the critic learns (the policy is not
-    updated), so the first policy steps see a fitted baseline (verl trainer.critic_warmup, 0 there).
+    updated), so the first policy steps see a fitted baseline (verl trainer.critic_warmup, 0 there:
+    k gives k critic-only iterations here and k - 1 in verl, whose step counter starts at 1).
     Counted with the agent's iterations (from the first learn(), continued by
     reset_num_timesteps=False). >= 0; > 0 needs advantage="gae"."""
 

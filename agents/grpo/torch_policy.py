@@ -9,9 +9,10 @@ rows under a network); :meth:`TorchPolicy._value_network` too if it serves ``adv
 The critic (:meth:`TorchPolicy.init_critic`) is a separate value network started from the policy's
 current weights: a copy of the policy's network whose action head is replaced by a one-output value head
 (zero weights and bias, so it starts predicting 0 everywhere), trained by its own Adam optimiser. LLM
-PPO starts its critic the same way, as a separate model initialised from the policy or the reward model
-(Ouyang et al. 2022; verl's critic is its own model loaded from ``critic.model.path``). docs/agent.md
-says why a separate network and not a value head on the policy's trunk.
+PPO also keeps its critic as a separate model, started otherwise: InstructGPT (Ouyang et al. 2022) from
+the reward model, verl from ``critic.model.path`` with a randomly drawn value head (docs/variants.md,
+"The critic against verl"). docs/agent.md says why a separate network and not a value head on the
+policy's trunk.
 """
 
 from __future__ import annotations

@@ -3,10 +3,14 @@ token-level Generalized Advantage Estimation and the clipped value loss, as smal
 
 The critic's advantages are per token, ``(N, L)``, and go into the same surrogate, KL and aggregation
 code as GRPO's per-answer advantages broadcast to their tokens
-(:func:`agents.grpo.objective.grpo_token_loss`); only how they are computed differs. The numbers
-equal verl 0.9.1's ``compute_gae_advantage_return`` and ``compute_value_loss``
-(``verl/trainer/ppo/core_algos.py``) to float64 round-off (``tests/test_value.py`` pins them to
-hand-computed values and to a plain loop). Shapes: ``N`` episodes,
+(:func:`agents.grpo.objective.grpo_token_loss`); only how they are computed differs. The advantages and
+returns equal verl 0.9.1's ``compute_gae_advantage_return`` (``verl/trainer/ppo/core_algos.py``) to
+float64 round-off, and the value loss its ``compute_value_loss`` under the ``token_mean`` aggregation;
+under ``seq_mean_token_mean`` verl divides each answer's token sum by its count + 1e-8 (ours by the
+count: 1e-8 / count relative), and a seq-mean divides by every answer unless
+``seq_mean_rows="non_empty"`` (verl's: only answers with a token in the loss). docs/variants.md,
+"The critic against verl", gives both, row by row; ``tests/test_value.py`` pins them to hand-computed
+values and to a plain loop. Shapes: ``N`` episodes,
 ``L`` token positions; ``mask`` is 1.0 on an episode's real tokens and 0.0 after it ends. Part of
 :mod:`agents.grpo.objective`, which re-exports every name.
 """
@@ -119,7 +123,7 @@ class ValueLossTerms:
 
 def clipped_value_loss(vpreds: np.ndarray, returns: np.ndarray, values: np.ndarray, mask: np.ndarray,
                        cliprange_value: float, weights: np.ndarray) -> ValueLossTerms:
-    """PPO's clipped value loss (verl ``compute_value_loss``, after TRL's ``PPOTrainer``):
+    """PPO's clipped value loss (verl ``compute_value_loss``, after TRL's former ``PPOTrainer``):
     ``0.5 * sum_t w_t max((v_t - R_t)^2, (clip(v_t, V_t - c, V_t + c) - R_t)^2)``, ``v`` the critic's
     new predictions, ``V`` its predictions when the batch was collected (``values``), ``R`` the GAE
     returns and ``c`` = ``cliprange_value``: the critic is not rewarded for moving further than ``c``
