@@ -236,6 +236,26 @@ def test_a_task_of_its_own_in_the_text_env_and_the_sb3_vec_env() -> None:
     assert dones.all() and all(isinstance(i["prompt"], Letters) for i in infos)
 
 
+def test_the_text_prompt_asks_for_the_task_s_own_kind_of_answer() -> None:
+    """The instruction names what the task's answer is: "answer" by default, the arithmetic tasks'
+    "expression", Digits' "number" (it said "expression" for every task before)."""
+    from rlvr_env.completions import AnswerFormat, prompt_text
+    from rlvr_env.tasks.arithmetic import ArithmeticTask
+    from rlvr_env.tasks.digits import DigitsTask
+    from rlvr_env.text_env import TextEnv
+
+    env = TextEnv(Reverse())
+    text, _ = env.reset(options={"prompt": Letters("abc")})
+    assert text.endswith("give the answer alone between <answer> and </answer>.")
+    assert "expression" not in text
+    digits = DigitsTask()
+    prompt = digits.sample_prompt(np.random.default_rng(0), "train")
+    assert prompt_text(digits, prompt).endswith("give the number alone between <answer> and </answer>.")
+    assert prompt_text(digits, prompt, AnswerFormat(whole=True)).endswith("Reply with the number only, "
+                                                                          "nothing else.")
+    arithmetic = ArithmeticTask()
+    assert "give the expression alone" in prompt_text(arithmetic, arithmetic.prompts("train")[0])
+
 def test_grpo_learns_on_a_task_of_its_own() -> None:
     model = GRPO(REVERSE_ID, GRPOConfig.preset("countdown"), policy="mlp", seed=0)
     assert model.vectorized
