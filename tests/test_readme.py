@@ -75,6 +75,47 @@ def test_readme_is_under_the_line_limit() -> None:
     assert lines < README_MAX_LINES, f"README.md has {lines} lines; move detail to a docs/ page"
 
 
+def test_names_on_the_pages_are_where_they_say() -> None:
+    """A backticked dotted name on a page (```benchmarks.core.baselines.single_number_floor```) is
+    importable, and a function or class it names is defined in the module named (or exported by its
+    ``__all__``): a name that moved and is only imported there has moved."""
+    import importlib.util
+    import inspect
+
+    wrong = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"`((?:benchmarks|agents|rlvr_env)(?:\.[A-Za-z_]\w*)+)(?:[:(][^`]*)?`", text):
+            parts = match.group(1).split(".")
+            for i in range(len(parts), 0, -1):  # the longest prefix that is a module is the module
+                try:
+                    found = importlib.util.find_spec(".".join(parts[:i])) is not None
+                except ImportError:  # a parent of it is no package
+                    found = False
+                if found:
+                    break
+            else:
+                wrong.append(f"{page.name}: {match.group(1)} (no such module)")
+                continue
+            try:
+                module = importlib.import_module(".".join(parts[:i]))
+            except ModuleNotFoundError as exc:  # an optional extra that is not installed here
+                if (exc.name or "").split(".")[0] in ("benchmarks", "agents", "rlvr_env"):
+                    raise
+                continue
+            obj: object = module
+            for attr in parts[i:]:
+                if not hasattr(obj, attr):
+                    wrong.append(f"{page.name}: {match.group(1)} (no {attr})")
+                    break
+                obj = getattr(obj, attr)
+            else:
+                top = getattr(module, parts[i]) if i < len(parts) else None
+                if (inspect.isfunction(top) or inspect.isclass(top)) and \
+                        top.__module__ != module.__name__ and parts[i] not in getattr(module, "__all__", ()):
+                    wrong.append(f"{page.name}: {match.group(1)} (defined in {top.__module__})")
+    assert wrong == []
+
 def test_commands_on_the_pages_name_real_modules() -> None:
     """A command on a page names a module that exists; one inside a generated block names the results
     file to regenerate (its table was written by a command that has moved since)."""
