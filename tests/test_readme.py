@@ -116,6 +116,23 @@ def test_names_on_the_pages_are_where_they_say() -> None:
                     wrong.append(f"{page.name}: {match.group(1)} (defined in {top.__module__})")
     assert wrong == []
 
+def test_the_quick_start_says_what_import_registers() -> None:
+    """The Quick start's ``import rlvr_env`` comment counts the ids it registers (or names them all), and
+    docs/envs.md, where it sends the reader, names every one."""
+    import gymnasium as gym
+
+    import rlvr_env  # noqa: F401
+
+    registered = sorted(k for k in gym.registry if k.startswith("rlvr/"))
+    line = next(ln for ln in README.splitlines() if ln.startswith("import rlvr_env ") and "#" in ln)
+    comment = line.split("#", 1)[1]
+    named = sorted(re.findall(r"rlvr/[\w-]+-v\d+", comment))
+    numbers = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+    counted = [numbers[w] for w in re.findall(r"\b(\w+) rlvr/ ids\b", comment) if w in numbers]
+    assert named == registered or counted == [len(registered)], (comment, registered)
+    envs_page = (ROOT / "docs" / "envs.md").read_text(encoding="utf-8")
+    assert [i for i in registered if f"`{i}`" not in envs_page] == []
+
 def test_commands_on_the_pages_name_real_modules() -> None:
     """A command on a page names a module that exists; one inside a generated block names the results
     file to regenerate (its table was written by a command that has moved since)."""
