@@ -60,10 +60,10 @@ def _single_env_reward(env: TokenEnv, prompt: object, tokens: Sequence[int]) -> 
 
 
 def test_near_miss_pays_the_same_in_the_single_and_the_vector_env() -> None:
-    prompt = ((9, 4, 5), 15)
-    answers = np.array([[0, 3, 2, 9], [0, 3, 1, 9], [0, 3, 0, 9]])  # 9+5 (misses by 1), 9+4 (by 2), 9+9
+    prompt = ((9, 4, 5), 13)
+    answers = np.array([[0, 3, 2, 9], [0, 3, 1, 9], [0, 3, 0, 9]])  # 9+5 (misses by 1), 9+4 (right), 9+9
     single = [_single_env_reward(_near_env(), prompt, a) for a in answers]
-    assert single == pytest.approx([0.6, 0.1, 0.0])
+    assert single == pytest.approx([0.6, 1.1, 0.0])
     envs = _near_vector_env(3)
     envs.reset(options={"prompt": prompt})
     for col in answers.T:
@@ -90,7 +90,7 @@ def test_near_miss_pays_the_same_in_the_text_env() -> None:
     from rlvr_env.text_env import TextEnv
 
     env = TextEnv(NEAR(n_numbers=3))
-    env.reset(options={"prompt": ((9, 4, 5), 15)})
+    env.reset(options={"prompt": ((9, 4, 5), 13)})
     _, reward, *_, info = env.step("<answer>9+5</answer>")
     assert reward == pytest.approx(0.6) and info["reward_parts"]["near"] == 0.5
 
