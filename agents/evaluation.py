@@ -16,9 +16,9 @@ env's ``action_masks()`` at every step, as in training.
 Any SB3-shaped model plugs in through :func:`sb3_predictor`: ``greedy_success(sb3_predictor(model), env)``
 and ``success_report(sb3_predictor(model), env)``. The predictor decides the masks unless ``masked=`` is
 passed: a model that trains with masks (its ``predict`` takes ``action_masks``, as MaskablePPO's does, or
-its ``use_masks`` is True, as a masked GRPO model's is) is scored under them; any other unmasked. A recurrent model (sb3-contrib's
-RecurrentPPO) gets its hidden state carried from step to step of each episode and reset at each
-episode's start (``episode_start``), as ``evaluate_policy`` does in SB3."""
+its ``use_masks`` is True, as a masked GRPO model's is) is scored under them; any other unmasked. A
+recurrent model (sb3-contrib's RecurrentPPO) gets its hidden state carried from step to step of each
+episode and reset at each episode's start (``episode_start``), as ``evaluate_policy`` does in SB3."""
 
 from __future__ import annotations
 

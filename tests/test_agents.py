@@ -578,6 +578,7 @@ def test_the_text_progress_bar_draws_its_finished_line_once(monkeypatch, capsys,
     assert finished[0] == lines[-1]
     assert ("+280 steps to finish the last iteration" in finished[0]) == overshoot
 
+
 # ------------------------------------------------------------------------------------------------
 # Direct tests of what only a seeded training run used to catch
 # ------------------------------------------------------------------------------------------------

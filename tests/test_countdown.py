@@ -95,6 +95,7 @@ def test_replaying_countdown_3_refuses_an_unreachable_target() -> None:
     _, info = env.reset(options={"prompt": ((1, 2, 3), 9)})  # (1 + 2) * 3
     assert info["prompt"] == Prompt((1, 2, 3), 9)
 
+
 #: settings whose max_length is shorter than the longest minimal-parenthesis answer (4N - 4 tokens with
 #: EOS), so the length rule decides which generated expressions are prompts (without parentheses an
 #: answer has at most 2N tokens, and max_length >= 2N never binds)

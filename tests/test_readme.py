@@ -85,7 +85,8 @@ def test_names_on_the_pages_are_where_they_say() -> None:
     wrong = []
     for page in pages():
         text = page.read_text(encoding="utf-8")
-        for match in re.finditer(r"`((?:benchmarks|agents|rlvr_env)(?:\.[A-Za-z_]\w*)+)(?:[:(][^`]*)?`", text):
+        dotted = r"`((?:benchmarks|agents|rlvr_env)(?:\.[A-Za-z_]\w*)+)(?:[:(][^`]*)?`"
+        for match in re.finditer(dotted, text):
             parts = match.group(1).split(".")
             for i in range(len(parts), 0, -1):  # the longest prefix that is a module is the module
                 try:
@@ -116,6 +117,7 @@ def test_names_on_the_pages_are_where_they_say() -> None:
                     wrong.append(f"{page.name}: {match.group(1)} (defined in {top.__module__})")
     assert wrong == []
 
+
 def test_the_quick_start_says_what_import_registers() -> None:
     """The Quick start's ``import rlvr_env`` comment counts the ids it registers (or names them all), and
     docs/envs.md, where it sends the reader, names every one."""
@@ -132,6 +134,7 @@ def test_the_quick_start_says_what_import_registers() -> None:
     assert named == registered or counted == [len(registered)], (comment, registered)
     envs_page = (ROOT / "docs" / "envs.md").read_text(encoding="utf-8")
     assert [i for i in registered if f"`{i}`" not in envs_page] == []
+
 
 def test_commands_on_the_pages_name_real_modules() -> None:
     """A command on a page names a module that exists; one inside a generated block names the results

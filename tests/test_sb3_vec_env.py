@@ -132,6 +132,7 @@ def test_reset_infos_follow_the_env_state() -> None:
     assert [info["prompt"] for info in env.reset_infos] == [Prompt((1, 2, 3), 6)] * 3
     assert all(info["split"] in ("train", "test") for info in env.reset_infos)
 
+
 def test_one_seed_seeds_one_reset_only() -> None:
     # SB3's seed(s) applies at the next reset only; later resets continue the seeded stream, so two
     # resets after one seed(0) draw different prompts (re-seeding every reset would repeat them).

@@ -256,6 +256,7 @@ def test_the_text_prompt_asks_for_the_task_s_own_kind_of_answer() -> None:
     arithmetic = ArithmeticTask()
     assert "give the expression alone" in prompt_text(arithmetic, arithmetic.prompts("train")[0])
 
+
 def test_grpo_learns_on_a_task_of_its_own() -> None:
     model = GRPO(REVERSE_ID, GRPOConfig.preset("countdown"), policy="mlp", seed=0)
     assert model.vectorized

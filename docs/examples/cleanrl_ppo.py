@@ -105,8 +105,8 @@ def make_envs(args: Args) -> gym.vector.VectorEnv:
     if module:  # Gymnasium's "module:id" form: the module registers the id when imported
         importlib.import_module(module)
     spec = gym.spec(env_id)
-    native = args.vectorization == "native" or (args.vectorization == "auto" and
-                                               spec.vector_entry_point is not None)
+    has_native = spec.vector_entry_point is not None
+    native = args.vectorization == "native" or (args.vectorization == "auto" and has_native)
     if native:  # the env's own vector env takes the mode as a keyword
         envs = gym.make_vec(spec, num_envs=args.num_envs, vectorization_mode="vector_entry_point",
                             autoreset_mode=AutoresetMode.SAME_STEP)
@@ -246,8 +246,9 @@ def train(args: Args) -> dict[str, float]:
             first_success = success
         last_success = success
         mean_return = float(np.mean(ended_returns)) if ended_returns else float("nan")
-        print(f"step {global_step:>7}  episodes {episodes:>6}  return {mean_return:.3f}  success {success:.3f} "
-              f"(last {len(recent)}: {np.mean(recent) if recent else float('nan'):.3f})  "
+        recent_mean = float(np.mean(recent)) if recent else float("nan")
+        print(f"step {global_step:>7}  episodes {episodes:>6}  return {mean_return:.3f}  "
+              f"success {success:.3f} (last {len(recent)}: {recent_mean:.3f})  "
               f"clip_frac {np.mean(clip_fracs):.3f}  sps {global_step / (time.perf_counter() - start):.0f}",
               flush=True)
     envs.close()
