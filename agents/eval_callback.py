@@ -33,7 +33,8 @@ class SuccessEvalCallback(BaseCallback):
             as it trains, sampling from a generator seeded by ``seed``); required for other models.
         eval_freq: calls of ``on_step`` between evaluations (GRPO: iterations).
         split, k, n_prompts, seed: as :func:`agents.evaluation.success_report`.
-        masked: decode under the env's grammar masks (None: the model's ``use_masks`` if it has one).
+        masked: decode under the env's grammar masks (None: as the model trains, see
+            :class:`agents.evaluation.SB3Predictor`: a GRPO model's ``use_masks``, MaskablePPO masked).
         best_model_save_path: if set, ``model.save(<path>/best_model.zip)`` whenever greedy success
             (then sampled success) beats the best so far.
     Attributes:
@@ -65,8 +66,7 @@ class SuccessEvalCallback(BaseCallback):
         model: Any = self.model
         if self.eval_env is None:
             return model.success(self.split, k=self.k, n_prompts=self.n_prompts, seed=self.seed)
-        masked = bool(getattr(model, "use_masks", False)) if self.masked is None else self.masked
-        return success_report(sb3_predictor(model), self.eval_env, self.split, k=self.k, masked=masked,
+        return success_report(sb3_predictor(model, self.masked), self.eval_env, self.split, k=self.k,
                               n_prompts=self.n_prompts, seed=self.seed)
 
     def _on_step(self) -> bool:

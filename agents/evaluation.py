@@ -14,12 +14,15 @@ Both take grammar masks: a masked agent (GRPO with ``action_masks=True``, Maskab
 env's ``action_masks()`` at every step, as in training.
 
 Any SB3-shaped model plugs in through :func:`sb3_predictor`: ``greedy_success(sb3_predictor(model), env)``
-and ``success_report(sb3_predictor(model), env, masked=...)``. A recurrent model (sb3-contrib's
-RecurrentPPO) gets its hidden state carried from step to step of each episode and reset at each
-episode's start (``episode_start``), as ``evaluate_policy`` does in SB3."""
+and ``success_report(sb3_predictor(model), env)``. The predictor decides the masks unless ``masked=`` is
+passed: a model that trains with masks (its ``predict`` takes ``action_masks``, as MaskablePPO's does, or
+its ``use_masks`` is True, as a masked GRPO model's is) is scored under them; any other unmasked. A
+recurrent model (sb3-contrib's RecurrentPPO) gets its hidden state carried from step to step of each
+episode and reset at each episode's start (``episode_start``), as ``evaluate_policy`` does in SB3."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -89,20 +92,26 @@ def greedy_success(
     prompts: Sequence[Prompt] | None = None,
     n_prompts: int | None = None,
     seed: int = 0,
+    masked: bool | None = None,
 ) -> float:
     """Fraction of ``prompts`` (default: :func:`evaluation_prompts`) that ``predict`` answers correctly.
 
-    ``predict`` is a :data:`BatchPredict` (``obs -> actions``, which should be greedy) or an
-    :class:`SB3Predictor` (``sb3_predictor(model)``, asked for greedy actions; a recurrent model's
-    state is carried). All episodes advance in lockstep: one ``predict`` call per token position for
-    the whole batch. Unmasked; a masked agent uses :func:`success_report` (or :func:`answer_correct`
-    with ``masked=True``).
+    ``predict`` is a :data:`BatchPredict` (``obs -> actions``, which should be greedy; always
+    unmasked) or an :class:`SB3Predictor` (``sb3_predictor(model)``, asked for greedy actions; a
+    recurrent model's state is carried; masked as :func:`answer_correct` says). All episodes advance in
+    lockstep: one ``predict`` call per token position for the whole batch.
     """
     if prompts is None:
         prompts = evaluation_prompts(env, split, n_prompts, seed)
-    masked_predict: MaskedPredict = (
-        predict if isinstance(predict, SB3Predictor) else lambda o, m, d: predict(o))
-    return float(answer_correct(masked_predict, env, prompts, deterministic=True).mean())
+    if isinstance(predict, SB3Predictor):
+        return float(answer_correct(predict, env, prompts, deterministic=True, masked=masked).mean())
+    if masked:
+        raise ValueError(
+            "masked=True needs a predict that takes the masks: pass sb3_predictor(model), or call "
+            "answer_correct with a MaskedPredict"
+        )
+    batch_predict = predict
+    return float(answer_correct(lambda o, m, d: batch_predict(o), env, prompts, deterministic=True).mean())
 
 
 def answer_correct(
@@ -111,15 +120,23 @@ def answer_correct(
     prompts: Sequence[Prompt],
     *,
     deterministic: bool,
-    masked: bool = False,
+    masked: bool | None = None,
     repeats: int = 1,
 ) -> np.ndarray:
     """(len(prompts), repeats) bool: whether each of ``repeats`` answers to each prompt is correct.
 
     All episodes advance in lockstep: one ``predict`` call per token position for the whole batch.
     With ``masked``, ``predict`` gets each active episode's ``action_masks()`` (the env must offer it).
+    ``masked=None`` (the default) leaves it to an :class:`SB3Predictor` (its :attr:`~SB3Predictor.masked`:
+    a MaskablePPO is scored under its masks) and is unmasked for any other ``predict``.
     """
     base = as_token_env(env)
+    if masked is None:
+        masked = predict.masked if isinstance(predict, SB3Predictor) else False
+    elif masked and isinstance(predict, SB3Predictor) and not predict.accepts_masks:
+        raise ValueError(
+            f"masked=True, but {type(predict.model).__name__}.predict takes no action_masks argument"
+        )
     if not prompts:
         raise ValueError("no prompts to evaluate")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -219,13 +236,14 @@ def success_report(
     split: str = "test",
     *,
     k: int = 16,
-    masked: bool = False,
+    masked: bool | None = None,
     prompts: Sequence[Prompt] | None = None,
     n_prompts: int | None = None,
     seed: int = 0,
 ) -> SuccessReport:
     """Greedy success, sampled success (mean@k), pass@k and per-prompt sampled success of ``predict``
-    on ``prompts`` (default: :func:`evaluation_prompts` of ``split``)."""
+    on ``prompts`` (default: :func:`evaluation_prompts` of ``split``); ``masked`` as
+    :func:`answer_correct` takes it."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k={k!r} must be a positive integer")
     if prompts is None:
@@ -247,6 +265,11 @@ class SB3Predictor:
     deterministic)`` (PPO, A2C, DQN, the GRPO agent, sb3-contrib's RecurrentPPO) or sb3-contrib's
     ``predict(..., action_masks=...)`` (MaskablePPO): masks are passed when the evaluation is masked.
 
+    ``masked`` says whether the evaluators mask when their own ``masked`` is None (the default). None
+    here: the model's ``use_masks`` if it is a bool (the GRPO agent: as it trains), else whether its
+    ``predict`` takes ``action_masks`` (MaskablePPO: scored as it trains and as ``evaluate_policy``
+    of sb3-contrib's ``maskable`` package scores it; PPO, A2C, DQN: unmasked).
+
     Called as ``predictor(obs, masks=None, deterministic=True)`` it is state-less. The evaluators
     (:func:`answer_correct`, so :func:`greedy_success` and :func:`success_report`) run it per batch of
     episodes instead: a model that returns a state (RecurrentPPO's LSTM ``(h, c)``, each
@@ -255,12 +278,25 @@ class SB3Predictor:
     Sampling uses the model's own generator (torch's for SB3 models: seed it with ``set_random_seed``
     for a repeatable score)."""
 
-    def __init__(self, model: object) -> None:
+    def __init__(self, model: object, masked: bool | None = None) -> None:
         predict = getattr(model, "predict", None)
         if not callable(predict):
             raise TypeError(f"{type(model).__name__} has no predict() method")
+        if masked is not None and not isinstance(masked, bool):
+            raise ValueError(f"masked={masked!r} must be True, False or None (decided by the model)")
         self.model = model
         self._predict = predict
+        #: whether ``predict`` takes an ``action_masks`` argument
+        self.accepts_masks = _takes_action_masks(predict)
+        if masked and not self.accepts_masks:
+            raise ValueError(
+                f"masked=True, but {type(model).__name__}.predict takes no action_masks argument"
+            )
+        use_masks = getattr(model, "use_masks", None)
+        if masked is None:
+            masked = use_masks if isinstance(use_masks, bool) else self.accepts_masks
+        #: whether the evaluators mask this model's answers when not told (their ``masked=None``)
+        self.masked: bool = masked
 
     def __call__(self, obs: np.ndarray, masks: np.ndarray | None = None,
                  deterministic: bool = True) -> np.ndarray:
@@ -311,6 +347,15 @@ class _EpisodeState:
         return actions
 
 
-def sb3_predictor(model: object) -> SB3Predictor:
-    """:class:`SB3Predictor` of ``model``: the evaluators' adapter for any SB3-shaped model."""
-    return SB3Predictor(model)
+def _takes_action_masks(predict: Callable[..., object]) -> bool:
+    """Whether ``predict`` has a parameter named ``action_masks`` (sb3-contrib's MaskablePPO does)."""
+    try:
+        return "action_masks" in inspect.signature(predict).parameters
+    except (TypeError, ValueError):  # a callable without an inspectable signature
+        return False
+
+
+def sb3_predictor(model: object, masked: bool | None = None) -> SB3Predictor:
+    """:class:`SB3Predictor` of ``model``: the evaluators' adapter for any SB3-shaped model (``masked``:
+    see :class:`SB3Predictor`; None scores a MaskablePPO under its masks, a PPO without)."""
+    return SB3Predictor(model, masked)

@@ -87,11 +87,12 @@ class AnswerFormat:
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
             raise ValueError(f"AnswerFormat.max_chars={self.max_chars!r} must be a positive integer")
 
-    def instruction(self) -> str:
-        """How the prompt asks for the answer."""
+    def instruction(self, answer_noun: str = "answer") -> str:
+        """How the prompt asks for the answer; ``answer_noun`` names what the answer is (a task's
+        :attr:`rlvr_env.Task.answer_noun`: "expression" for the arithmetic tasks, "number" for Digits)."""
         if self.whole:
-            return "Reply with the expression only, nothing else."
-        return (f"Think it through, then give the expression alone between {self.open_tag} and "
+            return f"Reply with the {answer_noun} only, nothing else."
+        return (f"Think it through, then give the {answer_noun} alone between {self.open_tag} and "
                 f"{self.close_tag}.")
 
 
@@ -320,7 +321,7 @@ def prompt_text(task: Task, prompt: Any, fmt: AnswerFormat = DEFAULT_FORMAT) -> 
     Use only the operators + * and no parentheses, each number exactly once; no other numbers.
     Think it through, then give the expression alone between <answer> and </answer>.
     """
-    return task.prompt_text(prompt, fmt.instruction())
+    return task.prompt_text(prompt, fmt.instruction(task.answer_noun))
 
 
 def score_task_completion(task: Task, prompt: Any, completion: object, weights: RewardWeights,

@@ -76,14 +76,13 @@ class SB3VecEnv(VecEnv):
         self.venv = vec_env
         self.base = base
         self._actions: np.ndarray | None = None
-        self._empty_infos = False
         super().__init__(base.num_envs, base.single_observation_space, base.single_action_space)
 
     # -- reset infos, built on demand ----------------------------------------------------------------
     @property  # type: ignore[override]
     def reset_infos(self) -> list[dict[str, Any]]:
         """``{"prompt", "split"}`` of each row's current episode (as ``DummyVecEnv`` keeps them)."""
-        if self._empty_infos or not self.base._started:
+        if not self.base._started:
             return [{} for _ in range(self.num_envs)]
         task = self.base.task
         prompts = [self.base.prompt(i) for i in range(self.num_envs)]
@@ -91,8 +90,9 @@ class SB3VecEnv(VecEnv):
 
     @reset_infos.setter
     def reset_infos(self, value: list[dict[str, Any]]) -> None:
-        # VecEnv.__init__ assigns empty dicts; every later value is derived from the env's state.
-        self._empty_infos = False
+        # VecEnv.__init__ assigns empty dicts; the value is derived from the env's state, so an
+        # assignment is ignored (as SB3's own VecEnvs only ever assign what reset returned).
+        del value
 
     # -- the VecEnv API ------------------------------------------------------------------------------
     def reset(self) -> np.ndarray:
@@ -108,11 +108,20 @@ class SB3VecEnv(VecEnv):
         opts = self._options
         if not any(opts):
             return None
-        if all("prompt" in o for o in opts) and all(set(o) == {"prompt"} for o in opts):
+        if len(opts) != self.num_envs:
+            raise ValueError(
+                f"set_options got {len(opts)} options for num_envs={self.num_envs} envs: pass one "
+                "{'prompt': p} per env (a list of num_envs dicts)"
+            )
+        missing = [i for i, o in enumerate(opts) if set(o) != {"prompt"}]
+        if not missing:
             return {"prompt": [o["prompt"] for o in opts]}
+        # A subset cannot be honoured: the native vector env resets all rows together, so the rows
+        # without an option would draw a prompt while the caller expects the ones it set.
         raise ValueError(
-            f"set_options({opts!r:.200}) is not supported: the native vector env takes one "
-            "{'prompt': p} option per env (every env must get one) and no other option"
+            f"set_options({opts!r:.200}) is not supported (envs {missing[:10]} have no single "
+            "'prompt' option): the native vector env takes one {'prompt': p} option per env (every env "
+            "must get one) and no other option"
         )
 
     def step_async(self, actions: np.ndarray) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 import zipfile
@@ -561,6 +562,22 @@ def test_progress_bar_ends_exactly_at_the_total(monkeypatch) -> None:
     assert model.num_timesteps == 1280
     assert bars[0].n == bars[0].total == 1000
     assert "+280 steps" in bars[0].postfix
+
+
+@pytest.mark.parametrize("overshoot", [True, False])
+def test_the_text_progress_bar_draws_its_finished_line_once(monkeypatch, capsys, overshoot: bool) -> None:
+    """Without tqdm (hidden here) the bar is GRPO's own; its 100% line is written once (a log file keeps
+    every redraw as a line)."""
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    model = GRPO(ENV, seed=0)  # tabular preset: 320 steps per iteration
+    model.learn(1000 if overshoot else 960, progress_bar=True)
+    err = capsys.readouterr().err
+    lines = [line for line in re.split(r"[\r\n]", err) if line.startswith("GRPO:")]
+    finished = [line for line in lines if line.startswith("GRPO: 100%")]
+    assert len(finished) == 1, lines
+    assert finished[0] == lines[-1]
+    assert ("+280 steps to finish the last iteration" in finished[0]) == overshoot
 
 
 # ------------------------------------------------------------------------------------------------

@@ -163,6 +163,7 @@ def test_rerun_reuses_finished_runs(smoke_out: Path, capsys: pytest.CaptureFixtu
     printed = capsys.readouterr().out.splitlines()  # it says that it reused every run, and where it wrote
     assert printed[0] == "arithmetic: 4 run(s): 4 found on disk, 0 to run (all found on disk, nothing trains)"
     assert f"results in {smoke_out}/" in printed[-1]
+    assert "*.png" not in printed[-1] and "curves.csv, runs/)" in printed[-1]  # --no-plots wrote none
     after = {p.name: p.stat().st_mtime_ns for p in (smoke_out / "runs").glob("*.json")}
     assert after == before  # nothing retrained, nothing rewritten
     meta = json.loads((smoke_out / "summary.json").read_text())["meta"]

@@ -64,6 +64,38 @@ def test_every_generated_prompt_is_solved_by_its_stored_solution(kwargs: dict[st
         assert all(task.number_range[0] <= x <= task.number_range[1] for x in prompt.numbers)
 
 
+@pytest.mark.parametrize("kwargs", [s for s in SETTINGS if s.get("n_numbers", 4) <= 4] + [
+    {"n_numbers": 4, "number_use": "exactly_once", "operators": "+-"}], ids=lambda s: str(s) or "defaults")
+def test_every_drawn_pair_replays_without_its_stored_solution(kwargs: dict[str, Any]) -> None:
+    """The reachability check refuses nothing the sampler draws (it over-approximates what is paid)."""
+    task = CountdownTask(**kwargs)
+    for prompt in task.sample_prompts(np.random.default_rng(1), "train", 300):
+        assert task.validate_prompt((prompt.numbers, prompt.target)) == Prompt(prompt.numbers, prompt.target)
+
+
+@pytest.mark.parametrize(("kwargs", "numbers", "target", "rule"), [
+    ({}, (1, 1, 1, 1), 97, "each at most once"),  # at most (1 + 1) * (1 + 1) = 4
+    ({"number_use": "exactly_once", "operators": "+-"}, (1, 1, 1, 1), 3, "each exactly once"),  # even sums
+])
+def test_a_replayed_target_no_answer_reaches_is_refused(kwargs: dict[str, Any], numbers: tuple[int, ...],
+                                                        target: int, rule: str) -> None:
+    task = CountdownTask(**kwargs)
+    with pytest.raises(ValueError, match=rf"prompt target {target} cannot be reached from the numbers "
+                                         rf"{re.escape(str(numbers))} \({rule}\)"):
+        task.validate_prompt((numbers, target))
+    if rule == "each exactly once":  # three of the four ones make 3: at most once, it is reachable
+        assert CountdownTask(operators="+-").validate_prompt((numbers, 3)) == Prompt(numbers, 3)
+
+
+def test_replaying_countdown_3_refuses_an_unreachable_target() -> None:
+    env = gym.make("rlvr/Countdown-v0", n_numbers=3)
+    with pytest.raises(ValueError, match=r"prompt target 97 cannot be reached from the numbers \(1, 2, 3\) "
+                                         r"\(each at most once\) with \+ - \* /"):
+        env.reset(options={"prompt": ((1, 2, 3), 97)})
+    _, info = env.reset(options={"prompt": ((1, 2, 3), 9)})  # (1 + 2) * 3
+    assert info["prompt"] == Prompt((1, 2, 3), 9)
+
+
 #: settings whose max_length is shorter than the longest minimal-parenthesis answer (4N - 4 tokens with
 #: EOS), so the length rule decides which generated expressions are prompts (without parentheses an
 #: answer has at most 2N tokens, and max_length >= 2N never binds)

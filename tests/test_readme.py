@@ -81,6 +81,67 @@ def test_readme_is_under_the_line_limit() -> None:
     assert lines < README_MAX_LINES, f"README.md has {lines} lines; move detail to a docs/ page"
 
 
+def test_names_on_the_pages_are_where_they_say() -> None:
+    """A backticked dotted name on a page (```benchmarks.core.baselines.single_number_floor```) is
+    importable, and a function or class it names is defined in the module named (or exported by its
+    ``__all__``): a name that moved and is only imported there has moved."""
+    import importlib.util
+    import inspect
+
+    wrong = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        dotted = r"`((?:benchmarks|agents|rlvr_env)(?:\.[A-Za-z_]\w*)+)(?:[:(][^`]*)?`"
+        for match in re.finditer(dotted, text):
+            parts = match.group(1).split(".")
+            for i in range(len(parts), 0, -1):  # the longest prefix that is a module is the module
+                try:
+                    found = importlib.util.find_spec(".".join(parts[:i])) is not None
+                except ImportError:  # a parent of it is no package
+                    found = False
+                if found:
+                    break
+            else:
+                wrong.append(f"{page.name}: {match.group(1)} (no such module)")
+                continue
+            try:
+                module = importlib.import_module(".".join(parts[:i]))
+            except ModuleNotFoundError as exc:  # an optional extra that is not installed here
+                if (exc.name or "").split(".")[0] in ("benchmarks", "agents", "rlvr_env"):
+                    raise
+                continue
+            obj: object = module
+            for attr in parts[i:]:
+                if not hasattr(obj, attr):
+                    wrong.append(f"{page.name}: {match.group(1)} (no {attr})")
+                    break
+                obj = getattr(obj, attr)
+            else:
+                top = getattr(module, parts[i]) if i < len(parts) else None
+                if (inspect.isfunction(top) or inspect.isclass(top)) and \
+                        top.__module__ != module.__name__ and parts[i] not in getattr(module, "__all__", ()):
+                    wrong.append(f"{page.name}: {match.group(1)} (defined in {top.__module__})")
+    assert wrong == []
+
+
+def test_the_quick_start_says_what_import_registers() -> None:
+    """The Quick start's ``import rlvr_env`` comment counts the ids it registers (or names them all), and
+    docs/envs.md, where it sends the reader, names every one."""
+    import gymnasium as gym
+
+    import rlvr_env  # noqa: F401
+
+    registered = sorted(k for k in gym.registry if k.startswith("rlvr/"))
+    line = next(ln for ln in README.splitlines() if ln.startswith("import rlvr_env ") and "#" in ln)
+    comment = line.split("#", 1)[1]
+    named = sorted(re.findall(r"rlvr/[\w-]+-v\d+", comment))
+    numbers = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+    counted = [numbers[w] for w in re.findall(r"\b(\w+) rlvr/ ids\b", comment) if w in numbers]
+    assert named == registered or counted == [len(registered)], (comment, registered)
+    envs_page = (ROOT / "docs" / "envs.md").read_text(encoding="utf-8")
+    assert [i for i in registered if f"`{i}`" not in envs_page] == []
+
+
 def test_commands_on_the_pages_name_real_modules() -> None:
     """A command on a page names a module that exists; one inside a generated block names the results
     file to regenerate (its table was written by a command that has moved since)."""

@@ -97,3 +97,70 @@ def test_recurrent_state_follows_episodes_of_different_lengths() -> None:
     assert 0.0 <= rep.greedy <= 1.0
     first = [c for c in spy.calls if c[2] is not None and c[2].all()]
     assert len(first) == 2  # one start per batch of episodes (the greedy one, then the sampled one)
+
+
+def _recording_maskable(env: gym.Env):  # noqa: ANN202
+    """A tiny untrained MaskablePPO whose ``predict`` records the masks it gets and checks that every
+    action it returns is allowed by them (the recorder keeps the model's signature)."""
+    import functools
+
+    torch.set_num_threads(1)
+    model = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=64, seed=0,
+                                    policy_kwargs={"net_arch": [16]})
+    original = model.predict
+    seen: list[np.ndarray | None] = []
+
+    @functools.wraps(original)
+    def predict(observation, state=None, episode_start=None, deterministic=False,  # noqa: ANN001,ANN202
+                action_masks=None):
+        actions, new_state = original(observation, state=state, episode_start=episode_start,
+                                      deterministic=deterministic, action_masks=action_masks)
+        seen.append(None if action_masks is None else np.asarray(action_masks))
+        if action_masks is not None:
+            rows = np.arange(len(actions))
+            assert np.asarray(action_masks)[rows, np.asarray(actions)].all(), "a masked action was emitted"
+        return actions, new_state
+
+    model.predict = predict  # type: ignore[method-assign]
+    return model, seen
+
+
+def test_maskable_ppo_is_scored_under_its_masks() -> None:
+    """``greedy_success(sb3_predictor(model), env)`` of a MaskablePPO passes the env's masks at every
+    step (as it trains), so it equals the masked report; an unmasked score must be asked for."""
+    env = gym.make("rlvr/Countdown-v0", n_numbers=3)
+    model, seen = _recording_maskable(env)
+    prompts = evaluation_prompts(env, "test", n_prompts=24)
+    assert sb3_predictor(model).masked
+    score = greedy_success(sb3_predictor(model), env, prompts=prompts)
+    assert seen and all(m is not None for m in seen)
+    assert score == success_report(sb3_predictor(model), env, prompts=prompts, k=1, masked=True).greedy
+    seen.clear()
+    greedy_success(sb3_predictor(model, masked=False), env, prompts=prompts)
+    assert seen and all(m is None for m in seen)
+    seen.clear()
+    success_report(sb3_predictor(model), env, prompts=prompts, k=1, masked=False)
+    assert seen and all(m is None for m in seen)
+
+
+def test_unmasked_models_stay_unmasked_and_refuse_masks() -> None:
+    env = gym.make("rlvr/Arithmetic-v0")
+    ppo = pytest.importorskip("stable_baselines3").PPO("MlpPolicy", env, n_steps=64, seed=0)
+    assert not sb3_predictor(ppo).masked
+    with pytest.raises(ValueError, match="PPO.predict takes no action_masks"):
+        sb3_predictor(ppo, masked=True)
+    with pytest.raises(ValueError, match="PPO.predict takes no action_masks"):
+        greedy_success(sb3_predictor(ppo), env, "test", masked=True)
+    with pytest.raises(ValueError, match="masked='yes' must be True, False or None"):
+        sb3_predictor(ppo, masked="yes")  # type: ignore[arg-type]
+
+
+def test_success_eval_callback_scores_maskable_ppo_masked() -> None:
+    from agents.eval_callback import SuccessEvalCallback
+
+    env = gym.make("rlvr/Countdown-v0", n_numbers=3)
+    model, seen = _recording_maskable(env)
+    callback = SuccessEvalCallback(env, eval_freq=1, k=1, n_prompts=8)
+    callback.init_callback(model)
+    callback.report()
+    assert seen and all(m is not None for m in seen)

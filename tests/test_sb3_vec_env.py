@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -104,6 +105,32 @@ def test_seeding_repeats_and_options_replay_prompts() -> None:
     a.set_options({"unknown": 1})
     with pytest.raises(ValueError, match="not supported"):
         a.reset()
+
+
+@pytest.mark.parametrize("given", [(0,), (1, 3), (0, 1, 2)])
+def test_options_for_only_some_envs_are_refused(given: tuple[int, ...]) -> None:
+    """The native env resets every row at once, so prompts set for some envs only cannot be honoured
+    (SB3's DummyVecEnv resets each env with its own options): ``reset`` says so instead of ignoring them."""
+    env = adapter(COUNTDOWN, 4, n_numbers=3)
+    env.set_options([{"prompt": Prompt((1, 2, 3), 6)} if i in given else {} for i in range(4)])
+    missing = [i for i in range(4) if i not in given]
+    with pytest.raises(ValueError, match=rf"set_options\(.*envs {re.escape(str(missing))} have no single"):
+        env.reset()
+    env.set_options([{"prompt": Prompt((1, 2, 3), 6)}] * 2)  # a list shorter than num_envs
+    with pytest.raises(ValueError, match=r"set_options got 2 options for num_envs=4"):
+        env.reset()
+
+
+def test_reset_infos_follow_the_env_state() -> None:
+    """Empty before the first reset, each row's prompt after it; an assignment (SB3's VecEnv.__init__
+    makes one) does not replace what is read."""
+    env = adapter(COUNTDOWN, 3, n_numbers=3)
+    assert env.reset_infos == [{}, {}, {}]
+    env.set_options([{"prompt": Prompt((1, 2, 3), 6)}] * 3)
+    env.reset()
+    env.reset_infos = [{}, {}, {}]
+    assert [info["prompt"] for info in env.reset_infos] == [Prompt((1, 2, 3), 6)] * 3
+    assert all(info["split"] in ("train", "test") for info in env.reset_infos)
 
 
 def test_one_seed_seeds_one_reset_only() -> None:

@@ -60,10 +60,10 @@ def _single_env_reward(env: TokenEnv, prompt: object, tokens: Sequence[int]) -> 
 
 
 def test_near_miss_pays_the_same_in_the_single_and_the_vector_env() -> None:
-    prompt = ((9, 4, 5), 15)
-    answers = np.array([[0, 3, 2, 9], [0, 3, 1, 9], [0, 3, 0, 9]])  # 9+5 (misses by 1), 9+4 (by 2), 9+9
+    prompt = ((9, 4, 5), 13)
+    answers = np.array([[0, 3, 2, 9], [0, 3, 1, 9], [0, 3, 0, 9]])  # 9+5 (misses by 1), 9+4 (right), 9+9
     single = [_single_env_reward(_near_env(), prompt, a) for a in answers]
-    assert single == pytest.approx([0.6, 0.1, 0.0])
+    assert single == pytest.approx([0.6, 1.1, 0.0])
     envs = _near_vector_env(3)
     envs.reset(options={"prompt": prompt})
     for col in answers.T:
@@ -90,7 +90,7 @@ def test_near_miss_pays_the_same_in_the_text_env() -> None:
     from rlvr_env.text_env import TextEnv
 
     env = TextEnv(NEAR(n_numbers=3))
-    env.reset(options={"prompt": ((9, 4, 5), 15)})
+    env.reset(options={"prompt": ((9, 4, 5), 13)})
     _, reward, *_, info = env.step("<answer>9+5</answer>")
     assert reward == pytest.approx(0.6) and info["reward_parts"]["near"] == 0.5
 
@@ -267,6 +267,27 @@ class OneTen(Reverse):
 def test_parse_answer_reads_the_longest_vocabulary_string_first() -> None:
     assert OneTen().parse_answer(Letters("abc"), "110") == [0, 1]
     assert OneTen().parse_answer(Letters("abc"), "10 1") == [1, 0]
+
+
+def test_the_text_prompt_asks_for_the_task_s_own_kind_of_answer() -> None:
+    """The instruction names what the task's answer is: "answer" by default, the arithmetic tasks'
+    "expression", Digits' "number" (it said "expression" for every task before)."""
+    from rlvr_env.completions import AnswerFormat, prompt_text
+    from rlvr_env.tasks.arithmetic import ArithmeticTask
+    from rlvr_env.tasks.digits import DigitsTask
+    from rlvr_env.text_env import TextEnv
+
+    env = TextEnv(Reverse())
+    text, _ = env.reset(options={"prompt": Letters("abc")})
+    assert text.endswith("give the answer alone between <answer> and </answer>.")
+    assert "expression" not in text
+    digits = DigitsTask()
+    prompt = digits.sample_prompt(np.random.default_rng(0), "train")
+    assert prompt_text(digits, prompt).endswith("give the number alone between <answer> and </answer>.")
+    assert prompt_text(digits, prompt, AnswerFormat(whole=True)).endswith("Reply with the number only, "
+                                                                          "nothing else.")
+    arithmetic = ArithmeticTask()
+    assert "give the expression alone" in prompt_text(arithmetic, arithmetic.prompts("train")[0])
 
 
 def test_grpo_learns_on_a_task_of_its_own() -> None:

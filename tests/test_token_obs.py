@@ -91,9 +91,9 @@ def test_every_target_of_the_range_zero_included_is_written_and_read_back(target
         assert _read_back(ctx, row) == ([1, 10, 7], target)
     zero = rows[list(targets).index(0)]
     assert ctx.decode(zero).endswith("= 0 <ans>")  # 0 is one digit, not none
-    # through the env: a prompt with target 0, replayed, shows its 0
+    # through the env: a prompt with target 0 (10 - 9 - 1), replayed, shows its 0
     env = gym.make("rlvr/Countdown-v0", n_numbers=3, target_range=target_range, observation="tokens")
-    obs, _ = env.reset(options={"prompt": rlvr_env.Prompt((1, 10, 7), 0)})
+    obs, _ = env.reset(options={"prompt": rlvr_env.Prompt((1, 10, 9), 0)})
     assert env.unwrapped.token_context.decode(obs).endswith("= 0 <ans>")
 
 

@@ -112,7 +112,9 @@ def progress_bar(enabled: bool, total: int) -> Any:
 
 class TextProgressBar:
     """A one-line progress bar on stderr without tqdm: the calls the agent makes on tqdm's (``update``,
-    ``n``, ``set_postfix_str``, ``close``), redrawn in place (carriage return) at most 5 times a second."""
+    ``n``, ``set_postfix_str``, ``close``), redrawn in place (carriage return) at most 5 times a second.
+    The finished bar is drawn once, by ``close`` (or by a ``set_postfix_str`` just before it): a log
+    file, where every redraw is a line, gets one 100% line."""
 
     WIDTH = 30
 
@@ -122,11 +124,12 @@ class TextProgressBar:
         self._postfix = ""
         self._start = self._drawn = time.perf_counter()
         self._closed = False
+        self._shown: tuple[int, str] | None = None  # (n, postfix) of the last line drawn
         self._draw()
 
     def update(self, n: int = 1) -> None:
         self.n += int(n)
-        if time.perf_counter() - self._drawn >= 0.2 or self.n >= self.total:
+        if self.n < self.total and time.perf_counter() - self._drawn >= 0.2:
             self._draw()
 
     def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
@@ -137,7 +140,8 @@ class TextProgressBar:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._draw()
+            if self._shown != (self.n, self._postfix):
+                self._draw()
             self.stream.write("\n")
             self.stream.flush()
 
@@ -154,3 +158,4 @@ class TextProgressBar:
         self.stream.write("\r" + line)
         self.stream.flush()
         self._drawn = time.perf_counter()
+        self._shown = (self.n, self._postfix)

@@ -231,7 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                incomplete=outcome.incomplete())
         print(result["table"])
         print("\n".join(verdict_lines(result["summary"])))
-        print(f"results in {dest}/ (table.md, summary.csv/json, runs.csv, curves.csv, *.png, runs/)")
+        plots = [] if args.no_plots else ["*.png"]
+        written = ["table.md", "summary.csv/json", "runs.csv", "curves.csv", *plots, "runs/"]
+        print(f"results in {dest}/ ({', '.join(written)})")
     if failures:
         print(f"{len(failures)} run(s) failed:", file=sys.stderr)
         for f in failures:

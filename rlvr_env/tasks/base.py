@@ -161,6 +161,9 @@ class Task(ABC, Generic[P]):
     #: Observation segments a lookup-table policy should key on (those the answer depends on);
     #: None means the whole observation.
     tabular_segments: tuple[str, ...] | None = None
+    #: What an answer is called in a language model's prompt ("give the <answer_noun> alone between
+    #: <answer> and </answer>"); the arithmetic tasks say "expression", Digits "number".
+    answer_noun: str = "answer"
 
     # -- prompts (required) ----------------------------------------------------------------------
     @abstractmethod

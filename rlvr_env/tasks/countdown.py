@@ -9,6 +9,7 @@ draws k prompts as arrays) so that the vector env can reset thousands of episode
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -44,6 +45,42 @@ _MAX_DRAW_INDEX = MAX_DRAW_TABLE // 2  # number tuples a draw table can index (i
 #: thousand (the vector env's prompt buffer) succeed and fail on the same settings.
 _MAX_DRY_CANDIDATES = 200 * _MIN_ROUND
 _EOS = "<eos>"
+#: A replayed prompt of up to this many numbers is refused when no expression reaches its target (a
+#: few milliseconds for 4 numbers; the count of values grows about 20-fold per number beyond).
+MAX_CHECKED_NUMBERS = 4
+
+
+@functools.lru_cache(maxsize=8192)
+def _reachable(numbers: tuple[int, ...], target: int, operators: str, all_numbers: bool) -> bool:
+    """Whether some expression over ``numbers`` (every one of them when ``all_numbers``, else a non-empty
+    subset, each at most once) with ``operators`` has the value ``target``. It allows any parentheses,
+    any answer length and inexact division, so it over-approximates what a grammar and ``max_length``
+    pay: a False is certain (the target is unreachable), a True is not a proof of a paid answer."""
+    n = len(numbers)
+    values: dict[int, set[Fraction]] = {}  # subset mask -> values of the expressions over it
+    for mask in range(1, 1 << n):
+        if mask & (mask - 1) == 0:
+            values[mask] = {Fraction(numbers[mask.bit_length() - 1])}
+            continue
+        out: set[Fraction] = set()
+        sub = (mask - 1) & mask
+        while sub:
+            rest = mask ^ sub
+            if sub < rest:  # each split once; - and / in both orders
+                for a in values[sub]:
+                    for b in values[rest]:
+                        if "+" in operators:
+                            out.add(a + b)
+                        if "*" in operators:
+                            out.add(a * b)
+                        if "-" in operators:
+                            out.update((a - b, b - a))
+                        if "/" in operators:
+                            out.update(x / y for x, y in ((a, b), (b, a)) if y)
+            sub = (sub - 1) & mask
+        values[mask] = out
+    full = (1 << n) - 1
+    return any(target in values[m] for m in ([full] if all_numbers else values))
 
 
 class CountdownTask(ExpressionTask):
@@ -241,8 +278,15 @@ class CountdownTask(ExpressionTask):
             raise ValueError(f"prompt numbers {numbers!r} must lie in number_range=({lo}, {hi})")
         if not tlo <= target <= thi:
             raise ValueError(f"prompt target {target!r} must lie in target_range=({tlo}, {thi})")
-        if isinstance(prompt, Prompt) and prompt.meta:
+        if isinstance(prompt, Prompt) and prompt.meta:  # a drawn prompt: its meta holds an answer
             return Prompt(numbers, target, prompt.meta)
+        if n <= MAX_CHECKED_NUMBERS and not _reachable(tuple(sorted(numbers)), int(target), self.operators,
+                                                       self.grammar.number_use == "exactly_once"):
+            uses = "each exactly once" if self.grammar.number_use == "exactly_once" else "each at most once"
+            raise ValueError(
+                f"prompt target {target!r} cannot be reached from the numbers {numbers!r} ({uses}) with "
+                f"{' '.join(self.operators)}: the task draws only targets that an answer reaches"
+            )
         return self._make_prompt(np.array(numbers), target, None)
 
     # -- per-prompt facts --------------------------------------------------------------------------

@@ -184,6 +184,7 @@ class DigitsTask(Task[DigitsPrompt]):
 
     name = "digits"
     tabular_segments = None
+    answer_noun = "number"
 
     def __init__(
         self,

@@ -82,6 +82,7 @@ class ExpressionTask(Task[Prompt]):
     #: how the token context writes numbers and targets, one of :data:`NUMBER_TOKENS` (the answer's own
     #: tokens do not change: it names numbers by slot)
     number_tokens: str = "digits"
+    answer_noun = "expression"
 
     # -- answers -----------------------------------------------------------------------------------
     def token_strings(self, token_ids: Sequence[int], prompt: Prompt) -> list[str]:
