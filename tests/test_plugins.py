@@ -335,10 +335,13 @@ def test_the_cli_without_torch_prints_one_line_naming_the_install(tmp_path: Path
 
 def test_benchmarks_compare_without_scipy_names_the_bench_install(tmp_path: Path) -> None:
     out = _without(("scipy",), ["-m", "benchmarks.compare", "--help"], tmp_path)
-    assert out.returncode == 1
-    last = out.stderr.strip().splitlines()[-1]
-    assert 'needs scipy' in last and 'pip install ".[bench]"' in last, out.stderr
-    assert "No module named 'scipy'" not in out.stderr
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr   # one line, no traceback
+    assert 'needs scipy' in lines[0] and 'pip install ".[bench]"' in lines[0], out.stderr
+    imported = _without(("scipy",), ["-c", "import benchmarks.compare"], tmp_path)  # as a library
+    assert imported.returncode == 1
+    assert "ImportError: python -m benchmarks.compare needs scipy" in imported.stderr
 
 
 def test_no_install_hint_names_a_distribution_the_index_does_not_have() -> None:

@@ -6,6 +6,7 @@ missing one is an ``ImportError`` naming the install that brings it rather than 
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 #: Top-level modules of the ``[bench]`` extra that ``python -m benchmarks.compare`` imports.
 BENCH_MODULES = ("scipy", "matplotlib", "ray", "stable_baselines3")
@@ -18,8 +19,18 @@ def _missing(module: str) -> bool:
         return True
 
 
+def _run_as_command() -> bool:
+    """True in ``python -m benchmarks.compare[.<module>]``, where the package is imported before its
+    ``__main__`` and a traceback would bury the one line that matters."""
+    argv = list(getattr(sys, "orig_argv", []))
+    return "-m" in argv[:-1] and argv[argv.index("-m") + 1].startswith("benchmarks.compare")
+
+
 _NEEDED = [m for m in BENCH_MODULES if _missing(m)]
 if _NEEDED:
-    raise ImportError(f"python -m benchmarks.compare needs {', '.join(_NEEDED)}, which the light install "
-                      'lacks; the benchmark extra brings them: pip install ".[bench]" (in a clone of the '
-                      "repository)")
+    _MESSAGE = (f"python -m benchmarks.compare needs {', '.join(_NEEDED)}, which the light install lacks; "
+                'the benchmark extra brings them: pip install ".[bench]" (in a clone of the repository)')
+    if _run_as_command():
+        print(f"error: {_MESSAGE}", file=sys.stderr)
+        raise SystemExit(2)
+    raise ImportError(_MESSAGE)
