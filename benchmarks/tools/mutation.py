@@ -285,15 +285,21 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     log = work / "mutmut.log"
     equivalents = load_equivalents()
-    scores = []
+    scores, failed = [], []
     for module in modules:
         tests = tuple(args.tests) if args.tests else TARGETS[module]
         print(f"mutating {module} against {len(tests)} test file(s) ...", flush=True)
-        scores.append(run_module(module, tests, work, equivalents, args.max_children, log,
-                                 rerun=not args.no_run))
-        s = scores[-1]
+        try:
+            s = run_module(module, tests, work, equivalents, args.max_children, log, rerun=not args.no_run)
+        except SetupError as err:  # e.g. a covering test that fails before any mutant: the next module
+            print(f"  error: {err}", flush=True)
+            failed.append(module)
+            continue
+        scores.append(s)
         print(f"  killed {s.killed}, survived {len(s.survived)}, equivalent {len(s.equivalent)}, "
               f"{s.seconds:.0f} s", flush=True)
+    if failed and args.update_results:
+        raise SetupError(f"not recorded: mutmut failed on {', '.join(failed)} (see above)")
     previous = out / "mutation.json"
     kept: dict[str, Any] = {}
     if previous.is_file():  # a run over some modules keeps the other modules' last scores
@@ -305,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"command": command_line("benchmarks.tools.mutation", argv), "machine": machine_info(),
               "goal": args.goal, "modules": [s.record() for s in rows]}
     write_results(out, "mutation", result, render(rows, args.goal))
-    return 0
+    return 1 if failed else 0
 
 
 def _from_record(r: dict[str, Any]) -> ModuleScore:
