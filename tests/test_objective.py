@@ -534,7 +534,8 @@ def test_each_estimator_s_defaults_std_convention_and_eps_by_hand() -> None:
             np.testing.assert_allclose(grpo_batch_std_advantages(r, eps, unbiased),
                                        centred / (r.std(ddof=ddof) + eps), rtol=1e-13)
             np.testing.assert_allclose(reinforce_pp_baseline_advantages(r, eps, unbiased),
-                                       (centred - centred.mean()) / (centred.std(ddof=ddof) + eps), rtol=1e-13)
+                                       (centred - centred.mean()) / (centred.std(ddof=ddof) + eps),
+                                       rtol=1e-13)
             best = (r.max(axis=1) - np.sort(r, axis=1)[:, -2]) / (r.std(axis=1, ddof=ddof) + eps)
             np.testing.assert_allclose(grpo_passk_advantages(r, eps, unbiased),
                                        [[best[0], 0, 0], [0, 0, best[1]]], rtol=1e-13)

@@ -103,7 +103,8 @@ def _good(**changes: object) -> str:
     (json.dumps(store.wrap("k", "fp2", {"v": 1})), "fingerprint",
      "was made from another spec or code version (settings, library versions or CODE_VERSION changed)"),
 ])
-def test_check_run_names_what_is_wrong(content: str | bytes, reason: str, detail: str, tmp_path: Path) -> None:
+def test_check_run_names_what_is_wrong(content: str | bytes, reason: str, detail: str,
+                                       tmp_path: Path) -> None:
     path = _file(tmp_path, content)
     with pytest.raises(RunFileError) as err:
         check_run(path, "k", "fp")

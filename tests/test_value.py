@@ -457,8 +457,8 @@ def test_gae_refuses_shapes_that_differ_or_are_not_two_dimensional() -> None:
 
 def test_value_loss_refuses_mismatched_shapes_and_a_clip_range_not_positive_and_finite() -> None:
     a, b = np.ones((1, 2)), np.ones((1, 3))
-    with pytest.raises(ValueError, match=r"^vpreds \(1, 2\), returns \(1, 3\), values \(1, 2\), mask \(1, 2\) "
-                                         r"and weights \(1, 2\) must have one shape$"):
+    with pytest.raises(ValueError, match=r"^vpreds \(1, 2\), returns \(1, 3\), values \(1, 2\), "
+                                         r"mask \(1, 2\) and weights \(1, 2\) must have one shape$"):
         clipped_value_loss(a, b, a, a, 0.2, a)
     for bad in (0.0, -0.5, float("inf"), float("nan")):
         with pytest.raises(ValueError, match=rf"^cliprange_value={bad!r} must be a positive finite number$"):
