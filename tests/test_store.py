@@ -162,3 +162,16 @@ def test_load_run_quarantines_a_bad_file_and_says_so(tmp_path: Path,
     line = capsys.readouterr().err.strip()
     assert re.fullmatch(rf"warning: run file {re.escape(str(path))} fails its checksum \(its content was "
                         rf"edited\); moved to .*k\.json\.checksum, training the run again", line)
+
+
+def test_a_given_key_is_checked_instead_of_the_stem_and_load_run_checks_key_and_fingerprint(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _file(tmp_path, json.dumps(store.wrap("j", "fp", {"v": 1})))  # k.json holding run j
+    assert check_run(path, "j", "fp") == {"v": 1}
+    assert load_run(path, "j", "fp") == {"v": 1}
+    assert load_run(path, "j", "fp2") is None  # another spec: quarantined, trained again
+    assert (tmp_path / "quarantine" / "k.json.fingerprint").is_file()
+    path = _file(tmp_path, json.dumps(store.wrap("j", "fp", {"v": 1})))
+    assert load_run(path, "k", "fp") is None
+    assert (tmp_path / "quarantine" / "k.json.key").is_file()
+    assert capsys.readouterr().err.count("warning: run file") == 2
