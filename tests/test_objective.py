@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -477,3 +479,93 @@ def test_readme_maps_every_variant_to_verl_and_trl() -> None:
         if not row.startswith("|"):
             break
         assert row.count("|") >= 5 and all(c.strip() for c in row.strip("|").split("|")), row
+
+
+# ------------------------------------------------------------------------------------------------
+# The advantage estimators' contract: defaults, both std conventions, eps, dtypes, named errors
+# ------------------------------------------------------------------------------------------------
+def test_register_advantage_adds_the_function_and_refuses_bad_or_taken_names() -> None:
+    from agents.grpo.advantages import register_advantage
+
+    def mine(rewards, eps=1e-4, unbiased_std=True, lengths=None):  # type: ignore[no-untyped-def]
+        return np.zeros_like(rewards)
+
+    try:
+        assert register_advantage("test_only_estimator")(mine) is mine
+        assert ADVANTAGE_ESTIMATORS["test_only_estimator"] is mine
+        with pytest.raises(ValueError, match=r"^advantage estimator 'test_only_estimator' is already "
+                                             r"registered; choose another name$"):
+            register_advantage("test_only_estimator")
+    finally:
+        ADVANTAGE_ESTIMATORS.pop("test_only_estimator", None)
+    for bad in ("", 3, None):
+        with pytest.raises(ValueError, match=rf"^an advantage estimator's name must be a non-empty string, "
+                                             rf"got {re.escape(repr(bad))}$"):
+            register_advantage(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(_shipped(ADVANTAGE_ESTIMATORS)))
+def test_every_estimator_takes_two_answers_refuses_one_and_non_finite_rewards(name: str) -> None:
+    fn = ADVANTAGE_ESTIMATORS[name]
+    adv = fn(np.array([[1, 0], [0, 1]], np.int64))  # the defaults; int rewards give float advantages
+    assert adv.dtype == np.float64 and adv.shape == (2, 2)
+    if name == "grpo_passk":  # only each group's best answer is credited
+        assert adv[0, 0] == adv[1, 1] > 0 and adv[0, 1] == adv[1, 0] == 0
+    else:
+        assert np.all(adv[:, 0] == -adv[:, 1]) and np.all(adv[0] == adv[1, ::-1])
+    for shape in ((3, 1), (4,), (1, 2, 2)):
+        with pytest.raises(ValueError, match=rf"^rewards must have shape \(B, G\) with G >= 2, got "
+                                             rf"{re.escape(str(shape))}$"):
+            fn(np.zeros(shape))
+    for bad in (np.nan, np.inf, -np.inf):
+        with pytest.raises(ValueError, match="^rewards must be finite$"):
+            fn(np.array([[0.0, 1.0], [bad, 1.0]]))
+
+
+def test_each_estimator_s_defaults_std_convention_and_eps_by_hand() -> None:
+    from agents.grpo.advantages import grpo_passk_advantages, reinforce_pp_baseline_verl_advantages
+
+    r = np.array([[1.0, 0.0, 0.0], [2.0, 2.0, 5.0]])
+    centred = r - r.mean(axis=1, keepdims=True)
+    for unbiased, ddof in ((True, 1), (False, 0)):
+        for eps in (1e-4, 0.5):
+            std = r.std(axis=1, ddof=ddof, keepdims=True)
+            np.testing.assert_allclose(grpo_advantages(r, eps, unbiased), centred / (std + eps), rtol=1e-13)
+            np.testing.assert_allclose(grpo_batch_std_advantages(r, eps, unbiased),
+                                       centred / (r.std(ddof=ddof) + eps), rtol=1e-13)
+            np.testing.assert_allclose(reinforce_pp_baseline_advantages(r, eps, unbiased),
+                                       (centred - centred.mean()) / (centred.std(ddof=ddof) + eps),
+                                       rtol=1e-13)
+            best = (r.max(axis=1) - np.sort(r, axis=1)[:, -2]) / (r.std(axis=1, ddof=ddof) + eps)
+            np.testing.assert_allclose(grpo_passk_advantages(r, eps, unbiased),
+                                       [[best[0], 0, 0], [0, 0, best[1]]], rtol=1e-13)
+            # eps and the std convention do not enter Dr. GRPO or RLOO
+            np.testing.assert_allclose(dr_grpo_advantages(r, eps, unbiased), centred, rtol=1e-13)
+            np.testing.assert_allclose(rloo_advantages(r, eps, unbiased), centred * 3 / 2, rtol=1e-13)
+    # the defaults are eps = 1e-4 and the unbiased std
+    for fn in (grpo_advantages, grpo_batch_std_advantages, reinforce_pp_baseline_advantages,
+               grpo_passk_advantages, reinforce_pp_baseline_verl_advantages):
+        np.testing.assert_array_equal(fn(r), fn(r, 1e-4, True))
+    # verl's REINFORCE++-baseline: one token each, T = 6; Bessel's T / (T - 1) only when unbiased
+    t = 6.0
+    m = centred.sum() / (t + 1e-8)
+    for unbiased, bessel in ((True, t / (t - 1)), (False, 1.0)):
+        v = ((centred - m) ** 2).sum() / (t + 1e-8) * bessel
+        np.testing.assert_allclose(reinforce_pp_baseline_verl_advantages(r, 0.3, unbiased),
+                                   (centred - m) / np.sqrt(v + 1e-8), rtol=1e-13)
+
+
+def test_verl_reinforce_pp_weighs_answers_by_their_lengths_and_refuses_bad_lengths() -> None:
+    from agents.grpo.advantages import reinforce_pp_baseline_verl_advantages as verl_rpp
+
+    r = np.array([[1.0, 0.0]])
+    # lengths 2 and 0: T = 2 token copies of +0.5; m = 1 / (2 + 1e-8), v = 2 (0.5 - m)^2 / (2 + 1e-8) * 2
+    got = verl_rpp(r, lengths=np.array([[2, 0]]))
+    m = 1.0 / (2 + 1e-8)
+    v = 2 * (0.5 - m) ** 2 / (2 + 1e-8) * 2
+    np.testing.assert_allclose(got, (np.array([[0.5, -0.5]]) - m) / np.sqrt(v + 1e-8), rtol=1e-12)
+    np.testing.assert_array_equal(verl_rpp(r, lengths=[2, 0]), got)  # a flat list of the (B, G) counts
+    for bad, total in (([[1, 0]], "1.0"), ([[3, -1]], "2.0"), ([[0, 0]], "0.0")):
+        with pytest.raises(ValueError, match=rf"^lengths must be non-negative token counts summing to at "
+                                             rf"least 2, got {total}$"):
+            verl_rpp(r, lengths=np.array(bad))

@@ -399,3 +399,82 @@ def test_critic_warmup_k_gives_k_critic_only_iterations_verl_k_minus_one() -> No
     page = _variants_page()
     assert "`critic_warmup=k` gives k critic-only iterations here" in page
     assert "k − 1 in verl" in page and "`critic_warmup=k − 1` here gives verl's count" in page
+
+
+# ------------------------------------------------------------------------------------------------
+# The math's input contract: float64 arithmetic whatever the inputs' dtype, named shape errors
+# ------------------------------------------------------------------------------------------------
+def test_value_loss_computes_in_float64_from_float32_inputs() -> None:
+    # A policy hands float32 arrays over; the loss must be the float64 loss of those same numbers (old
+    # + c and Var(R) rounded to float32 would move the clipping bound and the explained variance).
+    rng = np.random.default_rng(7)
+    mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], np.float32)
+    old = rng.normal(size=(2, 4)).astype(np.float32)
+    ret = rng.normal(size=(2, 4)).astype(np.float32)
+    vpred = (old + rng.normal(scale=0.5, size=(2, 4))).astype(np.float32)
+    w = loss_weights(mask.astype(float), LossSettings(beta=0.0, aggregation="token_mean")).astype(np.float32)
+    low = clipped_value_loss(vpred, ret, old, mask, 0.1, w)
+    high = clipped_value_loss(*(a.astype(np.float64) for a in (vpred, ret, old, mask)), 0.1, w.astype(float))
+    assert low.loss == high.loss and low.explained_variance == high.explained_variance
+    assert low.clip_frac == high.clip_frac > 0
+    assert low.grad_vpred.dtype == np.float64 and np.array_equal(low.grad_vpred, high.grad_vpred)
+
+
+def test_gae_and_token_rewards_return_float64_arrays_of_the_mask_s_shape() -> None:
+    mask = np.array([[1, 1, 0], [1, 0, 0]], np.int64)
+    rewards = terminal_token_rewards(np.array([[2], [3]], np.int64), mask)  # a column of rewards, ints
+    assert rewards.dtype == np.float64 and rewards.tolist() == [[0.0, 2.0, 0.0], [3.0, 0.0, 0.0]]
+    adv, ret = gae_advantages(rewards.astype(np.float32), np.zeros((2, 3), np.float32), mask, 1.0, 1.0)
+    assert adv.dtype == ret.dtype == np.float64 and adv.shape == ret.shape == (2, 3)
+    assert ret.tolist() == [[2.0, 2.0, 0.0], [3.0, 0.0, 0.0]]
+
+
+def test_whitening_of_exactly_two_tokens() -> None:
+    got = masked_whiten(np.array([[1.0, 3.0, 50.0]]), np.array([[1.0, 1.0, 0.0]]))
+    assert np.allclose(got[0, :2], _whiten_by_hand([1.0, 3.0]), atol=1e-15, rtol=0)
+    assert np.allclose(got[0, :2], [-1 / np.sqrt(2), 1 / np.sqrt(2)], atol=1e-7)
+
+
+def test_token_rewards_of_one_token_rows_and_their_shape_errors() -> None:
+    got = terminal_token_rewards(np.array([2.0, 3.0]), np.array([[1.0, 0.0], [1.0, 1.0]]))
+    assert got.tolist() == [[2.0, 0.0], [0.0, 3.0]]
+    with pytest.raises(ValueError, match=r"^mask has shape \(3, 2\); expected \(2, L\) for 2 rewards$"):
+        terminal_token_rewards(np.ones(2), np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"^mask has shape \(2,\); expected \(2, L\) for 2 rewards$"):
+        terminal_token_rewards(np.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match=r"^every episode needs at least one token; rows \[0 2\] have none$"):
+        terminal_token_rewards(np.ones(3), np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]]))
+
+
+def test_gae_refuses_shapes_that_differ_or_are_not_two_dimensional() -> None:
+    two, three = np.ones((1, 2)), np.ones((1, 3))
+    with pytest.raises(ValueError, match=r"^token_rewards \(1, 2\), values \(1, 3\) and mask \(1, 2\) "
+                                         r"must be one \(N, L\) shape$"):
+        gae_advantages(two, three, two, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"^token_rewards \(2,\), values \(2,\) and mask \(2,\) must be one"):
+        gae_advantages(np.ones(2), np.ones(2), np.ones(2), 1.0, 1.0)
+
+
+def test_value_loss_refuses_mismatched_shapes_and_a_clip_range_not_positive_and_finite() -> None:
+    a, b = np.ones((1, 2)), np.ones((1, 3))
+    with pytest.raises(ValueError, match=r"^vpreds \(1, 2\), returns \(1, 3\), values \(1, 2\), "
+                                         r"mask \(1, 2\) and weights \(1, 2\) must have one shape$"):
+        clipped_value_loss(a, b, a, a, 0.2, a)
+    for bad in (0.0, -0.5, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=rf"^cliprange_value={bad!r} must be a positive finite number$"):
+            clipped_value_loss(a, a, a, a, bad, a)
+
+
+def test_value_loss_of_a_batch_without_tokens_is_zero_without_warnings() -> None:
+    import warnings
+
+    z = np.zeros((2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no mean of an empty slice, no 0 / 0
+        terms = clipped_value_loss(np.ones((2, 3)), z, z, z, 0.2, z)
+    assert terms.loss == 0.0 and terms.clip_frac == 0.0 and np.isnan(terms.explained_variance)
+    assert not terms.grad_vpred.any()
+    # returns that do not vary over the mask: the explained variance is undefined (nan), not an error
+    flat = clipped_value_loss(np.zeros((1, 2)), np.ones((1, 2)), np.zeros((1, 2)), np.ones((1, 2)), 0.2,
+                              np.full((1, 2), 0.5))
+    assert np.isnan(flat.explained_variance) and flat.clip_frac == 0.0

@@ -58,7 +58,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "agents/grpo/value.py": ("tests/test_value.py", "tests/test_variants_parity.py"),
     "agents/grpo/torch_policy.py": ("tests/test_transformer.py", "tests/test_value.py",
                                     "tests/test_agents.py"),
-    "benchmarks/core/store.py": ("tests/test_pipeline.py", "tests/test_experiment_api.py"),
+    # tests/test_pipeline.py runs studies in subprocesses and Ray workers with another working folder,
+    # where mutmut's stats pass cannot find its settings and fails: the store's own tests cover it
+    "benchmarks/core/store.py": ("tests/test_store.py",),
     "benchmarks/core/executor.py": ("tests/test_pipeline.py", "tests/test_experiment_api.py"),
 }
 
