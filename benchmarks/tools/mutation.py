@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import mutmut  # noqa: F401
     except ImportError:
-        raise SetupError('the mutation tool is missing: pip install -e ".[dev]"') from None
+        raise SetupError('the mutation tool is missing: python -m pip install "torch==2.13.0" -e '
+                         '".[test,dev]"') from None
     out = output_folder(args)
     out.mkdir(parents=True, exist_ok=True)
     work = (Path("benchmark-runs") / "mutation" / "work").resolve()
