@@ -47,10 +47,11 @@ def test_the_score_leaves_equivalent_survivors_out_and_the_table_says_whether_th
     low = _score(killed=8, survived=2)
     table = mutation.render([s, low], goal=0.9)
     rows = [line for line in table.splitlines() if line.startswith("| `")]
-    assert rows[0].split("|")[2:8] == [" 15 ", " 9 ", " 1 ", " 5 ", " 90.0% ", " yes "]
+    assert rows[0].split("|")[2:9] == [" 15 ", " 9 ", " 1 ", " 5 ", " 90.0% ", " yes ", " 0 "]
     assert rows[1].split("|")[6:8] == [" 80.0% ", " no "]
     assert "### Survivors in `rlvr_env/tasks/digits.py`" in table and "`- a / + b`" in table
     assert mutation._from_record(s.record()).record() == s.record()
+    assert mutation.render([s], 0.9, "python -m x").startswith("Recorded by `python -m x`")
 
 
 def test_an_equivalent_entry_must_say_why(tmp_path: Path) -> None:

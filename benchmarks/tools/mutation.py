@@ -230,15 +230,16 @@ def run_module(module: str, tests: tuple[str, ...], work: Path, equivalents: lis
     return score
 
 
-def render(scores: list[ModuleScore], goal: float) -> str:
-    lines = ["| module | mutants | killed | survived | judged equivalent | score | goal met |",
-             "|---|---|---|---|---|---|---|"]
+def render(scores: list[ModuleScore], goal: float, command: str = "") -> str:
+    lines = [f"Recorded by `{command}`; the seconds are each module's own mutmut run.", ""] if command else []
+    lines += ["| module | mutants | killed | survived | judged equivalent | score | goal met | seconds |",
+              "|---|---|---|---|---|---|---|---|"]
     for s in scores:
         total = s.scored + len(s.equivalent) + s.other
         shown = "n/a" if s.score is None else f"{s.score:.1%}"
         met = "n/a" if s.score is None else ("yes" if s.score >= goal else "no")
         lines.append(f"| `{s.module}` | {total} | {s.killed} | {len(s.survived)} | {len(s.equivalent)} | "
-                     f"{shown} | {met} |")
+                     f"{shown} | {met} | {s.seconds:.0f} |")
     lines += ["", "Score: killed / (killed + survived), survivors judged equivalent left out; a timeout "
               f"counts as killed, a mutant that no selected test reaches as survived. Goal: {goal:.0%}."]
     for s in scores:
@@ -311,9 +312,10 @@ def main(argv: list[str] | None = None) -> int:
         kept[s.module] = s.record()
     rows = [_from_record(r) for r in kept.values()]
     rows.sort(key=lambda s: list(TARGETS).index(s.module) if s.module in TARGETS else len(TARGETS))
-    result = {"command": command_line("benchmarks.tools.mutation", argv), "machine": machine_info(),
-              "goal": args.goal, "modules": [s.record() for s in rows]}
-    write_results(out, "mutation", result, render(rows, args.goal))
+    command = command_line("benchmarks.tools.mutation", argv)
+    result = {"command": command, "machine": machine_info(), "goal": args.goal,
+              "modules": [s.record() for s in rows]}
+    write_results(out, "mutation", result, render(rows, args.goal, command))
     return 1 if failed else 0
 
 
