@@ -74,7 +74,8 @@ def scratch_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, PolicyLoss]:
 
 def test_a_registered_loss_records_everything_it_declares(scratch_registry: dict[str, PolicyLoss]) -> None:
     assert register_policy_loss("t_defaults")(_identity) is _identity
-    assert scratch_registry["t_defaults"] == PolicyLoss("t_defaults", _identity, (), False, False, True, False)
+    expected = PolicyLoss("t_defaults", _identity, (), False, False, True, False)
+    assert scratch_registry["t_defaults"] == expected
     register_policy_loss("t_declared", settings=iter(["clip_eps", "my_coef"]), per_answer=True,
                          all_rows=True, clip_high=False, uses_rng=True)(_identity)
     loss = scratch_registry["t_declared"]
