@@ -43,8 +43,8 @@ from benchmarks.core.common import (
 #: Each core module and the test files that cover it (the tests mutmut may run against its mutants:
 #: it runs them once to learn which test reaches which function, then each mutant's own tests only).
 TARGETS: dict[str, tuple[str, ...]] = {
-    "rlvr_env/tasks/base.py": ("tests/test_task_contract.py", "tests/test_custom_task.py",
-                               "tests/test_text_env.py"),
+    "rlvr_env/tasks/base.py": ("tests/test_task_base.py", "tests/test_task_contract.py",
+                               "tests/test_custom_task.py", "tests/test_text_env.py"),
     "rlvr_env/tasks/digits.py": ("tests/test_digits.py", "tests/test_task_contract.py"),
     "rlvr_env/tasks/expression.py": ("tests/test_task_contract.py", "tests/test_env.py",
                                      "tests/test_token_obs.py", "tests/test_custom_task.py"),
