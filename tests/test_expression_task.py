@@ -172,9 +172,9 @@ def test_whole_number_tokens_give_each_value_one_token_up_to_the_limit() -> None
         BOS, slots, whole + 7, slots + 1, whole + 105, TARGET, MINUS, whole + 98, ANSWER]
     big = Big()
     big.number_tokens = "whole"
-    with pytest.raises(ValueError, match=r"^number_tokens='whole' gives a token to each value up to 999 \(as the "
-                                         r"cl100k and Llama-3 tokenizers do\); this task's numbers or targets "
-                                         r"reach 1003: use number_tokens='digits'$"):
+    text = (r"^number_tokens='whole' gives a token to each value up to 999 \(as the cl100k and Llama-3 "
+            r"tokenizers do\); this task's numbers or targets reach 1003: use number_tokens='digits'$")
+    with pytest.raises(ValueError, match=text):
         big.context_tokens()
 
 

@@ -211,7 +211,8 @@ def test_unpack_prompt_takes_a_prompt_or_a_pair_of_integers(prompt: object,
 
 
 @pytest.mark.parametrize("prompt, text", [
-    ((1, 2, 3), r"^prompt \(1, 2, 3\) must be a Prompt or a \(numbers, target\) pair, e\.g\. \(\(2, 3, 5\), 17\)$"),
+    ((1, 2, 3),
+     r"^prompt \(1, 2, 3\) must be a Prompt or a \(numbers, target\) pair, e\.g\. \(\(2, 3, 5\), 17\)$"),
     ("ab", r"^prompt 'ab' must be a Prompt or a \(numbers, target\) pair"),
     (("12", 3), r"^prompt numbers '12' must be a sequence of integers$"),
     ((5, 3), r"^prompt numbers 5 must be a sequence of integers$"),

@@ -87,8 +87,8 @@ def _assert_layout(arrays: BatchVerdict, k: int) -> None:
 
 def test_batch_verdict_arrays_have_the_documented_dtypes_even_from_ints_and_for_no_rows() -> None:
     # a user's verifier may hand back ints (reward 1, part 1, correct 0): the arrays stay float / bool
-    verdicts = [_verdict(1, correct=1, well_formed=0, value=3, parts={"accuracy": 1}),  # type: ignore[arg-type]
-                _verdict(0, correct=0, well_formed=1, value=None, parts={"accuracy": 0})]  # type: ignore[arg-type]
+    verdicts = [_verdict(1, correct=1, well_formed=0, value=3, parts={"accuracy": 1}),  # type: ignore
+                _verdict(0, correct=0, well_formed=1, value=None, parts={"accuracy": 0})]  # type: ignore
     arrays = batch_verdict(verdicts)
     _assert_layout(arrays, 2)
     assert arrays.reward.tolist() == [1.0, 0.0] and arrays.parts["accuracy"].tolist() == [1.0, 0.0]
