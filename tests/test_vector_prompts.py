@@ -146,3 +146,35 @@ def test_encode_numbers_gives_each_listed_prompt_its_pool_row() -> None:
     encoded = source.encode_numbers(chosen, numbers, targets)
     assert encoded.dtype == np.float32 and encoded.shape == (4, source.width)
     assert np.array_equal(encoded, _encodings(task, None, list(chosen)))
+
+
+class Counting(Prompt):
+    """A prompt that counts how often it is hashed (each lookup of it in the pool's row map)."""
+
+    hashed = 0
+
+    def __hash__(self) -> int:
+        Counting.hashed += 1
+        return super().__hash__()
+
+
+def test_a_group_s_repeated_prompt_object_is_looked_up_and_encoded_once() -> None:
+    task = ArithmeticTask()
+    source, _ = _source(task, tokens=False, arrays=True)
+    p = task.prompts("train")[1]
+    group = [Counting(p.numbers, p.target)] * 4
+    Counting.hashed = 0
+    encoded = source.encode_numbers(group, np.array([p.numbers] * 4),  # type: ignore[arg-type]
+                                    np.array([p.target] * 4))
+    assert Counting.hashed == 1 and np.array_equal(encoded, np.stack([task.encode_prompt(p)] * 4))
+    calls: list[object] = []
+    digits = DigitsTask()
+
+    def counted(prompt: DigitsPrompt) -> np.ndarray:
+        calls.append(prompt)
+        return DigitsTask.encode_prompt(digits, prompt)
+
+    digits.encode_prompt = counted  # type: ignore[method-assign]
+    sampled, _ = _source(digits, tokens=False)
+    q, r = DigitsPrompt(1, "+", 2), DigitsPrompt(1, "+", 2)  # equal, but two objects
+    assert sampled.encode_values([q, q, r, q]).shape == (4, sampled.width) and calls == [q, r]
