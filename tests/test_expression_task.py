@@ -71,6 +71,16 @@ class Big(Listed):
     PROMPTS = {"train": (Prompt((3, 1000), 1003),), "test": (Prompt((1, 2), -3),)}
 
 
+class Wide(Listed):
+    """One prompt only, whose negative target is its largest value."""
+
+    PROMPTS = {"train": (Prompt((1, 2), -500),), "test": ()}
+
+
+class NonNegative(Listed):
+    PROMPTS = {"train": (Prompt((4, 5), 0),), "test": (Prompt((999, 5), 994),)}
+
+
 class Doubled(Listed):
     """Pays through a score of its own: the text is parsed into tokens, and the array path is off."""
 
@@ -152,6 +162,14 @@ def test_a_finite_task_sizes_its_token_context_from_its_prompt_list() -> None:
                             D0 + 8, ANSWER]
     padded = task.encode_context(Prompt((3, 3), 0))  # shorter numbers: padding moves to the front
     assert padded.tolist() == [PAD] * 6 + [BOS, n0, D0 + 3, n1, D0 + 3, TARGET, D0, ANSWER]
+
+
+def test_the_extent_reads_every_prompt_and_a_sign_only_for_a_negative_target() -> None:
+    assert Wide().prompt_extent() == (2, 1, 3, True) and Wide().largest_value() == 500
+    assert NonNegative().prompt_extent() == (2, 3, 3, False) and NonNegative().largest_value() == 999
+    task = NonNegative()
+    task.number_tokens = "whole"  # 999 is the last value with a token of its own
+    assert len(task.context_tokens().vocab) == 16 + 1000
 
 
 def test_a_task_without_slot_tokens_labels_numbers_with_commas() -> None:
