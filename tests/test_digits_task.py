@@ -173,3 +173,16 @@ def test_sample_prompt_draws_each_operator_and_checks_the_split() -> None:
     assert ops == {"+", "-", "*"}
     with pytest.raises(ValueError, match=r"^split='dev' is not one of"):
         task.sample_prompt(rng, "dev")
+
+
+def test_reversed_answers_keep_the_sign_first_and_name_a_bad_character_where_it_was_written() -> None:
+    task = DigitsTask(operators="+-", reverse=True)
+    p, w, minus, eos = DigitsPrompt(3, "-", 8), RewardWeights(), task.minus_id, task.eos_id
+    assert task.score(p, [minus, 5, eos], w).correct  # "-5"
+    sign_last = "character '-' at position 1 is not allowed (a sign only leads the number)"
+    for verdict in (task.score(p, [5, minus, eos], w), task.score_text(p, "5-", w)):
+        assert (verdict.reward, verdict.well_formed, verdict.reason) == (0.0, False, sign_last)
+    assert task.parse_answer(p, "5-") is None and task.read("21-") == (None, sign_last.replace("1", "2", 1))
+    assert task.read("ten") == (None, "character 't' at position 0 is not allowed (only the digits 0-9 and a "
+                                      "leading '-')")
+    assert task.read("-01") == (-10, None) and task.read("") == (None, "empty answer")
