@@ -276,3 +276,108 @@ def test_the_array_path_s_arrays_have_their_shapes_and_dtypes() -> None:
     assert masks.dtype == np.bool_ and masks.shape == (4, 5) and masks.all()
     ids = task.context_arrays(numbers, targets)
     assert ids.dtype == np.int64 and np.array_equal(ids, np.stack([task.encode_context(p) for p in expected]))
+
+
+def _row_by_hand(task: ExpressionTask, numbers: Sequence[int], target: int) -> list[int]:
+    """The token context of one prompt written out from its decimal text (the digits layout)."""
+    n, number_digits, target_digits, signed = task.prompt_extent()
+    slots = {int(tok[1:]): i for i, tok in enumerate(task.vocab) if tok[:1] == "n" and tok[1:].isdigit()}
+    offset = len(task.context_tokens().vocab)
+    body = [BOS]
+    for k, x in enumerate(numbers):
+        body += [offset + slots[k] if k in slots else COMMA, *(D0 + int(c) for c in str(abs(x)))]
+    body += [TARGET, *([MINUS] if target < 0 else []), *(D0 + int(c) for c in str(abs(target))), ANSWER]
+    width = 1 + n * (1 + number_digits) + 1 + int(signed) + target_digits + 1
+    return [PAD] * (width - len(body)) + body
+
+
+def test_wide_rows_keep_every_token_in_order_behind_the_padding() -> None:
+    from rlvr_env.tasks.countdown import CountdownTask
+
+    task = CountdownTask(n_numbers=6, number_range=(1, 100), target_range=(-999, 999))
+    rng = np.random.default_rng(0)
+    numbers = rng.integers(1, 101, size=(64, 6))
+    targets = rng.integers(-999, 1000, size=64)
+    rows = task.context_arrays(numbers, targets)
+    assert rows.dtype == np.int64 and rows.shape == (64, task.context_tokens().width)
+    for row, nums, t in zip(rows.tolist(), numbers.tolist(), targets.tolist()):
+        assert row == _row_by_hand(task, nums, t)
+
+
+def test_context_arrays_read_any_integer_dtype_and_a_single_prompt() -> None:
+    task = NonNegative()
+    task.number_tokens = "whole"
+    whole = 16  # context id of "[0]"
+    small = task.context_arrays(np.array([[250, 5]], dtype=np.uint8), np.array([255], dtype=np.uint8))
+    n1 = len(task.context_tokens().vocab) + 1
+    assert small.dtype == np.int64
+    assert small[0, -6:].tolist() == [whole + 250, n1, whole + 5, TARGET, whole + 255, ANSWER]
+    one = task.context_arrays(np.array([3, 12]), np.int64(15))  # (N,) and a scalar: one row
+    assert one.shape == (1, task.context_tokens().width)
+    assert np.array_equal(one[0], task.encode_context(Prompt((3, 12), 15)))
+
+
+class Int32Listed(Listed):
+    """Prompts holding NumPy int32 values (as a user's task drawn from arrays may)."""
+
+    def sample_prompts(self, rng: np.random.Generator, split: str, k: int) -> list[Prompt]:
+        return [Prompt(tuple(np.int32(x) for x in p.numbers), np.int32(p.target))
+                for p in super().sample_prompts(rng, split, k)]
+
+
+def test_sample_arrays_are_int64_whatever_the_prompts_hold() -> None:
+    numbers, targets, _ = Int32Listed().sample_arrays(np.random.default_rng(0), "train", 3)
+    assert numbers.dtype == np.int64 and targets.dtype == np.int64 and numbers.shape == (3, 2)
+
+
+def test_score_text_uses_the_task_s_grammar_and_the_weights_on_every_path() -> None:
+    weights = RewardWeights(accuracy=2.0, format=0.5)
+    p = Prompt((3, 12), 9)
+    for task in (Listed(), Doubled()):
+        expected = verify("12-3", (3, 12), 9, grammar=task.grammar, weights=weights)
+        assert expected.correct and expected.reward == 2.5
+        factor = 2 if isinstance(task, Doubled) else 1
+        assert task.score_text(p, "12-3", weights).reward == factor * 2.5
+        # what the vocabulary cannot write is verified as text, under the same grammar and weights
+        refused = task.score_text(p, "12*3", weights)
+        assert refused == verify("12*3", (3, 12), 9, grammar=task.grammar, weights=weights)
+        assert "*" in str(refused.reason)
+
+
+class CountingVocab(tuple):  # type: ignore[type-arg]
+    """A vocabulary that counts how often it is read whole (to build a lookup table)."""
+
+    reads = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        CountingVocab.reads += 1
+        return super().__iter__()
+
+
+class CountedExtent(Listed):
+    calls = 0
+
+    def prompt_extent(self) -> tuple[int, int, int, bool]:
+        CountedExtent.calls += 1
+        return super().prompt_extent()
+
+
+def test_the_slot_table_and_the_context_layout_are_computed_once_per_setting() -> None:
+    task = CountedExtent()
+    task.vocab = CountingVocab(Listed.vocab)
+    CountingVocab.reads = CountedExtent.calls = 0
+    p = Prompt((3, 12), 15)
+    for _ in range(3):
+        assert task.decode([1, 2, 0], p) == "12+3"
+    assert CountingVocab.reads == 1
+    CountingVocab.reads = 0
+    first = task.context_tokens()
+    for _ in range(3):
+        task.encode_context(p)
+    assert CountedExtent.calls == 1 and task.context_tokens() == first
+    task.vocab = CountingVocab(("n1", "n0", "+", "-", "<eos>"))  # a new vocabulary: both are rebuilt
+    assert task.decode([0, 2, 1], p) == "12+3"
+    task.encode_context(p)
+    assert CountedExtent.calls == 2
+    row = task.encode_context(p).tolist()
+    assert row[row.index(BOS) + 1:][:2] == [17, D0 + 3]  # slot 0 is now answer token 1
