@@ -60,6 +60,7 @@ class Masked(Plain):
     def action_mask(self, prompt: str, prefix: Sequence[int]) -> np.ndarray:
         mask = np.zeros(len(self.vocab), dtype=bool)
         mask[[len(prefix), self.eos_id]] = True
+        mask[1] |= prompt.startswith("b")  # and a prompt of its own may allow more
         return mask
 
     def solution(self, prompt: str) -> tuple[int, ...]:
@@ -82,6 +83,8 @@ def test_prompts_order_by_numbers_then_target_compare_without_meta_and_refuse_ot
     assert p.__lt__(1) is NotImplemented
     with pytest.raises(TypeError):
         p < 1  # noqa: B015
+    distinct = [Prompt((1, 2), 3), Prompt((1, 2), 4), Prompt((2, 1), 3), Prompt((1, 2, 3), 3), Prompt((), 0)]
+    assert len({hash(q) for q in distinct}) == len(distinct)  # prompts spread over a dict's buckets
     assert repr(p) == "Prompt(numbers=(1, 2), target=3)"
     assert p.info() == {"solutions": 2} and Prompt((1,), 1).info() == {}
 
@@ -158,6 +161,7 @@ def test_action_masks_default_to_all_ones_and_else_are_the_rows_masks() -> None:
     assert masks.dtype == np.bool_ and masks.shape == (2, 5)
     assert np.array_equal(masks, np.stack([task.action_mask("ab", [0, 1]), task.action_mask("ba", [])]))
     assert masks[0].tolist() == [False, False, True, False, True]
+    assert masks[1].tolist() == [True, True, False, False, True]
     none = task.action_masks_batch([], np.zeros((0, 3), np.int64), np.zeros(0, np.int64))
     assert none.dtype == np.bool_ and none.shape == (0, 5)
 
