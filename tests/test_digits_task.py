@@ -186,3 +186,35 @@ def test_reversed_answers_keep_the_sign_first_and_name_a_bad_character_where_it_
     assert task.read("ten") == (None, "character 't' at position 0 is not allowed (only the digits 0-9 and a "
                                       "leading '-')")
     assert task.read("-01") == (-10, None) and task.read("") == (None, "empty answer")
+
+
+def test_operand_lengths_are_drawn_from_one_digit_up() -> None:
+    task = DigitsTask(max_digits=3, train_digits=2)
+    rng = np.random.default_rng(0)
+    prompts = [task.sample_prompt(rng, "train") for _ in range(4000)]
+    # lengths 1 and 2 equally often, and 0 is one of the ten 1-digit numbers: a share near 5%
+    share = sum(p.b == 0 for p in prompts) / len(prompts)
+    assert 0.03 < share < 0.07
+    assert {len(str(p.a)) for p in prompts} == {1, 2}
+
+
+def test_a_reversed_prefix_beyond_the_longest_answer_can_only_end() -> None:
+    task = DigitsTask(max_digits=2, train_digits=1, operators="+-", reverse=True)  # at most 3 digits
+    assert _allowed(task, [5, 1, 2, 0]) == ["<eos>"]
+    assert _allowed(task, [5, 1, 2, 3]) == ["<eos>"]
+
+
+class PromptedDecode(DigitsTask):
+    """Decodes with the prompt (the contract passes it): an empty answer reads as the prompt's result."""
+
+    def decode(self, token_ids, prompt):  # type: ignore[no-untyped-def]
+        text = super().decode(token_ids, prompt)
+        return str(prompt.result) if text == "" else text
+
+
+def test_score_decodes_with_the_prompt_and_a_truncated_verdict_keeps_the_text() -> None:
+    task, w = PromptedDecode(), RewardWeights()
+    p = DigitsPrompt(12, "+", 7)
+    assert task.score(p, [task.eos_id], w).correct
+    cut = DigitsTask().score(p, [1, 9, 9, 9, 9], w, truncated=True)
+    assert cut.expression == "19999" and cut.reward == 0.0 and not cut.well_formed
