@@ -63,6 +63,15 @@ class DigitsPrompt:
         return f"{self.a}{self.op}{self.b}"
 
 
+def _character_fault(text: str) -> str | None:
+    """The first character of ``text`` that no canonical number has there (a digit, or ``-`` first)."""
+    for i, ch in enumerate(text):
+        if ch not in _DIGITS and not (ch == "-" and i == 0):
+            where = "a sign only leads the number" if ch == "-" else "only the digits 0-9 and a leading '-'"
+            return f"character {ch!r} at position {i} is not allowed ({where})"
+    return None
+
+
 def read_number(text: str, max_digits: int) -> tuple[int | None, str | None]:
     """``text`` as an integer written the canonical way, and None; or None and the reason it is not one.
 
@@ -74,10 +83,9 @@ def read_number(text: str, max_digits: int) -> tuple[int | None, str | None]:
         return None, f"expected text, got {type(text).__name__}"
     if not text:
         return None, "empty answer"
-    for i, ch in enumerate(text):
-        if ch not in _DIGITS and not (ch == "-" and i == 0):
-            where = "a sign only leads the number" if ch == "-" else "only the digits 0-9 and a leading '-'"
-            return None, f"character {ch!r} at position {i} is not allowed ({where})"
+    fault = _character_fault(text)
+    if fault is not None:
+        return None, fault
     if text in ("-", "-0"):
         return None, f"{text!r} is not a number (a sign needs a non-zero number after it)"
     if not _NUMBER.match(text):
@@ -311,14 +319,14 @@ class DigitsTask(Task[DigitsPrompt]):
 
     def parse_answer(self, prompt: DigitsPrompt, text: str) -> list[int] | None:
         """The token ids of a canonical number (surrounding whitespace stripped), else None."""
-        value, _ = read_number(self.as_number(text.strip()), self.answer_digits)
+        value, _ = self.read(text.strip())
         return None if value is None else [self.vocab.index(ch) for ch in self.write(value)]
 
     def score_text(self, prompt: DigitsPrompt, text: str, weights: RewardWeights) -> Verdict:
         """The verdict :meth:`score` gives the same number written as tokens (whitespace around it is
         stripped; inside it, it is a character the verifier refuses), with the reason when it is none."""
         answer = text.strip()
-        value, reason = read_number(self.as_number(answer), self.answer_digits)
+        value, reason = self.read(answer)
         return self.verdict(prompt, answer, value, reason, weights)
 
     def keywords(self) -> dict[str, Any]:
@@ -349,8 +357,18 @@ class DigitsTask(Task[DigitsPrompt]):
         text = self.decode(token_ids, prompt)
         if truncated:
             return truncated_verdict(self.max_length, text)
-        value, reason = read_number(self.as_number(text), self.answer_digits)
+        value, reason = self.read(text)
         return self.verdict(prompt, text, value, reason, weights)
+
+    def read(self, written: str) -> tuple[int | None, str | None]:
+        """:func:`read_number` of an answer as written. With ``reverse`` its characters are checked as
+        written first, so a misplaced sign (``"5-"``) is refused rather than read back to front as
+        ``"-5"``, and a reason names a character where the answer has it."""
+        if self.reverse:
+            fault = _character_fault(written)
+            if fault is not None:
+                return None, fault
+        return read_number(self.as_number(written), self.answer_digits)
 
     def as_number(self, written: str) -> str:
         """An answer as written, in the usual digit order: with ``reverse`` the digits after an optional
