@@ -28,8 +28,8 @@ def test_a_change_is_the_diff_reduced_to_its_stripped_changed_lines() -> None:
 
 @pytest.mark.parametrize("mutant, function", [
     ("rlvr_env.tasks.base.xǁTaskǁscore_text__mutmut_3", "Task.score_text"),
-    ("rlvr_env.tasks.base.x_refused_verdict__mutmut_12", "_refused_verdict"),
-    ("agents.grpo.value.xexplained_variance__mutmut_1", "explained_variance"),
+    ("rlvr_env.tasks.base.x_refused_verdict__mutmut_12", "refused_verdict"),
+    ("agents.grpo.surrogates.x__log_ratio__mutmut_1", "_log_ratio"),
 ])
 def test_a_mutant_name_reads_as_its_function(mutant: str, function: str) -> None:
     assert mutation.function_of(mutant) == function

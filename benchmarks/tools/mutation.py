@@ -134,7 +134,8 @@ def change_of(diff: str) -> str:
 def function_of(mutant: str) -> str:
     """``rlvr_env.tasks.base.xǁTaskǁscore_text__mutmut_3`` -> ``Task.score_text``."""
     name = mutant.rsplit("__mutmut_", 1)[0].rsplit(".", 1)[-1]
-    name = name.removeprefix("x")  # mutmut's prefix of every mangled name
+    # mutmut mangles a function as "x_<name>" and a method as "xǁ<Class>ǁ<name>"
+    name = name[2:] if name.startswith("x_") else name.removeprefix("x")
     return ".".join(part for part in name.split("ǁ") if part)
 
 
