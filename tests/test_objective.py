@@ -569,3 +569,20 @@ def test_verl_reinforce_pp_weighs_answers_by_their_lengths_and_refuses_bad_lengt
         with pytest.raises(ValueError, match=rf"^lengths must be non-negative token counts summing to at "
                                              rf"least 2, got {total}$"):
             verl_rpp(r, lengths=np.array(bad))
+
+
+def test_token_entropies_are_per_row_nats_and_skip_masked_actions() -> None:
+    from agents.grpo.objective import token_entropies
+    logp_all = np.log(np.array([[0.5, 0.5, 0.0], [0.25, 0.25, 0.5], [1.0, 0.0, 0.0]]))
+    h = token_entropies(logp_all)
+    assert h.shape == (3,)
+    np.testing.assert_allclose(h, [np.log(2.0), 1.5 * np.log(2.0), 0.0], atol=1e-12)
+
+
+def test_kl_k1_is_the_log_ratio_with_unit_gradient() -> None:
+    from agents.grpo.objective import kl_k1
+    logp = np.array([-1.0, -2.0], dtype=np.float32)
+    value, grad = kl_k1(logp, np.array([-0.5, -3.0]))
+    np.testing.assert_allclose(value, [-0.5, 1.0])
+    np.testing.assert_array_equal(grad, [1.0, 1.0])
+    assert grad.shape == logp.shape and grad.dtype == logp.dtype
