@@ -23,7 +23,7 @@ import numpy as np
 from agents.evaluation import as_token_env
 from agents.extras import missing_extra
 from agents.supervised import Batch, Demonstrations, fit
-from rlvr_env.tasks.base import Prompt
+from rlvr_env.tasks.expression.prompt import Prompt
 
 try:
     import torch

@@ -30,7 +30,8 @@ import gymnasium as gym
 import numpy as np
 
 from rlvr_env.envs import TokenEnv
-from rlvr_env.tasks.base import Prompt, check_split
+from rlvr_env.tasks.base import check_split
+from rlvr_env.tasks.expression.prompt import Prompt
 
 __all__ = [
     "BatchPredict",

@@ -49,8 +49,8 @@ from benchmarks.core.common import (
 )
 from rlvr_env import verify
 from rlvr_env.completions import score_completion
-from rlvr_env.tasks.base import Prompt
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.expression.prompt import Prompt
+from rlvr_env.tasks.countdown.task import CountdownTask
 
 #: The target: TRL reward throughput at least this multiple of reasoning-gym's score_answer.
 GOAL_RATIO = 50.0
@@ -220,7 +220,7 @@ BRIDGES = {"TRL reward functions": through_trl, "verl compute_score": through_ve
 def hostile_check(task: CountdownTask) -> dict[str, Any]:
     """Per bridge: hostile completions paid the accuracy reward, and exceptions raised."""
     from rlvr_env.llm import AccuracyReward, compute_score
-    from rlvr_env.verifier import Grammar
+    from rlvr_env.tasks.expression.verifier import Grammar
 
     grammar = Grammar(operators=frozenset("+-*/"), parentheses=True, number_use="at_most_once")
     result: dict[str, Any] = {"count": len(HOSTILE)}

@@ -6,15 +6,16 @@ This package needs only gymnasium and numpy.
 
 from gymnasium.envs.registration import register, registry
 
-from rlvr_env.countdown_env import CountdownEnv
+from rlvr_env.tasks.countdown.envs import CountdownEnv
 from rlvr_env.envs import ArithmeticEnv, TokenEnv
 from rlvr_env.registration import register_envs
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, ExpressionTask, Prompt, Task
-from rlvr_env.tasks.countdown_settings import CountdownSettings
+from rlvr_env.tasks.countdown.settings import CountdownSettings
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
 from rlvr_env.vector import ArithmeticVectorEnv, CountdownVectorEnv, TokenVectorEnv
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict, verify
+from rlvr_env.tasks.expression.verifier import Grammar, verify
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __version__ = "0.1.0"
 
@@ -65,7 +66,7 @@ _register(
 )
 _register(
     "rlvr/Countdown-v0",
-    "rlvr_env.countdown_env:CountdownEnv",
+    "rlvr_env.tasks.countdown.envs:CountdownEnv",
     vector_entry_point="rlvr_env.vector:CountdownVectorEnv",
 )
 # Text-mode (language-model) variants: observation = prompt text, action = completion string.

@@ -27,18 +27,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from rlvr_env.tasks.base import Prompt, Task  # noqa: F401 - Prompt: the doctests
-from rlvr_env.verifier import (
+from rlvr_env.tasks.base import Task
+from rlvr_env.tasks.expression.prompt import Prompt  # noqa: F401 - Prompt: the doctests
+from rlvr_env.tasks.expression.verifier import (
     _DEFAULT_GRAMMAR,
     _DEFAULT_WEIGHTS,
     Grammar,
-    RewardWeights,
-    Verdict,
     _check_numbers,
     _check_target,
     _verify_text,
     verify,
 )
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = [
     "AnswerFormat",
@@ -315,7 +315,7 @@ def prompt_text(task: Task, prompt: Any, fmt: AnswerFormat = DEFAULT_FORMAT) -> 
     (:meth:`rlvr_env.Task.prompt_text`; for the arithmetic tasks the numbers, the target and the grammar)
     and where to put the answer. ASCII only for the shipped tasks.
 
-    >>> from rlvr_env.tasks.arithmetic import ArithmeticTask
+    >>> from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
     >>> print(prompt_text(ArithmeticTask(), Prompt((2, 3, 5), 17)))
     Write an arithmetic expression that equals 17 using the numbers 2, 3, 5.
     Use only the operators + * and no parentheses, each number exactly once; no other numbers.

@@ -9,11 +9,11 @@ import numpy as np
 from gymnasium import logger, spaces
 from gymnasium.error import ResetNeeded
 
-from rlvr_env.batch_verify import TokenTable
-from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.expression.batch_verify import TokenTable
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Task, check_split
 from rlvr_env.token_obs import TokenContext, check_observation
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = ["TokenEnv", "ArithmeticEnv", "UnsupportedRenderMode", "check_action", "check_render_mode",
            "warn_no_render_mode"]

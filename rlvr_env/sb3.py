@@ -40,7 +40,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from rlvr_env.tasks.base import Prompt
+from rlvr_env.tasks.expression.prompt import Prompt
 from rlvr_env.vector import TokenVectorEnv
 
 __all__ = ["SB3VecEnv"]

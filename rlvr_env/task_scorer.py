@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.batch_verify import BatchVerdict
+from rlvr_env.rewards import BatchVerdict
 from rlvr_env.tasks.base import Task
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = ["TaskScorer", "batch_verdict"]
 
@@ -28,7 +28,7 @@ _INT64 = 2**63 - 1
 class TaskScorer:
     """Tokens and prompts of ``num_rows`` answers; :meth:`finish` scores rows through the task.
 
-    The same face as :class:`rlvr_env.batch_verify.StackMachine` where the vector env reads it
+    The same face as :class:`rlvr_env.tasks.expression.batch_verify.StackMachine` where the vector env reads it
     (``tokens``, ``pos``, ``feed``, ``finish``), with prompts held as the task's own values.
     """
 

@@ -13,11 +13,11 @@ from gymnasium.error import ResetNeeded
 
 from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_task_completion
 from rlvr_env.envs import check_render_mode
-from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Task, check_split
-from rlvr_env.tasks.countdown import CountdownTask
-from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.tasks.countdown.task import CountdownTask
+from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = ["TextEnv", "CountdownTextEnv", "ArithmeticTextEnv", "TextAsArrays", "CHARSET"]
 

@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium import spaces
 
 from rlvr_env.tasks.base import Task
-from rlvr_env.tasks.expression import ANSWER, BOS, COMMA, MINUS, PAD, SPECIAL_TOKENS, TARGET, ExpressionTask
+from rlvr_env.tasks.expression.task import ANSWER, BOS, COMMA, MINUS, PAD, SPECIAL_TOKENS, TARGET, ExpressionTask
 
 __all__ = ["ANSWER", "BOS", "COMMA", "MINUS", "PAD", "TARGET", "OBSERVATION_KINDS",
            "SPECIAL_TOKENS", "TokenContext", "TokenContextSpace", "check_observation",

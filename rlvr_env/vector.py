@@ -3,7 +3,7 @@
 :class:`TokenVectorEnv` is the :class:`gymnasium.vector.VectorEnv` counterpart of
 :class:`rlvr_env.envs.TokenEnv`: the same task, observation encoding, rewards and episode ends, for
 ``num_envs`` episodes at once, with no Python loop over environments in ``step``. The verifier runs
-incrementally: an :class:`rlvr_env.batch_verify.StackMachine` consumes one token column per step, and
+incrementally: an :class:`rlvr_env.tasks.expression.batch_verify.StackMachine` consumes one token column per step, and
 the rows whose episodes end are scored by array operations that agree exactly with
 :func:`rlvr_env.verify` (so the vector env pays exactly what the single env pays; a test checks it in
 lockstep).
@@ -29,19 +29,21 @@ from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlvr_env.batch_verify import BatchVerdict, StackMachine, TokenTable
+from rlvr_env.tasks.expression.batch_verify import StackMachine, TokenTable
+from rlvr_env.rewards import BatchVerdict
 from rlvr_env.envs import check_render_mode, warn_no_render_mode
-from rlvr_env.program_scorer import ProgramScorer
-from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.countdown.scorer import ProgramScorer
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.task_scorer import TaskScorer
-from rlvr_env.tasks.base import BatchArrays, Prompt, Task, check_split
-from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
-from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
-from rlvr_env.tasks.expression import check_number_tokens
-from rlvr_env.tasks.countdown_masks import DEAD
+from rlvr_env.tasks.base import BatchArrays, Task, check_split
+from rlvr_env.tasks.expression.prompt import Prompt
+from rlvr_env.tasks.countdown.task import OBSERVATIONS, CountdownTask
+from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
+from rlvr_env.tasks.expression.task import check_number_tokens
+from rlvr_env.tasks.countdown.masks import DEAD
 from rlvr_env.token_obs import TokenContext, check_observation, split_observation
 from rlvr_env.vector_prompts import PromptSource
-from rlvr_env.verifier import RewardWeights
+from rlvr_env.rewards import RewardWeights
 
 __all__ = ["TokenVectorEnv", "ArithmeticVectorEnv", "CountdownVectorEnv"]
 
@@ -176,7 +178,7 @@ class TokenVectorEnv(VectorEnv):
         if self._automaton is not None:
             self._mask_next = self._automaton.next.ravel()
         # Scoring: answer programs by table lookup when the setting has few answer shapes (small N),
-        # else the incremental evaluator; both exact (see rlvr_env.tasks.countdown_programs). Without
+        # else the incremental evaluator; both exact (see rlvr_env.tasks.countdown.programs). Without
         # the array fast path: the task's own verifier, through score_batch.
         table = arrays.program_table() if arrays is not None and self._automaton is not None else None
         self.machine: StackMachine | ProgramScorer | TaskScorer
@@ -530,7 +532,7 @@ class ArithmeticVectorEnv(TokenVectorEnv):
 
 
 class CountdownVectorEnv(TokenVectorEnv):
-    """``rlvr/Countdown-v0`` as a native vector env (see :class:`rlvr_env.countdown_env.CountdownEnv` for
+    """``rlvr/Countdown-v0`` as a native vector env (see :class:`rlvr_env.tasks.countdown.envs.CountdownEnv` for
     the task and its arguments, :class:`TokenVectorEnv` for the vector protocol).
 
     >>> import gymnasium as gym, numpy as np

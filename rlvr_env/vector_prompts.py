@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.base import BatchArrays, Prompt, Task
+from rlvr_env.tasks.base import BatchArrays, Task
+from rlvr_env.tasks.expression.prompt import Prompt
 from rlvr_env.token_obs import TokenContext
 
 __all__ = ["PromptSource"]

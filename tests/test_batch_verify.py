@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from rlvr_env import Grammar, RewardWeights, verify
-from rlvr_env.batch_verify import StackMachine, TokenTable, batch_verify
-from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.expression.batch_verify import StackMachine, TokenTable, batch_verify
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
+from rlvr_env.tasks.countdown.task import CountdownTask
 
 WIDE = Grammar(operators=frozenset("+-*/"), parentheses=True, number_use="at_most_once")
 GRAMMARS = [

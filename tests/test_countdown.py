@@ -15,8 +15,8 @@ import pytest
 
 import rlvr_env
 from rlvr_env import CountdownTask, Prompt, verify
-from rlvr_env.tasks.countdown import HELD_OUT_BUCKETS, multiset_hash
-from rlvr_env.tasks.countdown_draw import draw_picks, history_of, merge
+from rlvr_env.tasks.countdown.task import HELD_OUT_BUCKETS, multiset_hash
+from rlvr_env.tasks.countdown.draw import draw_picks, history_of, merge
 
 ENV_ID = "rlvr/Countdown-v0"
 SETTINGS: list[dict[str, Any]] = [

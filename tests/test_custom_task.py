@@ -11,8 +11,9 @@ from gymnasium.utils.env_checker import check_env
 
 from agents import GRPO, GRPOConfig
 from rlvr_env import Grammar, Prompt, TokenEnv
-from rlvr_env.tasks.expression import ExpressionTask
-from rlvr_env.tasks.base import check_split, unpack_prompt
+from rlvr_env.tasks.expression.task import ExpressionTask
+from rlvr_env.tasks.base import check_split
+from rlvr_env.tasks.expression.prompt import unpack_prompt
 
 
 class SumTask(ExpressionTask):

@@ -15,7 +15,7 @@ from gymnasium.utils.env_checker import check_env
 import rlvr_env  # noqa: F401  (registers the envs)
 
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask, read_number
-from rlvr_env.verifier import RewardWeights
+from rlvr_env.rewards import RewardWeights
 
 W = RewardWeights()
 EOS = DigitsTask().eos_id

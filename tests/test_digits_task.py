@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask, _draw_operand, read_number
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.rewards import RewardWeights, Verdict
 
 
 @pytest.mark.parametrize("text, max_digits, reason", [

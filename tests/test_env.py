@@ -22,7 +22,7 @@ from gymnasium.error import ResetNeeded
 
 import rlvr_env
 from rlvr_env import ArithmeticEnv, ArithmeticTask, Prompt
-from rlvr_env.tasks.arithmetic import PERMUTATIONS, TARGETS
+from rlvr_env.tasks.expression.arithmetic import PERMUTATIONS, TARGETS
 
 ENV_ID = "rlvr/Arithmetic-v0"
 REPO = Path(__file__).resolve().parents[1]

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from rlvr_env import Grammar, Prompt, verify
-from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import check_split, truncated_verdict, unpack_prompt
-from rlvr_env.tasks.expression import (
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
+from rlvr_env.tasks.base import check_split
+from rlvr_env.rewards import truncated_verdict
+from rlvr_env.tasks.expression.prompt import unpack_prompt
+from rlvr_env.tasks.expression.task import (
     ANSWER,
     BOS,
     COMMA,
@@ -22,7 +24,7 @@ from rlvr_env.tasks.expression import (
     check_number_tokens,
     describe_grammar,
 )
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.rewards import RewardWeights, Verdict
 
 D0 = 6  # context id of the digit "0"
 
@@ -292,7 +294,7 @@ def _row_by_hand(task: ExpressionTask, numbers: Sequence[int], target: int) -> l
 
 
 def test_wide_rows_keep_every_token_in_order_behind_the_padding() -> None:
-    from rlvr_env.tasks.countdown import CountdownTask
+    from rlvr_env.tasks.countdown.task import CountdownTask
 
     task = CountdownTask(n_numbers=6, number_range=(1, 100), target_range=(-999, 999))
     rng = np.random.default_rng(0)

@@ -23,7 +23,7 @@ from rlvr_env.llm import (
     sample_prompts,
     verl_rows,
 )
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.countdown.task import CountdownTask
 
 TASK = make_task("countdown", n_numbers=3)
 

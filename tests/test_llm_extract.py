@@ -12,8 +12,8 @@ import pytest
 
 from rlvr_env import verify
 from rlvr_env.completions import AnswerFormat, completion_text, extract_answer, prompt_text, score_completion
-from rlvr_env.tasks.countdown import CountdownTask
-from rlvr_env.verifier import Grammar
+from rlvr_env.tasks.countdown.task import CountdownTask
+from rlvr_env.tasks.expression.verifier import Grammar
 
 COUNTDOWN = Grammar(operators=frozenset("+-*/"), parentheses=True, number_use="at_most_once")
 

@@ -7,16 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from rlvr_env.tasks.base import (
-    ContextTokens,
-    Prompt,
-    Task,
-    check_split,
-    refused_verdict,
-    truncated_verdict,
-    unpack_prompt,
-)
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.tasks.base import ContextTokens, Task, check_split
+from rlvr_env.tasks.expression.prompt import Prompt, unpack_prompt
+from rlvr_env.rewards import refused_verdict, truncated_verdict
+from rlvr_env.rewards import RewardWeights, Verdict
 
 
 class Plain(Task[str]):

@@ -273,7 +273,7 @@ def test_the_text_prompt_asks_for_the_task_s_own_kind_of_answer() -> None:
     """The instruction names what the task's answer is: "answer" by default, the arithmetic tasks'
     "expression", Digits' "number" (it said "expression" for every task before)."""
     from rlvr_env.completions import AnswerFormat, prompt_text
-    from rlvr_env.tasks.arithmetic import ArithmeticTask
+    from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
     from rlvr_env.tasks.digits import DigitsTask
     from rlvr_env.text_env import TextEnv
 

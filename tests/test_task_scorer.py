@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlvr_env.batch_verify import BatchVerdict
+from rlvr_env.rewards import BatchVerdict
 from rlvr_env.task_scorer import TaskScorer, batch_verdict
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.rewards import RewardWeights, Verdict
 
 _INT64 = 2**63 - 1
 

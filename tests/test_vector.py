@@ -377,7 +377,7 @@ def test_adjacent_slot_tokens_pay_nothing_through_any_path(
     env_id: str, kwargs: dict[str, Any], prompt: tuple[tuple[int, ...], int], answer: list[str]
 ) -> None:
     from rlvr_env import verify
-    from rlvr_env.batch_verify import TokenTable, batch_verify
+    from rlvr_env.tasks.expression.batch_verify import TokenTable, batch_verify
 
     single = gym.make(env_id, **kwargs)
     task = single.unwrapped.task  # type: ignore[attr-defined]
@@ -485,7 +485,7 @@ def test_values_beyond_int64_reach_the_final_info_exactly() -> None:
 
 def test_batch_verdict_keeps_every_verdict_s_parts_and_reads_no_bool_as_a_value() -> None:
     from rlvr_env.task_scorer import batch_verdict
-    from rlvr_env.verifier import Verdict
+    from rlvr_env.rewards import Verdict
 
     plain = Verdict(reward=1.1, correct=True, well_formed=True, value=Fraction(7, 2), reason=None,
                     expression="a", parts={"accuracy": 1.0, "format": 0.1})

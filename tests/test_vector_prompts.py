@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlvr_env import Prompt
-from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Task
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
 from rlvr_env.token_obs import TokenContext

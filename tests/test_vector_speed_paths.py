@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from rlvr_env import CountdownTask, verify
-from rlvr_env.batch_verify import batch_verify
-from rlvr_env.tasks.countdown_masks import MaskAutomaton
-from rlvr_env.tasks.countdown_programs import count_shapes, evaluate
+from rlvr_env.tasks.expression.batch_verify import batch_verify
+from rlvr_env.tasks.countdown.masks import MaskAutomaton
+from rlvr_env.tasks.countdown.programs import count_shapes, evaluate
 from rlvr_env.vector import CountdownVectorEnv
 
 SETTINGS: list[dict[str, Any]] = [
@@ -180,7 +180,7 @@ def test_program_evaluation_is_exact_at_its_bound() -> None:
 @pytest.mark.parametrize("number_range,n", [((1, 10), 4), ((3, 9), 3), ((1, 100), 2), ((1, 10), 6)])
 def test_split_table_is_the_hash_rule(number_range: tuple[int, int], n: int) -> None:
     """The split's lookup table (small ranges) and the hash agree on every row, in range or not."""
-    from rlvr_env.tasks.countdown_split import HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash
+    from rlvr_env.tasks.countdown.split import HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash
 
     rng = np.random.default_rng(n)
     lo, hi = number_range
@@ -215,7 +215,7 @@ def test_prompt_code_tables_equal_the_arithmetic(kwargs: dict[str, Any]) -> None
 def test_batch_verify_without_programs_is_the_same_verdict() -> None:
     """programs=False (what ProgramScorer asks for the rows it hands over) only skips a shortcut."""
     from benchmarks.speed.vector import workload
-    from rlvr_env.batch_verify import TokenTable
+    from rlvr_env.tasks.expression.batch_verify import TokenTable
 
     task = CountdownTask()
     tokens, numbers, targets, _ = workload(task, 900, 3)

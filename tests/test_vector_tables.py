@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import rlvr_env.tasks.countdown as countdown
+import rlvr_env.tasks.countdown.task as countdown
 from rlvr_env import CountdownTask
 from rlvr_env.vector import CountdownVectorEnv
-from rlvr_env.tasks.countdown_draw import cached_draw_table, draw_picks, merge
-from rlvr_env.tasks.countdown_programs import cached_values, evaluate
-from rlvr_env.tasks.countdown_split import held_out, tuple_index
+from rlvr_env.tasks.countdown.draw import cached_draw_table, draw_picks, merge
+from rlvr_env.tasks.countdown.programs import cached_values, evaluate
+from rlvr_env.tasks.countdown.split import held_out, tuple_index
 
 TABLE_SETTINGS = [
     dict(n_numbers=2), dict(n_numbers=3), dict(n_numbers=3, integer_division=True),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rlvr_env
 from rlvr_env import Grammar, RewardWeights, verify
-from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, join_tokens
+from rlvr_env.tasks.expression.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, join_tokens
 
 NUMBERS = (2, 3, 5)
 WIDE = Grammar(operators=frozenset("+-*/"), parentheses=True)

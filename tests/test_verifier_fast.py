@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from rlvr_env import Grammar, RewardWeights, verify
 from rlvr_env.completions import AnswerFormat, score_completion, score_parts
-from rlvr_env.verifier import (
+from rlvr_env.tasks.expression.verifier import (
     MAX_TEXT_CHARS,
     _evaluate_fast,
     _verify_reference,

@@ -36,7 +36,7 @@ from benchmarks.core.common import (
     write_results,
 )
 from rlvr_env import verify
-from rlvr_env.tasks.arithmetic import TARGETS
+from rlvr_env.tasks.expression.arithmetic import TARGETS
 
 ENV_IDS: tuple[str, ...] = ("rlvr/Arithmetic-v0", "CartPole-v1")
 #: The target: Arithmetic steps per second at least this multiple of CartPole-v1's.

@@ -47,7 +47,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
                                "tests/test_custom_task.py", "tests/test_text_env.py"),
     "rlvr_env/tasks/digits.py": ("tests/test_digits_task.py", "tests/test_digits.py",
                                  "tests/test_task_contract.py"),
-    "rlvr_env/tasks/expression.py": ("tests/test_expression_task.py", "tests/test_task_contract.py",
+    "rlvr_env/tasks/expression/task.py": ("tests/test_expression_task.py", "tests/test_task_contract.py",
                                      "tests/test_env.py", "tests/test_token_obs.py",
                                      "tests/test_custom_task.py"),
     "rlvr_env/task_scorer.py": ("tests/test_task_scorer.py", "tests/test_task_contract.py",

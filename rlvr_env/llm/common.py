@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from rlvr_env.tasks.base import Task, check_split
-from rlvr_env.tasks.expression import ExpressionTask
+from rlvr_env.tasks.expression.task import ExpressionTask
 from rlvr_env.tasks.registry import TASKS
-from rlvr_env.verifier import Grammar
+from rlvr_env.tasks.expression.verifier import Grammar
 
 __all__ = ["TASKS", "make_task", "resolve_task", "sample_prompts", "task_spec", "grammar_spec",
            "DEFAULT_SIZE"]
@@ -20,7 +20,7 @@ DEFAULT_SIZE = 1000
 
 def make_task(name: str = "countdown", **kwargs: Any) -> Task:
     """Build a registered task by name (:data:`rlvr_env.tasks.registry.TASKS`): ``"countdown"``
-    (keyword arguments: :class:`rlvr_env.tasks.countdown_settings.CountdownSettings`' fields),
+    (keyword arguments: :class:`rlvr_env.tasks.countdown.settings.CountdownSettings`' fields),
     ``"arithmetic"`` (no arguments), or a task registered with :func:`rlvr_env.tasks.register_task`."""
     if name not in TASKS:
         raise ValueError(f"task {name!r} is not one of {sorted(TASKS)}")

@@ -33,8 +33,9 @@ from rlvr_env.completions import (
 from rlvr_env.llm.common import resolve_task, sample_prompts
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks.base import Task
-from rlvr_env.tasks.expression import ExpressionTask
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict
+from rlvr_env.tasks.expression.task import ExpressionTask
+from rlvr_env.tasks.expression.verifier import Grammar
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = ["AccuracyReward", "FormatReward", "LengthReward", "reward_functions", "make_dataset",
            "score_batch"]

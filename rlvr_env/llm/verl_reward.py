@@ -50,12 +50,13 @@ import numpy as np
 
 from rlvr_env.completions import AnswerFormat, prompt_text, score_completion, score_task_completion
 from rlvr_env.llm.common import grammar_spec, make_task, resolve_task, sample_prompts, task_spec
-from rlvr_env.tasks.arithmetic import ArithmeticTask
-from rlvr_env.tasks.countdown_settings import CountdownSettings
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
+from rlvr_env.tasks.countdown.settings import CountdownSettings
 from rlvr_env.tasks.base import Task
-from rlvr_env.tasks.expression import ExpressionTask
+from rlvr_env.tasks.expression.task import ExpressionTask
 from rlvr_env.tasks.registry import TASKS
-from rlvr_env.verifier import Grammar, RewardWeights
+from rlvr_env.tasks.expression.verifier import Grammar
+from rlvr_env.rewards import RewardWeights
 
 __all__ = ["compute_score", "ground_truth", "verl_rows", "DATA_SOURCES"]
 

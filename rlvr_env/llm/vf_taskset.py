@@ -36,9 +36,10 @@ from pydantic import Field
 from rlvr_env.completions import AnswerFormat, prompt_text, score_completion, score_task_completion
 from rlvr_env.llm.common import make_task, sample_prompts, task_spec
 from rlvr_env.tasks.base import Task as RlvrTaskBase
-from rlvr_env.tasks.countdown_settings import CountdownSettings
-from rlvr_env.tasks.expression import ExpressionTask
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict
+from rlvr_env.tasks.countdown.settings import CountdownSettings
+from rlvr_env.tasks.expression.task import ExpressionTask
+from rlvr_env.tasks.expression.verifier import Grammar
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = [
     "RlvrTaskData",
@@ -183,13 +184,13 @@ class RlvrTaskset:
 
 
 def _settings_fields() -> dict[str, Any]:
-    """:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`' fields as pydantic field definitions
+    """:class:`~rlvr_env.tasks.countdown.settings.CountdownSettings`' fields as pydantic field definitions
     (type, default): the taskset's config takes Countdown's keywords without declaring them again."""
     hints = typing.get_type_hints(CountdownSettings)
     return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(CountdownSettings)}
 
 
-#: Countdown's settings (:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`' fields, as
+#: Countdown's settings (:class:`~rlvr_env.tasks.countdown.settings.CountdownSettings`' fields, as
 #: :class:`rlvr_env.CountdownEnv` takes them), plus split, size and seed.
 CountdownTasksetConfig = pydantic.create_model(  # type: ignore[call-overload]
     "CountdownTasksetConfig", __base__=_RlvrTasksetConfig, __module__=__name__, **_settings_fields())

@@ -37,59 +37,23 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from functools import total_ordering
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict
+from rlvr_env.tasks.expression.verifier import Grammar
+from rlvr_env.rewards import RewardWeights, Verdict, refused_verdict
 
 if TYPE_CHECKING:
-    from rlvr_env.tasks.countdown_masks import MaskAutomaton
-    from rlvr_env.tasks.countdown_programs import ProgramTable
+    from rlvr_env.tasks.countdown.masks import MaskAutomaton
+    from rlvr_env.tasks.countdown.programs import ProgramTable
 
-__all__ = ["BatchArrays", "ContextTokens", "Prompt", "Task", "SPLITS", "check_split", "refused_verdict",
-           "truncated_verdict", "unpack_prompt"]
+__all__ = ["BatchArrays", "ContextTokens", "Task", "SPLITS", "check_split"]
 
 #: The split names every task understands.
 SPLITS: tuple[str, ...] = ("train", "test")
 
 P = TypeVar("P", bound=Hashable)
-
-
-@total_ordering
-@dataclass(frozen=True)
-class Prompt:
-    """One prompt of the arithmetic tasks: the numbers an answer may use and the target value.
-    Immutable and hashable; prompts order by numbers, then target (so a set of them sorts one way).
-
-    ``meta`` holds optional, task-specific per-prompt facts (e.g. number of solutions) as a tuple of
-    ``(name, value)`` pairs so the prompt stays hashable; it does not take part in equality.
-    """
-
-    numbers: tuple[int, ...]
-    target: int
-    meta: tuple[tuple[str, object], ...] = ()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Prompt):
-            return NotImplemented
-        return self.numbers == other.numbers and self.target == other.target
-
-    def __hash__(self) -> int:
-        return hash((self.numbers, self.target))
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, Prompt):
-            return NotImplemented
-        return (self.numbers, self.target) < (other.numbers, other.target)
-
-    def __repr__(self) -> str:
-        return f"Prompt(numbers={self.numbers}, target={self.target})"
-
-    def info(self) -> dict[str, object]:
-        """The task-specific metadata as a dict."""
-        return dict(self.meta)
 
 
 @dataclass(frozen=True)
@@ -339,48 +303,7 @@ class Task(ABC, Generic[P]):
         return None
 
 
-def truncated_verdict(max_length: int, expression: str) -> Verdict:
-    """The verdict of an answer cut off at ``max_length`` without EOS: nothing is paid."""
-    return Verdict(
-        reward=0.0,
-        correct=False,
-        well_formed=False,
-        value=None,
-        reason=f"no end-of-sequence token within {max_length} tokens (truncated)",
-        expression=expression,
-        parts={"accuracy": 0.0, "format": 0.0},
-    )
-
-
-def refused_verdict(reason: str, expression: str = "") -> Verdict:
-    """The verdict of an answer refused before verification: no reward, with the reason."""
-    return Verdict(reward=0.0, correct=False, well_formed=False, value=None, reason=reason,
-                   expression=expression, parts={"accuracy": 0.0, "format": 0.0})
-
-
 def check_split(split: str) -> None:
     """Raise ValueError unless ``split`` is a known split name."""
     if split not in SPLITS:
         raise ValueError(f"split={split!r} is not one of {SPLITS}")
-
-
-def unpack_prompt(prompt: object) -> tuple[tuple[int, ...], int]:
-    """Accept a Prompt or a (numbers, target) pair of plain integers; raise ValueError otherwise."""
-    if isinstance(prompt, Prompt):
-        numbers, target = prompt.numbers, prompt.target
-    elif isinstance(prompt, (tuple, list)) and len(prompt) == 2:
-        numbers, target = prompt  # type: ignore[misc]
-    else:
-        raise ValueError(
-            f"prompt {prompt!r} must be a Prompt or a (numbers, target) pair, e.g. ((2, 3, 5), 17)"
-        )
-    if not isinstance(numbers, Sequence) or isinstance(numbers, str):
-        raise ValueError(f"prompt numbers {numbers!r} must be a sequence of integers")
-    clean = []
-    for n in numbers:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise ValueError(f"prompt number {n!r} in {numbers!r} must be an integer")
-        clean.append(int(n))
-    if isinstance(target, bool) or not isinstance(target, (int, np.integer)):
-        raise ValueError(f"prompt target {target!r} must be an integer")
-    return tuple(clean), int(target)

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.base import ContextTokens, Task, check_split, truncated_verdict
-from rlvr_env.verifier import RewardWeights, Verdict
+from rlvr_env.tasks.base import ContextTokens, Task, check_split
+from rlvr_env.rewards import truncated_verdict
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = ["DigitsPrompt", "DigitsTask", "OPERATORS", "read_number"]
 

@@ -4,9 +4,9 @@ a verl row's ``data_source="rlvr/<name>"``). A new task registers here once, bes
 
 from __future__ import annotations
 
-from rlvr_env.tasks.arithmetic import ArithmeticTask
+from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Task
-from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.countdown.task import CountdownTask
 
 __all__ = ["TASKS", "register_task"]
 

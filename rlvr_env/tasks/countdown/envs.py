@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr_env.envs import TokenEnv
-from rlvr_env.tasks.countdown import OBSERVATIONS, CountdownTask
-from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
-from rlvr_env.tasks.expression import check_number_tokens
+from rlvr_env.tasks.countdown.task import OBSERVATIONS, CountdownTask
+from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
+from rlvr_env.tasks.expression.task import check_number_tokens
 from rlvr_env.token_obs import split_observation
 
 __all__ = ["CountdownEnv"]

@@ -1,9 +1,9 @@
 """The native vector Countdown's verifier when the setting has a program table (small N).
 
-:class:`ProgramScorer` plays the role of :class:`rlvr_env.batch_verify.StackMachine` inside
+:class:`ProgramScorer` plays the role of :class:`rlvr_env.tasks.expression.batch_verify.StackMachine` inside
 :class:`rlvr_env.vector.TokenVectorEnv` at one table lookup per step: answers inside the masks' language
-are scored by their programs (:mod:`rlvr_env.tasks.countdown_programs`), every other answer by
-:func:`rlvr_env.batch_verify.batch_verify`; both agree exactly with :func:`rlvr_env.verify`.
+are scored by their programs (:mod:`rlvr_env.tasks.countdown.programs`), every other answer by
+:func:`rlvr_env.tasks.expression.batch_verify.batch_verify`; both agree exactly with :func:`rlvr_env.verify`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from rlvr_env.batch_verify import BatchVerdict, TokenTable, assemble_verdict, batch_verify
-from rlvr_env.tasks.countdown_programs import START, ProgramTable, cached_values, evaluate
-from rlvr_env.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, RewardWeights
+from rlvr_env.tasks.expression.batch_verify import TokenTable, assemble_verdict, batch_verify
+from rlvr_env.rewards import BatchVerdict
+from rlvr_env.tasks.countdown.programs import START, ProgramTable, cached_values, evaluate
+from rlvr_env.tasks.expression.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar
+from rlvr_env.rewards import RewardWeights
 
 __all__ = ["ProgramScorer"]
 
@@ -22,11 +24,11 @@ __all__ = ["ProgramScorer"]
 class ProgramScorer:
     """The incremental verifier of a native vector Countdown env when the setting has a
     :class:`ProgramTable`: the same role (and attributes ``tokens``, ``pos``, ``numbers``, ``targets``)
-    as :class:`rlvr_env.batch_verify.StackMachine`, at one table lookup per step.
+    as :class:`rlvr_env.tasks.expression.batch_verify.StackMachine`, at one table lookup per step.
 
     :meth:`feed` records each row's token and moves its shape state; :meth:`finish` scores the ending
     rows: answers inside the masks' language by their programs (:func:`evaluate`), every other row by
-    :func:`~rlvr_env.batch_verify.batch_verify` on its tokens. Truncated rows get no reward and no value
+    :func:`~rlvr_env.tasks.expression.batch_verify.batch_verify` on its tokens. Truncated rows get no reward and no value
     (``Task.score``'s rule).
     """
 

@@ -3,7 +3,7 @@
 
 :class:`ExpressionTask` fills the optional abilities of the Task contract for this family once (token
 context, text prompt and answer parsing, dataset records, the vector env's array fast path), so
-:class:`~rlvr_env.tasks.arithmetic.ArithmeticTask` and :class:`~rlvr_env.tasks.countdown.CountdownTask`
+:class:`~rlvr_env.tasks.expression.arithmetic.ArithmeticTask` and :class:`~rlvr_env.tasks.countdown.CountdownTask`
 only say how prompts are drawn, encoded and masked.
 """
 
@@ -15,8 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.base import BatchArrays, ContextTokens, Prompt, Task, truncated_verdict
-from rlvr_env.verifier import Grammar, RewardWeights, Verdict, VerifierError, join_tokens, tokenize, verify
+from rlvr_env.tasks.base import BatchArrays, ContextTokens, Task
+from rlvr_env.tasks.expression.prompt import Prompt
+from rlvr_env.rewards import truncated_verdict
+from rlvr_env.tasks.expression.verifier import Grammar, VerifierError, join_tokens, tokenize, verify
+from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = ["ExpressionTask", "SPECIAL_TOKENS", "PAD", "BOS", "TARGET", "ANSWER", "COMMA", "MINUS",
            "NUMBER_TOKENS", "WHOLE_NUMBER_LIMIT", "check_number_tokens", "describe_grammar"]
@@ -107,7 +110,7 @@ class ExpressionTask(Task[Prompt]):
         return cached[1]
 
     def decode(self, token_ids: Sequence[int], prompt: Prompt) -> str:
-        """The answer as text, as the verifier reads it: :func:`rlvr_env.verifier.join_tokens` of
+        """The answer as text, as the verifier reads it: :func:`rlvr_env.tasks.expression.verifier.join_tokens` of
         :meth:`token_strings`, so two adjacent number tokens stay two numbers (``"1 2"``, which is not
         well-formed), never one literal (``"12"``)."""
         return join_tokens(self.token_strings(token_ids, prompt))

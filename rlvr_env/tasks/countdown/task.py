@@ -16,22 +16,23 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.batch_verify import TokenTable
-from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
-from rlvr_env.tasks.base import Prompt, check_split, unpack_prompt
-from rlvr_env.tasks.expression import ExpressionTask, _digits_needed, check_number_tokens
-from rlvr_env.tasks.countdown_masks import MaskAutomaton, MaskRules, masks_of, prefix_states
-from rlvr_env.tasks.countdown_programs import ProgramTable, cached_table
-from rlvr_env.tasks.countdown_settings import CountdownSettings, settings_of
-from rlvr_env.tasks.countdown_features import OBSERVATIONS, CountdownFeatures
-from rlvr_env.tasks.countdown_draw import (
+from rlvr_env.tasks.expression.batch_verify import TokenTable
+from rlvr_env.tasks.expression.token_kinds import ADD, DIV, MUL, SUB
+from rlvr_env.tasks.base import check_split
+from rlvr_env.tasks.expression.prompt import Prompt, unpack_prompt
+from rlvr_env.tasks.expression.task import ExpressionTask, _digits_needed, check_number_tokens
+from rlvr_env.tasks.countdown.masks import MaskAutomaton, MaskRules, masks_of, prefix_states
+from rlvr_env.tasks.countdown.programs import ProgramTable, cached_table
+from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
+from rlvr_env.tasks.countdown.features import OBSERVATIONS, CountdownFeatures
+from rlvr_env.tasks.countdown.draw import (
     ADDITIVE, ATOM, MAX_DRAW_TABLE, MULTIPLICATIVE, DrawRules, cached_draw_table, draw_picks, merge,
     raw_history, resolve_history,
 )
-from rlvr_env.tasks.countdown_split import (
+from rlvr_env.tasks.countdown.split import (
     HELD_OUT_BUCKETS, held_out, held_out_one, multiset_hash, tuple_index,
 )
-from rlvr_env.verifier import verify
+from rlvr_env.tasks.expression.verifier import verify
 
 __all__ = ["CountdownTask", "HELD_OUT_BUCKETS", "OBSERVATIONS", "multiset_hash"]
 
@@ -91,7 +92,7 @@ class CountdownTask(ExpressionTask):
     last. A slot token decodes to its number's digits, so the verifier reads ordinary infix text and
     the vocabulary does not grow with the number range.
 
-    See :class:`rlvr_env.countdown_env.CountdownEnv` for the arguments.
+    See :class:`rlvr_env.tasks.countdown.envs.CountdownEnv` for the arguments.
     """
 
     name = "countdown"
@@ -107,7 +108,7 @@ class CountdownTask(ExpressionTask):
         number_tokens: str = "digits",
         **keywords: Any,
     ) -> None:
-        #: the setting (:class:`~rlvr_env.tasks.countdown_settings.CountdownSettings`): given as an
+        #: the setting (:class:`~rlvr_env.tasks.countdown.settings.CountdownSettings`): given as an
         #: object or as its fields' keywords (``CountdownTask(n_numbers=3)``)
         self.settings = s = settings_of(settings, keywords, "CountdownTask")
         self.n_numbers = n = s.n_numbers
@@ -370,7 +371,7 @@ class CountdownTask(ExpressionTask):
         return masks_of(self.mask_rules, prefix_states(self.mask_rules, tokens, lengths), lengths)
 
     def mask_automaton(self) -> MaskAutomaton | None:
-        """The masks of this setting as a state table (:class:`~rlvr_env.tasks.countdown_masks.
+        """The masks of this setting as a state table (:class:`~rlvr_env.tasks.countdown.masks.
         MaskAutomaton`), built on first use; None when it would have too many states (large N)."""
         if not hasattr(self, "_automaton"):
             self._automaton = MaskAutomaton.build(self.mask_rules)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvr_env.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, OTHER, RPAREN, SUB
-from rlvr_env.verifier import Grammar
+from rlvr_env.tasks.expression.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, OTHER, RPAREN, SUB
+from rlvr_env.tasks.expression.verifier import Grammar
 
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 
@@ -34,7 +34,7 @@ class MaskRules:
 
     n: int  # slots (N)
     max_length: int  # tokens per answer, EOS included
-    kinds: np.ndarray  # (V,) token kinds (rlvr_env.batch_verify)
+    kinds: np.ndarray  # (V,) token kinds (rlvr_env.tasks.expression.batch_verify)
     op_ids: np.ndarray  # ids of the allowed operators
     lp: int  # id of "(" (-1 without parentheses)
     rp: int  # id of ")" (-1 without parentheses)
@@ -50,7 +50,7 @@ class MaskRules:
         cls, kinds: np.ndarray, slots: np.ndarray, grammar: Grammar, max_length: int
     ) -> MaskRules | None:
         """The rules of a slot vocabulary (token kinds (V,) and slots (V,), as in
-        :class:`rlvr_env.batch_verify.TokenTable`): ``"n0" .. "n{N-1}"`` first, then operators,
+        :class:`rlvr_env.tasks.expression.batch_verify.TokenTable`): ``"n0" .. "n{N-1}"`` first, then operators,
         parentheses and one EOS. None for any other vocabulary (constants, other tokens, no EOS)."""
         n = int((kinds == NUM).sum())
         eos = np.flatnonzero(kinds == EOS)

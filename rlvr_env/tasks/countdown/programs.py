@@ -14,7 +14,7 @@ numerators and denominators. It is exact whenever every operand is at most :meth
 an answer with ``m`` operands of magnitude at most M has unreduced numerators below ``2**(m-1) * M**m``
 and denominators below ``M**m`` (by induction over the tree), so nothing overflows. Rows with larger
 numbers, and answers that left the masks' language (a slot used twice, a policy that ignored the mask),
-are scored by the general :func:`rlvr_env.batch_verify.batch_verify` instead; both agree with
+are scored by the general :func:`rlvr_env.tasks.expression.batch_verify.batch_verify` instead; both agree with
 :func:`rlvr_env.verify` (tests check the vector env against the single env in lockstep).
 """
 
@@ -25,8 +25,8 @@ from functools import cached_property
 
 import numpy as np
 
-from rlvr_env.tasks.countdown_masks import MaskRules, PrefixStates, advance, masks_of
-from rlvr_env.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, RPAREN, SUB
+from rlvr_env.tasks.countdown.masks import MaskRules, PrefixStates, advance, masks_of
+from rlvr_env.tasks.expression.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, RPAREN, SUB
 
 __all__ = ["ProgramTable", "ValueTable", "cached_table", "cached_values", "evaluate", "count_shapes",
            "MAX_SHAPES", "MAX_VALUES"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.verifier import Grammar, NumberUse
+from rlvr_env.tasks.expression.verifier import Grammar, NumberUse
 
 __all__ = ["CountdownSettings", "settings_of"]
 

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rlvr_env.tasks.base import SPLITS, Prompt, check_split, unpack_prompt
-from rlvr_env.tasks.expression import ExpressionTask
-from rlvr_env.verifier import Grammar, verify
+from rlvr_env.tasks.base import SPLITS, check_split
+from rlvr_env.tasks.expression.prompt import Prompt, unpack_prompt
+from rlvr_env.tasks.expression.task import ExpressionTask
+from rlvr_env.tasks.expression.verifier import Grammar, verify
 
 __all__ = ["ArithmeticTask", "NUMBERS", "TARGETS", "PERMUTATIONS"]
 

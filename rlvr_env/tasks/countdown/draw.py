@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from rlvr_env.token_kinds import ADD, DIV, MUL, SUB
+from rlvr_env.tasks.expression.token_kinds import ADD, DIV, MUL, SUB
 
 __all__ = ["ATOM", "ADDITIVE", "MULTIPLICATIVE", "DrawRules", "DrawTable", "Picks", "draw_picks", "merge",
            "history_of", "raw_history", "resolve_history", "cached_draw_table", "MAX_DRAW_TABLE"]
@@ -164,7 +164,7 @@ def _pick_sizes(rules: DrawRules) -> list[int]:
 class DrawTable:
     """:func:`merge` of every (numbers, picks) combination of one setting, flat: entry
     ``index * P + code`` where ``index`` is the numbers' tuple index (base W digits, first number
-    most significant, as :func:`rlvr_env.tasks.countdown_split.tuple_index`) and ``code`` the picks'
+    most significant, as :func:`rlvr_env.tasks.countdown.split.tuple_index`) and ``code`` the picks'
     mixed-radix code (first draw most significant; P codes). One int32 per entry: the target minus
     ``target_range``'s low end where the candidate is usable, -1 where it is not."""
 

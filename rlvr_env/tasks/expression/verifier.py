@@ -46,12 +46,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rlvr_env.rewards import RewardWeights, Verdict
+
 __all__ = [
     "MAX_TEXT_CHARS",
     "MAX_NUMBER_DIGITS",
     "Grammar",
-    "RewardWeights",
-    "Verdict",
     "VerifierError",
     "join_tokens",
     "tokenize",
@@ -111,52 +111,6 @@ class Grammar:
             raise ValueError(
                 f"Grammar.number_use={self.number_use!r} must be 'exactly_once' or 'at_most_once'"
             )
-
-
-@dataclass(frozen=True)
-class RewardWeights:
-    """Weights of the named reward parts; the episode reward is their weighted sum.
-
-    Defaults: ``accuracy=1.0`` is the signal we train for. ``format=0.1`` pays a grammatical answer a
-    tenth of a correct one: enough to pull a cold-start policy off malformed token soup (DeepSeek-R1's
-    format reward plays this role), small enough that a well-formed wrong answer is never close to a
-    right one, so "always answer something parseable" is not an attractive equilibrium.
-    """
-
-    accuracy: float = 1.0
-    format: float = 0.1
-
-    def __post_init__(self) -> None:
-        for name in ("accuracy", "format"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"reward weight {name}={value!r} must be a real number")
-            if not math.isfinite(float(value)):
-                raise ValueError(f"reward weight {name}={value!r} must be finite")
-            object.__setattr__(self, name, float(value))
-
-    def parts(self, correct: Any, well_formed: Any) -> dict[str, Any]:
-        """The weighted reward parts (their sum is the reward), for Python bools and for NumPy bool
-        arrays alike: one rule for :func:`verify` and for the batch verifier."""
-        return {"accuracy": self.accuracy * correct, "format": self.format * well_formed}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What the verifier says about one response.
-
-    ``parts`` are the weighted reward parts (``"accuracy"``, ``"format"``); ``reward == sum(parts)``.
-    ``value`` is the exact value when the expression parses and evaluates, else None; ``reason`` is None
-    for a correct answer and otherwise says why it is wrong or not well-formed.
-    """
-
-    reward: float
-    correct: bool
-    well_formed: bool
-    value: Fraction | None
-    reason: str | None
-    expression: str
-    parts: dict[str, float] = field(default_factory=dict)
 
 
 def tokenize(text: str) -> list[str]:

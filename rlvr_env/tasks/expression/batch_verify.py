@@ -8,8 +8,8 @@ random and exhaustive inputs). It reads the *text* semantics, token by token:
 * a number token is one number: two adjacent number tokens are two numbers side by side, which the
   grammar rejects (``task.decode`` writes them with a space between, ``"2 3"``, so the text verifier
   rejects them too; they never merge into the literal 23). A number of more than
-  :data:`~rlvr_env.verifier.MAX_NUMBER_DIGITS` digits, or more than
-  :data:`~rlvr_env.verifier.MAX_TEXT_CHARS` characters of text, is a lexing error;
+  :data:`~rlvr_env.tasks.expression.verifier.MAX_NUMBER_DIGITS` digits, or more than
+  :data:`~rlvr_env.tasks.expression.verifier.MAX_TEXT_CHARS` characters of text, is a lexing error;
 * the grammar is checked by a two-state recogniser (expecting an operand or an operator) plus a
   parenthesis depth, which accepts exactly the language of the recursive-descent parser;
 * values are exact rationals held as reduced int64 numerator / denominator arrays. Instead of a value
@@ -29,7 +29,7 @@ The same :class:`StackMachine` runs incrementally inside :class:`rlvr_env.vector
 :meth:`StackMachine.feed` per environment step, one :meth:`StackMachine.finish` for the rows whose
 episodes end, so verifying costs a fixed number of array operations per step, whatever the length.
 
-Why one long module: it mirrors :mod:`rlvr_env.verifier` stage by stage, as arrays, and must agree with
+Why one long module: it mirrors :mod:`rlvr_env.tasks.expression.verifier` stage by stage, as arrays, and must agree with
 it exactly; keeping every stage in one file keeps the two orders side by side.
 """
 
@@ -37,23 +37,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 
-from rlvr_env.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, OTHER, RPAREN, SUB
-from rlvr_env.verifier import (
-    MAX_NUMBER_DIGITS,
-    MAX_TEXT_CHARS,
-    Grammar,
-    RewardWeights,
-    join_tokens,
-    verify,
-)
+from rlvr_env.tasks.expression.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, OTHER, RPAREN, SUB
+from rlvr_env.tasks.expression.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar, join_tokens, verify
+from rlvr_env.rewards import BatchVerdict, RewardWeights
 
-__all__ = ["TokenTable", "BatchVerdict", "StackMachine", "batch_verify"]
+__all__ = ["TokenTable", "StackMachine", "batch_verify"]
 
 _OP_KIND = {"+": ADD, "-": SUB, "*": MUL, "/": DIV, "(": LPAREN, ")": RPAREN}
 _OP_CHAR = {v: k for k, v in _OP_KIND.items()}
@@ -73,7 +67,7 @@ class TokenTable:
     """What each token id means to the batch verifier.
 
     Built from a task's vocabulary by :meth:`from_vocab`: a canonical decimal literal of at most
-    :data:`~rlvr_env.verifier.MAX_NUMBER_DIGITS` digits (``"0"``, ``"17"``) is a number with that
+    :data:`~rlvr_env.tasks.expression.verifier.MAX_NUMBER_DIGITS` digits (``"0"``, ``"17"``) is a number with that
     constant value; ``"n<k>"`` is the prompt's number in slot ``k``; ``+ - * / ( )`` are operators and
     parentheses; the EOS id ends the answer (it and every token after it are not read). A string with a
     character the text verifier rejects (a letter, ``"<pad>"``) is kind ``OTHER`` and makes an answer not
@@ -157,7 +151,7 @@ class TokenTable:
 
     def text(self, token_ids: Sequence[int], values: np.ndarray) -> str:
         """The decoded text of one row (EOS and everything after it dropped); ``values`` is (V,).
-        Adjacent number tokens are joined with a space (:func:`rlvr_env.verifier.join_tokens`)."""
+        Adjacent number tokens are joined with a space (:func:`rlvr_env.tasks.expression.verifier.join_tokens`)."""
         parts = []
         for t in token_ids:
             kind = int(self.kinds[t])
@@ -165,34 +159,6 @@ class TokenTable:
                 break
             parts.append(str(int(values[t])) if kind == NUM else _OP_CHAR.get(kind, "?"))
         return join_tokens(parts)
-
-
-@dataclass
-class BatchVerdict:
-    """Array form of :class:`rlvr_env.Verdict` for a batch of B answers.
-
-    ``value_num / value_den`` is the exact reduced value where ``has_value`` (den > 0), and 0 / 0
-    where the answer has no value (the text verifier's ``value is None``) or where the value does not
-    fit in int64; such values are exact in ``big_values`` (and in :meth:`values`).
-    """
-
-    reward: np.ndarray  # (B,) float64
-    correct: np.ndarray  # (B,) bool
-    well_formed: np.ndarray  # (B,) bool
-    has_value: np.ndarray  # (B,) bool
-    value_num: np.ndarray  # (B,) int64
-    value_den: np.ndarray  # (B,) int64
-    parts: dict[str, np.ndarray]  # name -> (B,) float64
-    fallback: np.ndarray  # (B,) bool: rows re-scored by verify() because int64 could overflow
-    #: exact values of fallback rows too large for int64 (their value_num / value_den are 0 / 0)
-    big_values: dict[int, Fraction] = field(default_factory=dict)
-
-    def values(self) -> list[Fraction | None]:
-        """The values as Python objects, as :class:`rlvr_env.Verdict` has them."""
-        return [
-            self.big_values.get(i) if d == 0 and h else Fraction(int(n), int(d)) if h else None
-            for i, (n, d, h) in enumerate(zip(self.value_num, self.value_den, self.has_value))
-        ]
 
 
 def _check_numbers(numbers: np.ndarray) -> None:
@@ -590,9 +556,9 @@ def batch_verify(
         lengths: optional (B,) number of tokens to read per row.
         programs: score the rows inside a Countdown vocabulary's masks' language by their answer
             programs (exact; False: every row takes the general path, for a caller that knows no row
-            is inside, as :class:`rlvr_env.program_scorer.ProgramScorer` does for the rows it hands over).
+            is inside, as :class:`rlvr_env.tasks.countdown.scorer.ProgramScorer` does for the rows it hands over).
 
-    >>> from rlvr_env.verifier import Grammar
+    >>> from rlvr_env.tasks.expression.verifier import Grammar
     >>> table = TokenTable.from_vocab(("n0", "n1", "n2", "+", "*", "(", ")", "<eos>"), eos_id=7)
     >>> toks = np.array([[0, 3, 1, 4, 2, 7], [5, 0, 3, 1, 6, 4]])  # n0+n1*n2 ; (n0+n1)*
     >>> v = batch_verify(toks, np.array([[2, 3, 5], [2, 3, 5]]), np.array([17, 25]), table=table,
@@ -651,13 +617,13 @@ def _by_programs(
 ) -> tuple[np.ndarray, ...] | None:
     """Score the rows of a slot vocabulary (Countdown's) that are answers inside its masks' language (a
     grammatical, complete answer using each slot at most once) by the programs of their shapes
-    (:mod:`rlvr_env.tasks.countdown_programs`): one table lookup per column, then a few operations per
+    (:mod:`rlvr_env.tasks.countdown.programs`): one table lookup per column, then a few operations per
     operator (``read_all``: no ``lengths`` were given, rows end at EOS or L). Returns those rows and
     their correct, well-formed, value numerator and denominator; None
     when the vocabulary or setting has no program table (every row then takes the general path)."""
     # Lazy: the tasks package imports this module (the import graph has no circle either way).
-    from rlvr_env.tasks.countdown_masks import MaskRules
-    from rlvr_env.tasks.countdown_programs import cached_table, evaluate
+    from rlvr_env.tasks.countdown.masks import MaskRules
+    from rlvr_env.tasks.countdown.programs import cached_table, evaluate
 
     b, length = tokens.shape
     rules = MaskRules.of_vocab(table.kinds, table.slots, grammar, length + 1)  # + 1: room for EOS
