@@ -48,7 +48,7 @@ from benchmarks.core.common import (
     write_results,
 )
 from rlvr_env import verify
-from rlvr_env.completions import score_completion
+from rlvr_env.tasks.expression.completions import score_completion
 from rlvr_env.tasks.expression.prompt import Prompt
 from rlvr_env.tasks.countdown.task import CountdownTask
 

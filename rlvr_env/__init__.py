@@ -4,28 +4,34 @@ Importing the package registers the environments (``rlvr/Arithmetic-v0``, ...) w
 This package needs only gymnasium and numpy.
 """
 
-from gymnasium.envs.registration import register, registry
-
-from rlvr_env.tasks.countdown.envs import CountdownEnv
-from rlvr_env.envs import ArithmeticEnv, TokenEnv
+from rlvr_env.envs import TokenEnv
 from rlvr_env.registration import register_envs
-from rlvr_env.rewards import length_reward
+from rlvr_env.rewards import BatchVerdict, RewardWeights, Verdict, best_reward, length_reward
+from rlvr_env.scoring import BatchScorer, TaskScorer
 from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, ExpressionTask, Prompt, Task
 from rlvr_env.tasks.countdown.settings import CountdownSettings
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
-from rlvr_env.vector import ArithmeticVectorEnv, CountdownVectorEnv, TokenVectorEnv
 from rlvr_env.tasks.expression.verifier import Grammar, verify
-from rlvr_env.rewards import RewardWeights, Verdict
+from rlvr_env.text_env import TextEnv
+from rlvr_env.vector import TokenVectorEnv
+
+# The families' env ids register on import (each through register_envs).
+from rlvr_env.tasks.countdown.envs import CountdownEnv, CountdownTextEnv, CountdownVectorEnv  # noqa: E402
+from rlvr_env.tasks.expression.envs import ArithmeticEnv, ArithmeticTextEnv, ArithmeticVectorEnv  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArithmeticEnv",
     "ArithmeticTask",
+    "ArithmeticTextEnv",
     "ArithmeticVectorEnv",
+    "BatchScorer",
+    "BatchVerdict",
     "CountdownEnv",
     "CountdownSettings",
     "CountdownTask",
+    "CountdownTextEnv",
     "CountdownVectorEnv",
     "DigitsPrompt",
     "DigitsTask",
@@ -35,9 +41,12 @@ __all__ = [
     "RewardWeights",
     "SPLITS",
     "Task",
+    "TaskScorer",
+    "TextEnv",
     "TokenEnv",
     "TokenVectorEnv",
     "Verdict",
+    "best_reward",
     "length_reward",
     "register_envs",
     "to_sb3_vec_env",
@@ -53,24 +62,5 @@ def to_sb3_vec_env(vec_env: object) -> object:
     return SB3VecEnv(vec_env)
 
 
-def _register(env_id: str, entry_point: str, **kwargs: object) -> None:
-    # Re-importing (e.g. under importlib.reload) must not warn about overriding a registration.
-    if env_id not in registry:
-        register(id=env_id, entry_point=entry_point, **kwargs)  # type: ignore[arg-type]
-
-
-_register(
-    "rlvr/Arithmetic-v0",
-    "rlvr_env.envs:ArithmeticEnv",
-    vector_entry_point="rlvr_env.vector:ArithmeticVectorEnv",
-)
-_register(
-    "rlvr/Countdown-v0",
-    "rlvr_env.tasks.countdown.envs:CountdownEnv",
-    vector_entry_point="rlvr_env.vector:CountdownVectorEnv",
-)
-# Text-mode (language-model) variants: observation = prompt text, action = completion string.
-_register("rlvr/CountdownText-v0", "rlvr_env.text_env:CountdownTextEnv")
-_register("rlvr/ArithmeticText-v0", "rlvr_env.text_env:ArithmeticTextEnv")
 # A task on the Task contract needs no env classes of its own: one call registers all three envs.
 register_envs("rlvr/Digits-v0", DigitsTask, text_id="rlvr/DigitsText-v0")

@@ -13,13 +13,10 @@ from gymnasium.error import ResetNeeded
 
 from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_task_completion
 from rlvr_env.envs import check_render_mode
-from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
+from rlvr_env.rewards import DEFAULT_WEIGHTS, RewardWeights, Verdict
 from rlvr_env.tasks.base import Task, check_split
-from rlvr_env.tasks.countdown.task import CountdownTask
-from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
-from rlvr_env.rewards import RewardWeights, Verdict
 
-__all__ = ["TextEnv", "CountdownTextEnv", "ArithmeticTextEnv", "TextAsArrays", "CHARSET"]
+__all__ = ["TextEnv", "TextAsArrays", "CHARSET"]
 
 #: The characters of the observation and action spaces: printable ASCII and whitespace.
 CHARSET = string.printable
@@ -53,8 +50,9 @@ class TextEnv(gym.Env[str, str]):
         task: Task,
         *,
         split: str = "train",
-        accuracy_weight: float = 1.0,
-        format_weight: float = 0.1,
+        accuracy_weight: float = DEFAULT_WEIGHTS.accuracy,
+        format_weight: float = DEFAULT_WEIGHTS.format,
+        reward_weights: dict[str, float] | None = None,
         answer_format: AnswerFormat = DEFAULT_FORMAT,
         render_mode: str | None = None,
     ) -> None:
@@ -67,7 +65,7 @@ class TextEnv(gym.Env[str, str]):
         self.task = task
         self.split = split
         self.answer_format = answer_format
-        self.reward_weights = RewardWeights(accuracy=accuracy_weight, format=format_weight)
+        self.reward_weights = RewardWeights.of(accuracy_weight, format_weight, reward_weights)
         self.render_mode = render_mode
         self.observation_space = spaces.Text(MAX_PROMPT_CHARS, min_length=1, charset=CHARSET)
         self.action_space = spaces.Text(answer_format.max_chars, min_length=0, charset=CHARSET)
@@ -135,53 +133,6 @@ class TextEnv(gym.Env[str, str]):
     def prompt(self) -> Any:
         """The current episode's prompt (None before the first reset)."""
         return self._prompt
-
-
-class CountdownTextEnv(TextEnv):
-    """``rlvr/CountdownText-v0``: Countdown-N (see :class:`rlvr_env.CountdownEnv` for the task's
-    arguments) as a one-step text env (see :class:`TextEnv`).
-
-    >>> import gymnasium as gym
-    >>> import rlvr_env
-    >>> env = gym.make("rlvr/CountdownText-v0", n_numbers=3)
-    >>> text, info = env.reset(seed=5)
-    >>> info["prompt"]
-    Prompt(numbers=(7, 9, 1), target=70)
-    >>> _, reward, terminated, truncated, info = env.step("7 times 10: <answer>7*(9+1)</answer>")
-    >>> reward, terminated, info["expression"], info["reward_parts"]
-    (1.1, True, '7*(9+1)', {'accuracy': 1.0, 'format': 0.1})
-    """
-
-    def __init__(
-        self,
-        settings: CountdownSettings | None = None,
-        *,
-        split: str = "train",
-        accuracy_weight: float = 1.0,
-        format_weight: float = 0.1,
-        answer_format: AnswerFormat = DEFAULT_FORMAT,
-        render_mode: str | None = None,
-        **keywords: Any,
-    ) -> None:
-        task = CountdownTask(settings_of(settings, keywords, "rlvr/CountdownText-v0"))
-        super().__init__(task, split=split, accuracy_weight=accuracy_weight, format_weight=format_weight,
-                         answer_format=answer_format, render_mode=render_mode)
-
-
-class ArithmeticTextEnv(TextEnv):
-    """``rlvr/ArithmeticText-v0``: the lesson's task (see :class:`rlvr_env.ArithmeticEnv`) as a one-step
-    text env (see :class:`TextEnv`)."""
-
-    def __init__(
-        self,
-        split: str = "train",
-        accuracy_weight: float = 1.0,
-        format_weight: float = 0.1,
-        answer_format: AnswerFormat = DEFAULT_FORMAT,
-        render_mode: str | None = None,
-    ) -> None:
-        super().__init__(ArithmeticTask(), split=split, accuracy_weight=accuracy_weight,
-                         format_weight=format_weight, answer_format=answer_format, render_mode=render_mode)
 
 
 class TextAsArrays(gym.Wrapper):  # type: ignore[type-arg]  # Wrapper.__init__ mistypes the inner env

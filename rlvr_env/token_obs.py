@@ -36,11 +36,12 @@ import numpy as np
 from gymnasium import spaces
 
 from rlvr_env.tasks.base import Task
-from rlvr_env.tasks.expression.task import ANSWER, BOS, COMMA, MINUS, PAD, SPECIAL_TOKENS, TARGET, ExpressionTask
 
-__all__ = ["ANSWER", "BOS", "COMMA", "MINUS", "PAD", "TARGET", "OBSERVATION_KINDS",
-           "SPECIAL_TOKENS", "TokenContext", "TokenContextSpace", "check_observation",
-           "split_observation"]
+__all__ = ["OBSERVATION_KINDS", "PAD", "TokenContext", "TokenContextSpace", "check_observation"]
+
+#: Context id 0 pads (every task's :class:`~rlvr_env.tasks.base.ContextTokens` vocabulary starts with
+#: ``"<pad>"``): the prompt is left-padded with it and the answer holds it where no token was emitted.
+PAD = 0
 
 #: What a token env can observe: its task's feature vector plus a one-hot answer, or the token context.
 OBSERVATION_KINDS = ("features", "tokens")
@@ -51,17 +52,6 @@ def check_observation(observation: object) -> str:
     if observation not in OBSERVATION_KINDS:
         raise ValueError(f"observation={observation!r} is not one of {OBSERVATION_KINDS}")
     return str(observation)
-
-
-def split_observation(observation: str, task_kinds: tuple[str, ...] = ()) -> tuple[str, str]:
-    """A Countdown-style ``observation`` kwarg as (the task's prompt features, the env's observation
-    kind): ``"tokens"`` reads no task features (the task keeps its plain ``"bits"``), any other value
-    is the task's feature set with the ``"features"`` observation. With ``task_kinds`` (the task's
-    feature sets), a value that is neither one of them nor ``"tokens"`` is a ``ValueError`` listing all."""
-    valid = (*task_kinds, "tokens")
-    if task_kinds and (not isinstance(observation, str) or observation not in valid):
-        raise ValueError(f"observation={observation!r} is not one of {valid}")
-    return ("bits", "tokens") if observation == "tokens" else (observation, "features")
 
 
 class TokenContextSpace(spaces.Box):
@@ -123,14 +113,6 @@ class TokenContext:
             raise ValueError(f"task {type(self.task).__name__}.encode_context gave shape {row.shape}, "
                              f"expected ({self.prompt_width},)")
         return row
-
-    def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """(k, P) int64 prompt segments of an arithmetic task's prompts given as numbers (k, N) and
-        targets (k,) (:meth:`rlvr_env.tasks.expression.ExpressionTask.context_arrays`)."""
-        if not isinstance(self.task, ExpressionTask):
-            raise ValueError(f"task {type(self.task).__name__} has no number/target prompts to encode as "
-                             "arrays")
-        return self.task.context_arrays(numbers, targets)
 
     def decode(self, row: np.ndarray) -> str:
         """The row as text (padding dropped): for reading and debugging."""

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from rlvr_env import Grammar, RewardWeights, verify
-from rlvr_env.tasks.expression.batch_verify import StackMachine, TokenTable, batch_verify
+from rlvr_env.tasks.expression.batch_verify import batch_verify
+from rlvr_env.tasks.expression.machine import StackMachine
+from rlvr_env.tasks.expression.tokens import TokenTable
 from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.tasks.countdown.task import CountdownTask
 

@@ -159,3 +159,58 @@ def test_no_experiment_imports_another_and_core_imports_none() -> None:
         if _experiment(target) is not None and _experiment(target) != _experiment(module)
     )
     assert not wrong, wrong
+
+
+#: The generic env layer: what every task family runs on. It imports no family (the envs, the vector and
+#: text envs, the token context, registration, the reward, the scoring protocol and the Task contract).
+GENERIC_LAYER = ("rlvr_env.envs", "rlvr_env.vector", "rlvr_env.vector_prompts", "rlvr_env.text_env",
+                 "rlvr_env.token_obs", "rlvr_env.registration", "rlvr_env.rewards", "rlvr_env.scoring",
+                 "rlvr_env.completions", "rlvr_env.sb3", "rlvr_env.tasks.base", "rlvr_env.tasks.registry")
+
+
+def family_of(module: str) -> str | None:
+    """The task family a module belongs to: ``rlvr_env.tasks.<family>`` and everything under it, except
+    the contract (``base``) and the registry; None for any other module."""
+    parts = module.split(".")
+    if parts[:2] != ["rlvr_env", "tasks"] or len(parts) < 3 or parts[2] in ("base", "registry"):
+        return None
+    return parts[2]
+
+
+def generic_to_family(graph: dict[str, set[str]]) -> list[str]:
+    """Every arrow from a generic-layer module to a family module."""
+    return sorted(f"{m} -> {t}" for m in GENERIC_LAYER for t in graph.get(m, ()) if family_of(t) is not None)
+
+
+def test_family_of_reads_packages_and_modules() -> None:
+    assert family_of("rlvr_env.tasks.countdown.masks") == "countdown"
+    assert family_of("rlvr_env.tasks.countdown") == "countdown"
+    assert family_of("rlvr_env.tasks.digits") == "digits"
+    assert family_of("rlvr_env.tasks.base") is None and family_of("rlvr_env.tasks.registry") is None
+    assert family_of("rlvr_env.tasks") is None and family_of("rlvr_env.vector") is None
+
+
+def test_generic_to_family_finds_a_planted_arrow() -> None:
+    graph = {"rlvr_env.vector": {"rlvr_env.tasks.base", "rlvr_env.tasks.countdown.masks"},
+             "rlvr_env.tasks.base": {"rlvr_env.rewards"}}
+    assert generic_to_family(graph) == ["rlvr_env.vector -> rlvr_env.tasks.countdown.masks"]
+
+
+def test_the_generic_layer_imports_no_family() -> None:
+    graph = import_graph()
+    assert set(GENERIC_LAYER) <= set(graph), sorted(set(GENERIC_LAYER) - set(graph))
+    assert generic_to_family(graph) == []
+
+
+def test_families_are_packages_that_import_no_circle_among_themselves() -> None:
+    """Each family is a folder (Digits may stay one module), and family arrows point one way (Countdown
+    builds on the arithmetic-expression family, never the reverse)."""
+    graph = import_graph()
+    families = {family_of(m) for m in graph} - {None}
+    assert {"expression", "countdown", "digits"} <= families
+    for family in families - {"digits"}:
+        assert (ROOT / "rlvr_env" / "tasks" / str(family) / "__init__.py").is_file(), family
+    between = {(family_of(m), family_of(t)) for m, ts in graph.items() for t in ts
+               if family_of(m) and family_of(t) and family_of(m) != family_of(t)}
+    assert find_cycle({a: {b for x, b in between if x == a} for a, _ in between}) is None, between
+    assert ("expression", "countdown") not in between

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlvr_env.completions import MAX_COMPLETION_CHARS, extract_answer, score_completion, score_parts
+from rlvr_env.completions import MAX_COMPLETION_CHARS, extract_answer
+from rlvr_env.tasks.expression.completions import score_completion, score_parts
 from rlvr_env.llm import compute_score, make_task, reward_functions
 
 TASK = make_task("countdown", n_numbers=3)

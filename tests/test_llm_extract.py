@@ -11,7 +11,8 @@ import time
 import pytest
 
 from rlvr_env import verify
-from rlvr_env.completions import AnswerFormat, completion_text, extract_answer, prompt_text, score_completion
+from rlvr_env.completions import AnswerFormat, completion_text, extract_answer, prompt_text
+from rlvr_env.tasks.expression.completions import score_completion
 from rlvr_env.tasks.countdown.task import CountdownTask
 from rlvr_env.tasks.expression.verifier import Grammar
 

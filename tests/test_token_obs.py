@@ -13,7 +13,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import rlvr_env  # noqa: F401
-from rlvr_env.token_obs import ANSWER, BOS, PAD, TokenContext, TokenContextSpace
+from rlvr_env.tasks.expression.task import ANSWER, BOS
+from rlvr_env.token_obs import PAD, TokenContext, TokenContextSpace
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("rlvr/Arithmetic-v0", {}),

@@ -14,7 +14,9 @@ from gymnasium.vector import AutoresetMode
 
 import rlvr_env
 from rlvr_env import Prompt
-from rlvr_env.vector import ArithmeticVectorEnv, CountdownVectorEnv, TokenVectorEnv
+from rlvr_env.vector import TokenVectorEnv
+from rlvr_env.tasks.expression.envs import ArithmeticVectorEnv
+from rlvr_env.tasks.countdown.envs import CountdownVectorEnv
 
 COUNTDOWN = "rlvr/Countdown-v0"
 ARITHMETIC = "rlvr/Arithmetic-v0"
@@ -377,7 +379,8 @@ def test_adjacent_slot_tokens_pay_nothing_through_any_path(
     env_id: str, kwargs: dict[str, Any], prompt: tuple[tuple[int, ...], int], answer: list[str]
 ) -> None:
     from rlvr_env import verify
-    from rlvr_env.tasks.expression.batch_verify import TokenTable, batch_verify
+    from rlvr_env.tasks.expression.batch_verify import batch_verify
+    from rlvr_env.tasks.expression.tokens import TokenTable
 
     single = gym.make(env_id, **kwargs)
     task = single.unwrapped.task  # type: ignore[attr-defined]
@@ -484,7 +487,7 @@ def test_values_beyond_int64_reach_the_final_info_exactly() -> None:
 
 
 def test_batch_verdict_keeps_every_verdict_s_parts_and_reads_no_bool_as_a_value() -> None:
-    from rlvr_env.task_scorer import batch_verdict
+    from rlvr_env.scoring import batch_verdict
     from rlvr_env.rewards import Verdict
 
     plain = Verdict(reward=1.1, correct=True, well_formed=True, value=Fraction(7, 2), reason=None,
@@ -513,7 +516,7 @@ def test_refills_hand_out_the_sampler_s_prompts_in_order_none_skipped() -> None:
     rng = np.random.default_rng(5)
     k = _MIN_CHUNK * 2 // 3  # the second draw straddles a refill
     handed = [source.draw(rng, k) for _ in range(3)]
-    numbers = np.concatenate([d[0] for d in handed])
+    numbers = np.concatenate([d[0]["prompt_numbers"] for d in handed])
     expected_rng = np.random.default_rng(5)
     expected = np.concatenate([task.sample_arrays(expected_rng, "train", _MIN_CHUNK)[0] for _ in range(2)])
     assert np.array_equal(numbers, expected[: 3 * k])

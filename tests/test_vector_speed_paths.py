@@ -14,8 +14,8 @@ import pytest
 from rlvr_env import CountdownTask, verify
 from rlvr_env.tasks.expression.batch_verify import batch_verify
 from rlvr_env.tasks.countdown.masks import MaskAutomaton
-from rlvr_env.tasks.countdown.programs import count_shapes, evaluate
-from rlvr_env.vector import CountdownVectorEnv
+from rlvr_env.tasks.countdown.programs import by_programs, count_shapes, evaluate
+from rlvr_env.tasks.countdown.envs import CountdownVectorEnv
 
 SETTINGS: list[dict[str, Any]] = [
     {"n_numbers": 3},
@@ -149,7 +149,7 @@ def test_program_table_counts_and_batch_programs_agree_with_verify(kwargs: dict[
     assert table.accept[shape].all()  # every masked answer is a complete shape
     tokens[:120, :3] = [0, task.vocab.index(task.operators[0]), 0]  # a slot used twice
     tokens[120:240] = rng.integers(v, size=(120, length))
-    got = batch_verify(tokens, numbers, targets, table=task.table, grammar=task.grammar)
+    got = batch_verify(tokens, numbers, targets, table=task.table, grammar=task.grammar, programs=by_programs)
     for i in range(b):
         text = task.table.text(tokens[i].tolist(), task.table.values(numbers[i : i + 1])[0])
         want = verify(text, numbers[i].tolist(), int(targets[i]), grammar=task.grammar)
@@ -213,15 +213,15 @@ def test_prompt_code_tables_equal_the_arithmetic(kwargs: dict[str, Any]) -> None
 
 
 def test_batch_verify_without_programs_is_the_same_verdict() -> None:
-    """programs=False (what ProgramScorer asks for the rows it hands over) only skips a shortcut."""
+    """The program shortcut (what the Countdown family passes) and the general path give one verdict."""
     from benchmarks.speed.vector import workload
-    from rlvr_env.tasks.expression.batch_verify import TokenTable
+    from rlvr_env.tasks.expression.tokens import TokenTable
 
     task = CountdownTask()
     tokens, numbers, targets, _ = workload(task, 900, 3)
     table = TokenTable.from_vocab(task.vocab, task.eos_id)
-    fast = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar)
-    slow = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar, programs=False)
+    fast = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar, programs=by_programs)
+    slow = batch_verify(tokens, numbers, targets, table=table, grammar=task.grammar)
     for name in ("reward", "correct", "well_formed", "has_value", "value_num", "value_den"):
         assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
     assert fast.correct.any() and not fast.well_formed.all()

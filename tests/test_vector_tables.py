@@ -7,7 +7,7 @@ import pytest
 
 import rlvr_env.tasks.countdown.task as countdown
 from rlvr_env import CountdownTask
-from rlvr_env.vector import CountdownVectorEnv
+from rlvr_env.tasks.countdown.envs import CountdownVectorEnv
 from rlvr_env.tasks.countdown.draw import cached_draw_table, draw_picks, merge
 from rlvr_env.tasks.countdown.programs import cached_values, evaluate
 from rlvr_env.tasks.countdown.split import held_out, tuple_index

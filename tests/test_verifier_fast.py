@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_env import Grammar, RewardWeights, verify
-from rlvr_env.completions import AnswerFormat, score_completion, score_parts
+from rlvr_env.completions import AnswerFormat
+from rlvr_env.tasks.expression.completions import score_completion, score_parts
 from rlvr_env.tasks.expression.verifier import (
     MAX_TEXT_CHARS,
     _evaluate_fast,

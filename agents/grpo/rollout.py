@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -118,6 +118,9 @@ class GroupBatch:
     #: (N, L, V) bool grammar masks the tokens were sampled under (all True on padding), or None when
     #: the rollout was unmasked. Every log-prob of the update (current, old, reference) uses them.
     action_masks: np.ndarray | None = None
+    #: the weighted reward parts of each episode by name (N,) each (NaN where the env did not say), as
+    #: the env's final ``info["reward_parts"]`` holds them; empty when the env reports none
+    parts: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def n_steps(self) -> int:
@@ -139,6 +142,7 @@ class GroupBatch:
             well_formed=self.well_formed[rows], group_size=g,
             truncated=None if self.truncated is None else self.truncated[rows],
             action_masks=None if self.action_masks is None else self.action_masks[rows, :width],
+            parts={name: values[rows] for name, values in self.parts.items()},
         )
 
 
@@ -176,7 +180,15 @@ def concat_groups(batches: list[GroupBatch]) -> GroupBatch:
         truncated=None if any(t is None for t in truncs) else np.concatenate(truncs),  # type: ignore[arg-type]
         action_masks=None if any(m is None for m in masks)
         else np.concatenate([pad_masks(m) for m in masks]),  # type: ignore[arg-type]
+        parts=_concat_parts(batches),
     )
+
+
+def _concat_parts(batches: list[GroupBatch]) -> dict[str, np.ndarray]:
+    """The reward parts of ``batches`` in order; a part one batch lacks is NaN there."""
+    names = list(dict.fromkeys(name for b in batches for name in b.parts))
+    return {name: np.concatenate([b.parts.get(name, np.full(len(b.returns), np.nan)) for b in batches])
+            for name in names}
 
 
 def draw_prompts(task: Task, split: str, n: int, rng: np.random.Generator) -> list[Prompt]:
@@ -193,6 +205,7 @@ class _Recorder:
         self.correct = np.full(n, np.nan)
         self.well_formed = np.full(n, np.nan)
         self.truncated = np.zeros(n, dtype=bool)
+        self.parts: dict[str, np.ndarray] = {}
         self.obs: list[np.ndarray] = []
         self.act: list[np.ndarray] = []
         self.logp: list[np.ndarray] = []
@@ -248,7 +261,19 @@ class _Recorder:
             group_size=group_size,
             action_masks=np.stack(self.action_masks, axis=1) if self.action_masks else None,
             truncated=self.truncated,
+            parts=self.parts,
         )
+
+    def record_parts(self, rows: np.ndarray, parts: Any) -> None:
+        """Keep the weighted reward parts (a dict of arrays over ``rows``, or of numbers for one row)."""
+        if not isinstance(parts, dict):
+            return
+        for name, value in parts.items():
+            if isinstance(name, str) and not name.startswith("_"):
+                column = self.parts.get(name)
+                if column is None:
+                    column = self.parts[name] = np.full(len(self.returns), np.nan)
+                column[rows] = np.asarray(value, dtype=np.float64)
 
 
 class ListGroupRunner:
@@ -312,6 +337,7 @@ class ListGroupRunner:
                             rec.correct[i] = float(info["correct"])
                         if "well_formed" in info:
                             rec.well_formed[i] = float(info["well_formed"])
+                        rec.record_parts(np.array([i]), info.get("reward_parts"))
         return rec.batch(self.group_size)
 
 
@@ -357,6 +383,10 @@ class VectorGroupRunner:
                     rec.truncated[ended] = (truncated & ~terminated)[ended]
                     rec.correct[ended] = info["correct"][ended]
                     rec.well_formed[ended] = info["well_formed"][ended]
+                    parts = info.get("reward_parts", {})
+                    rec.record_parts(np.flatnonzero(ended), {name: np.asarray(values)[ended]
+                                                             for name, values in parts.items()
+                                                             if not name.startswith("_")})
                     active &= ~ended
         return rec.batch(g)
 
@@ -498,4 +528,7 @@ def rollout_metrics(batch: GroupBatch, rewards: np.ndarray) -> dict[str, float]:
         out["rollout/solve_rate"] = float(batch.correct.mean())
     if not np.isnan(batch.well_formed).any():
         out["rollout/format_violations"] = float(1.0 - batch.well_formed.mean())
+    for name, values in batch.parts.items():  # every weighted part the env pays, by its name
+        if len(values) and not np.isnan(values).any():
+            out[f"rollout/reward_{name}_mean"] = float(values.mean())
     return out

@@ -51,7 +51,9 @@ from benchmarks.core.common import (
     write_results,
 )
 from rlvr_env import CountdownTask, verify
-from rlvr_env.tasks.expression.batch_verify import TokenTable, batch_verify
+from rlvr_env.tasks.expression.batch_verify import batch_verify
+from rlvr_env.tasks.expression.tokens import TokenTable
+from rlvr_env.tasks.countdown.programs import by_programs
 
 COUNTS: tuple[int, ...] = (64, 1024, 8192)
 VECTOR_IDS: tuple[str, ...] = ("rlvr/Countdown-v0", "rlvr/Arithmetic-v0")
@@ -189,7 +191,7 @@ def measure_verifiers(task: CountdownTask, size: int, repeats: int, seed: int) -
     tgts = targets.tolist()
 
     def run_batch() -> object:
-        return batch_verify(tokens, numbers, targets, table=table, grammar=grammar)
+        return batch_verify(tokens, numbers, targets, table=table, grammar=grammar, programs=by_programs)
 
     def run_eval() -> list[float]:
         with warnings.catch_warnings():  # compile() warns about text such as "2(3)"; once per run
@@ -201,7 +203,7 @@ def measure_verifiers(task: CountdownTask, size: int, repeats: int, seed: int) -
 
     rates = median_rates({"batch": run_batch, "eval": run_eval, "verify": run_text}, size, repeats)
     batch, evals, text = rates["batch"], rates["eval"], rates["verify"]
-    got = batch_verify(tokens, numbers, targets, table=table, grammar=grammar)
+    got = batch_verify(tokens, numbers, targets, table=table, grammar=grammar, programs=by_programs)
     exact = run_text()
     by_eval = run_eval()
     return {

@@ -50,7 +50,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "rlvr_env/tasks/expression/task.py": ("tests/test_expression_task.py", "tests/test_task_contract.py",
                                      "tests/test_env.py", "tests/test_token_obs.py",
                                      "tests/test_custom_task.py"),
-    "rlvr_env/task_scorer.py": ("tests/test_task_scorer.py", "tests/test_task_contract.py",
+    "rlvr_env/scoring.py": ("tests/test_scoring.py", "tests/test_task_contract.py",
                                 "tests/test_vector.py", "tests/test_custom_task.py"),
     "rlvr_env/vector_prompts.py": ("tests/test_vector_prompts.py", "tests/test_vector.py",
                                    "tests/test_vector_speed_paths.py"),

@@ -27,17 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.completions import (
-    DEFAULT_FORMAT, AnswerFormat, prompt_text, score_completion, score_parts, score_task_completion,
-)
+from rlvr_env.completions import DEFAULT_FORMAT, AnswerFormat, prompt_text, score_task_completion
+from rlvr_env.tasks.expression.completions import score_completion, score_parts
 from rlvr_env.llm.common import resolve_task, sample_prompts
 from rlvr_env.rewards import length_reward
 from rlvr_env.tasks.base import Task
 from rlvr_env.tasks.expression.task import ExpressionTask
 from rlvr_env.tasks.expression.verifier import Grammar
-from rlvr_env.rewards import RewardWeights, Verdict
+from rlvr_env.rewards import BASE_PARTS, DEFAULT_WEIGHTS, RewardWeights, Verdict
 
-__all__ = ["AccuracyReward", "FormatReward", "LengthReward", "reward_functions", "make_dataset",
+__all__ = ["AccuracyReward", "FormatReward", "LengthReward", "PartReward", "reward_functions", "make_dataset",
            "score_batch"]
 
 
@@ -109,10 +108,12 @@ class _VerifierReward:
         self,
         task: str | Task = "countdown",
         *,
-        accuracy_weight: float = 1.0,
-        format_weight: float = 0.1,
+        accuracy_weight: float = DEFAULT_WEIGHTS.accuracy,
+        format_weight: float = DEFAULT_WEIGHTS.format,
+        reward_weights: dict[str, float] | None = None,
         answer_format: AnswerFormat = DEFAULT_FORMAT,
         cache: dict[str, Any] | None = None,
+        part: str | None = None,
     ) -> None:
         if not isinstance(answer_format, AnswerFormat):
             raise ValueError(f"answer_format={answer_format!r} must be an rlvr_env.completions.AnswerFormat")
@@ -123,7 +124,12 @@ class _VerifierReward:
         self.grammar = self.task.grammar if isinstance(self.task, ExpressionTask) else None
         #: the dataset columns that hold a prompt (:meth:`rlvr_env.Task.prompt_record`'s keys)
         self.columns = prompt_columns(self.task)
-        self.weights = RewardWeights(accuracy=accuracy_weight, format=format_weight)
+        self.weights = RewardWeights.of(accuracy_weight, format_weight, reward_weights)
+        if part is not None:
+            if not isinstance(part, str) or part not in self.task.reward_parts:
+                raise ValueError(f"part={part!r} is not one of the parts task {self.task.name!r} pays "
+                                 f"{self.task.reward_parts}")
+            self.part = part
         self.answer_format = answer_format
         self.__name__ = f"rlvr_{self.part}" if self.part else f"rlvr_{type(self).__name__}"
         self._cache = cache if cache is not None else {}
@@ -131,9 +137,11 @@ class _VerifierReward:
         self.last_reasons: list[str | None] = []
 
     def scored(self, completions: Sequence[object], numbers: Any = None, target: Any = None,
-               **columns: Any) -> tuple[list[float], list[float], list[str | None], list[bool]]:
-        """``(accuracy parts, format parts, reasons, correct)`` for the batch
-        (:func:`rlvr_env.completions.score_parts`: each entry equals :func:`score_batch`'s verdicts')."""
+               **columns: Any) -> tuple[dict[str, list[float]], list[str | None], list[bool]]:
+        """``(weighted parts by name, reasons, correct)`` for the batch (for an arithmetic task
+        :func:`rlvr_env.tasks.expression.completions.score_parts`: each entry equals :func:`score_batch`'s
+        verdicts'); every part of the task's :attr:`~rlvr_env.Task.reward_parts` is there (0 where a
+        verdict lacks it)."""
         # The cache hits only for inputs equal *by value* to the last batch's: the key is a frozen copy
         # (tuples of ints and strings), so numpy rows compare without "ambiguous truth value" errors,
         # a column changed in place between two calls is a miss, and the entry is written only after
@@ -147,16 +155,16 @@ class _VerifierReward:
         n = len(completions)
         if not self._fast:
             verdicts = self.verdicts(completions, **columns)
-            result = ([v.parts.get("accuracy", 0.0) for v in verdicts],
-                      [v.parts.get("format", 0.0) for v in verdicts],
-                      [v.reason for v in verdicts], [v.correct for v in verdicts])
+            parts = {name: [v.parts.get(name, 0.0) for v in verdicts] for name in self.task.reward_parts}
+            result = (parts, [v.reason for v in verdicts], [v.correct for v in verdicts])
             self._cache["batch"] = (key, result)
             return result
         numbers, target = _rows("numbers", numbers, n), _rows("target", target, n)
         assert self.grammar is not None  # an arithmetic task
         try:
-            result = score_parts(completions, numbers, target, grammar=self.grammar, weights=self.weights,
-                                 fmt=self.answer_format)
+            accuracy, fmt, reasons, correct = score_parts(completions, numbers, target, grammar=self.grammar,
+                                                          weights=self.weights, fmt=self.answer_format)
+            result = ({"accuracy": accuracy, "format": fmt}, reasons, correct)
         except TypeError:  # a wrongly typed dataset value: score_batch names its row
             score_batch(completions, numbers, target, grammar=self.grammar, weights=self.weights,
                         fmt=self.answer_format)
@@ -186,24 +194,26 @@ class _VerifierReward:
         if callable(log_extra):
             log_extra(f"{self.__name__}_reason", [r or "" for r in reasons])
 
-    _column = -1  # which part of scored() a subclass returns
-
     def __call__(self, prompts: Any = None, completions: Sequence[object] = (), log_extra: Any = None,
                  **kwargs: Any) -> list[float]:
-        scored = self.scored(completions, **{name: kwargs.get(name) for name in self.columns})
-        self._log(scored[2], log_extra)
-        return list(scored[self._column])
+        parts, reasons, _ = self.scored(completions, **{name: kwargs.get(name) for name in self.columns})
+        self._log(reasons, log_extra)
+        return list(parts[self.part])
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(task={self.task.name!r}, weights={self.weights}, "
                 f"answer_format={self.answer_format})")
 
 
+class PartReward(_VerifierReward):
+    """One named reward part of the task (``part=``, one of its :attr:`~rlvr_env.Task.reward_parts`) as a
+    TRL reward function, weighed as the env weighs it."""
+
+
 class AccuracyReward(_VerifierReward):
     """``accuracy_weight`` for a correct answer, else 0 (the ``accuracy`` reward part)."""
 
     part = "accuracy"
-    _column = 0  # accuracy parts in the tuple scored() returns
 
 
 class FormatReward(_VerifierReward):
@@ -211,7 +221,6 @@ class FormatReward(_VerifierReward):
     else 0 (the ``format`` reward part)."""
 
     part = "format"
-    _column = 1  # format parts
 
 
 class LengthReward(_VerifierReward):
@@ -239,7 +248,7 @@ class LengthReward(_VerifierReward):
                  log_extra: Any = None, **kwargs: Any) -> list[float]:
         n = len(completions)
         columns = {name: kwargs.get(name) for name in self.columns}
-        _, _, reasons, correct = self.scored(completions, **columns)
+        _, reasons, correct = self.scored(completions, **columns)
         self.last_reasons = list(reasons)
         if completion_ids is not None and len(completion_ids) == n:
             lengths = [len(ids) for ids in completion_ids]
@@ -269,19 +278,23 @@ class LengthReward(_VerifierReward):
 def reward_functions(
     task: str | Task = "countdown",
     *,
-    accuracy_weight: float = 1.0,
-    format_weight: float = 0.1,
+    accuracy_weight: float = DEFAULT_WEIGHTS.accuracy,
+    format_weight: float = DEFAULT_WEIGHTS.format,
+    reward_weights: dict[str, float] | None = None,
     answer_format: AnswerFormat = DEFAULT_FORMAT,
     length: bool = False,
     num_generations: int | None = None,
 ) -> list[Callable[..., list[float]]]:
-    """``[AccuracyReward, FormatReward]`` (and :class:`LengthReward` if ``length``) for ``task``, sharing
-    one verification per completion. Pass the same ``task`` to :func:`make_dataset`."""
+    """One reward function per part the task pays (``[AccuracyReward, FormatReward]``, then a
+    :class:`PartReward` for each further part of its :attr:`~rlvr_env.Task.reward_parts`), and
+    :class:`LengthReward` if ``length``, for ``task``, sharing one verification per completion. Pass the
+    same ``task`` to :func:`make_dataset`."""
     task = resolve_task(task)
     cache: dict[str, Any] = {}
     common: dict[str, Any] = dict(accuracy_weight=accuracy_weight, format_weight=format_weight,
-                                  answer_format=answer_format, cache=cache)
+                                  reward_weights=reward_weights, answer_format=answer_format, cache=cache)
     funcs: list[Callable[..., list[float]]] = [AccuracyReward(task, **common), FormatReward(task, **common)]
+    funcs += [PartReward(task, part=name, **common) for name in task.reward_parts if name not in BASE_PARTS]
     if length:
         funcs.append(LengthReward(task, num_generations=num_generations, **common))
     return funcs

@@ -32,10 +32,11 @@ defaults), plus the optional extraction format above. A Digits row of ``reverse=
 :func:`ground_truth` writes this for a prompt. A malformed ground truth is a broken dataset and raises
 ``ValueError`` naming the field; a completion never raises: a hostile one scores 0 with a reason.
 
-**Return value.** A dict: ``"score"`` (the env's reward), ``"accuracy"`` and ``"format"`` (the weighted
-parts), ``"correct"`` and ``"well_formed"`` (0.0 / 1.0) and ``"reason"`` (a string, ``""`` when correct;
-verl keeps non-score keys as ``reward_extra_info`` and skips string columns when averaging). Weights
-can be set per row with ``extra_info={"accuracy_weight": ..., "format_weight": ...}``.
+**Return value.** A dict: ``"score"`` (the env's reward), every weighted part the task pays by its name
+(``"accuracy"``, ``"format"`` and any other a task adds), ``"correct"`` and ``"well_formed"`` (0.0 / 1.0)
+and ``"reason"`` (a string, ``""`` when correct; verl keeps non-score keys as ``reward_extra_info`` and
+skips string columns when averaging). Weights can be set per row with ``extra_info={"accuracy_weight":
+..., "format_weight": ..., "reward_weights": {"<part>": ...}}``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.completions import AnswerFormat, prompt_text, score_completion, score_task_completion
+from rlvr_env.completions import AnswerFormat, prompt_text, score_task_completion
+from rlvr_env.tasks.expression.completions import score_completion
 from rlvr_env.llm.common import grammar_spec, make_task, resolve_task, sample_prompts, task_spec
 from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.tasks.countdown.settings import CountdownSettings
@@ -176,6 +178,12 @@ def _parse(data_source: object, gt: object) -> tuple[tuple[int, ...], int, Gramm
     return numbers, target, grammar, fmt
 
 
+#: extra_info keys that set the weights of a row
+_WEIGHT_KEYS = ("accuracy_weight", "format_weight", "reward_weights")
+#: keys of the returned dict that are not reward parts (a part of one of these names is not reported)
+_OWN_KEYS = ("score", "correct", "well_formed", "reason")
+
+
 def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
                   extra_info: Any = None) -> dict[str, Any]:
     """Score one decoded response as verl calls a custom reward function (see the module doc).
@@ -188,9 +196,10 @@ def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
     (0.1, 'value 64 is not the target 70')
     """
     weights = _DEFAULT_WEIGHTS
-    if isinstance(extra_info, Mapping) and ("accuracy_weight" in extra_info or "format_weight" in extra_info):
-        weights = RewardWeights(accuracy=extra_info.get("accuracy_weight", 1.0),
-                                format=extra_info.get("format_weight", 0.1))
+    if isinstance(extra_info, Mapping) and any(k in extra_info for k in _WEIGHT_KEYS):
+        weights = RewardWeights.of(extra_info.get("accuracy_weight", _DEFAULT_WEIGHTS.accuracy),
+                                   extra_info.get("format_weight", _DEFAULT_WEIGHTS.format),
+                                   extra_info.get("reward_weights"))
     cls = _record_class(data_source)
     if cls is not None:  # a task of its own, built as the row says: the prompt from its record
         gt = json.loads(ground_truth) if isinstance(ground_truth, (str, bytes)) else ground_truth
@@ -203,10 +212,10 @@ def compute_score(data_source: Any, solution_str: Any, ground_truth: Any,
     else:
         numbers, target, grammar, fmt = _parse(data_source, ground_truth)
         verdict = score_completion(solution_str, numbers, target, grammar=grammar, weights=weights, fmt=fmt)
+    parts = {"accuracy": 0.0, "format": 0.0, **verdict.parts}  # every part the task pays, by name
     return {
         "score": verdict.reward,
-        "accuracy": verdict.parts["accuracy"],
-        "format": verdict.parts["format"],
+        **{name: value for name, value in parts.items() if name not in _OWN_KEYS},
         "correct": float(verdict.correct),
         "well_formed": float(verdict.well_formed),
         "reason": verdict.reason or "",

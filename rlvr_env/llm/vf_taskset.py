@@ -33,7 +33,8 @@ import pydantic
 import verifiers.v1 as vf
 from pydantic import Field
 
-from rlvr_env.completions import AnswerFormat, prompt_text, score_completion, score_task_completion
+from rlvr_env.completions import AnswerFormat, prompt_text, score_task_completion
+from rlvr_env.tasks.expression.completions import score_completion
 from rlvr_env.llm.common import make_task, sample_prompts, task_spec
 from rlvr_env.tasks.base import Task as RlvrTaskBase
 from rlvr_env.tasks.countdown.settings import CountdownSettings

@@ -1,12 +1,12 @@
-"""Prompt families (tasks) that the token-emission environment runs on."""
+"""Prompt families (tasks) that the token-emission environment runs on: the contract (:mod:`.base`), the
+tasks by name (:mod:`.registry`), and one package per family (:mod:`.expression`, :mod:`.countdown`;
+:mod:`.digits` is one module)."""
 
-from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
-from rlvr_env.tasks.base import SPLITS, BatchArrays, ContextTokens, Task
-from rlvr_env.tasks.expression.prompt import Prompt
-from rlvr_env.tasks.countdown.task import CountdownTask
-from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
-from rlvr_env.tasks.expression.task import ExpressionTask
+from rlvr_env.tasks.base import SPLITS, ContextTokens, Task
 from rlvr_env.tasks.registry import TASKS, register_task
+from rlvr_env.tasks.expression import ArithmeticTask, ExpressionTask, Prompt
+from rlvr_env.tasks.countdown import CountdownTask
+from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
 
-__all__ = ["ArithmeticTask", "BatchArrays", "ContextTokens", "CountdownTask", "DigitsPrompt", "DigitsTask",
-           "ExpressionTask", "Prompt", "SPLITS", "TASKS", "Task", "register_task"]
+__all__ = ["ArithmeticTask", "ContextTokens", "CountdownTask", "DigitsPrompt", "DigitsTask", "ExpressionTask",
+           "Prompt", "SPLITS", "TASKS", "Task", "register_task"]

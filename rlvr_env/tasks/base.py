@@ -23,12 +23,18 @@ A *task* is a family of prompts plus its verifier. Every ability the envs use is
   :meth:`prompt_record` / :meth:`prompt_from_record` (default: the prompt's own text and the vocabulary's
   strings; records are offered by tasks whose prompts are plain JSON values), :meth:`keywords` (the
   settings a row carries to rebuild the task; default ``{}`` for a task built without arguments);
-* an array fast path for the native vector env: :meth:`batch_arrays` (default None: the vector env runs
-  the generic path, prompts as Python values and answers scored through :meth:`score_batch`).
+* the reward's parts: :attr:`reward_parts` (default ``("accuracy", "format")``; a task that pays more
+  names them, so every consumer reports them and knows the best reward, :meth:`best_reward`);
+* batches for the native vector env: :meth:`sample_batch`, :meth:`prompt_batch`, :meth:`batch_prompt`,
+  :meth:`encode_batch`, :meth:`context_batch` and :meth:`batch_scorer` (default: prompts as the task's own
+  values in one object column, answers scored through :meth:`score_batch`; a family with an array
+  verifier offers a faster :class:`~rlvr_env.scoring.BatchScorer`), :meth:`is_one_prompt`;
+* the vocabulary's own check: :meth:`check_vocab` (every env calls it).
 
 The prompt type is the task's own immutable, hashable value (a frozen dataclass, a tuple, ...): it is what
 ``reset`` puts in ``info["prompt"]`` and what ``reset(options={"prompt": p})`` replays. The arithmetic
-tasks use :class:`Prompt` (numbers and a target) through :class:`rlvr_env.tasks.expression.ExpressionTask`.
+tasks use :class:`rlvr_env.Prompt` (numbers and a target) through
+:class:`rlvr_env.tasks.expression.ExpressionTask`.
 """
 
 from __future__ import annotations
@@ -37,18 +43,14 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from rlvr_env.tasks.expression.verifier import Grammar
-from rlvr_env.rewards import RewardWeights, Verdict, refused_verdict
+from rlvr_env.rewards import BASE_PARTS, RewardWeights, Verdict, best_reward, refused_verdict
+from rlvr_env.scoring import BatchScorer, PromptBatch, TaskScorer, batch_length, object_column
 
-if TYPE_CHECKING:
-    from rlvr_env.tasks.countdown.masks import MaskAutomaton
-    from rlvr_env.tasks.countdown.programs import ProgramTable
-
-__all__ = ["BatchArrays", "ContextTokens", "Task", "SPLITS", "check_split"]
+__all__ = ["ContextTokens", "Task", "SPLITS", "check_split"]
 
 #: The split names every task understands.
 SPLITS: tuple[str, ...] = ("train", "test")
@@ -75,41 +77,6 @@ class ContextTokens:
             raise ValueError(f"ContextTokens.width={self.width!r} must be a positive integer")
 
 
-class BatchArrays(Protocol):
-    """The array fast path of the native vector env (:meth:`Task.batch_arrays` returns one, or None).
-
-    Offered by a task whose prompts are numbers and a target (:class:`Prompt`) and whose :meth:`Task.score`
-    is :func:`rlvr_env.verify` under ``grammar``: then the vector env holds prompts as arrays and verifies
-    answers incrementally with array operations that agree exactly with ``verify``. A task that overrides
-    ``score`` (or ``score_batch``, ``decode``) must not offer it: its verifier would be bypassed.
-    """
-
-    grammar: Grammar
-    n_numbers: int
-    #: the numbers' range when bounded (lets answers be scored by table lookup), else None
-    number_range: tuple[int, int] | None
-
-    def sample_arrays(self, rng: np.random.Generator, split: str,
-                      k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """k prompts of ``split`` drawn with ``rng``: numbers (k, N), targets (k,) and a (k, ...) array of
-        per-prompt facts (Countdown: each generating expression)."""
-
-    def encode_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """(k, prompt_dim) float32 features of prompts given as arrays (:meth:`Task.encode_prompt`)."""
-
-    def context_arrays(self, numbers: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """(k, P) int64 token-context prompt segments (:meth:`Task.encode_context`)."""
-
-    def action_masks_arrays(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """(B, V) bool masks of prefixes ``tokens[b, :lengths[b]]``."""
-
-    def mask_automaton(self) -> MaskAutomaton | None:
-        """The masks as a state table, or None (masks are computed from the prefixes)."""
-
-    def program_table(self) -> ProgramTable | None:
-        """The answer shapes as a trie of programs (scoring by lookup), or None."""
-
-
 class Task(ABC, Generic[P]):
     """A family of prompts with a vocabulary and a verifier; see the module docstring for the contract.
 
@@ -128,6 +95,10 @@ class Task(ABC, Generic[P]):
     #: What an answer is called in a language model's prompt ("give the <answer_noun> alone between
     #: <answer> and </answer>"); the arithmetic tasks say "expression", Digits "number".
     answer_noun: str = "answer"
+    #: The named parts :meth:`score` pays (the keys of a verdict's ``parts``), each weighed by the env's
+    #: :class:`~rlvr_env.RewardWeights`; a part not named here is still paid, but not reported as the
+    #: task's (a benchmark's best reward, a bridge's columns).
+    reward_parts: tuple[str, ...] = BASE_PARTS
 
     # -- prompts (required) ----------------------------------------------------------------------
     @abstractmethod
@@ -192,6 +163,11 @@ class Task(ABC, Generic[P]):
         """One verdict per answer, equal to :meth:`score`'s (the default calls it per answer). Override it
         only to score faster, never differently: every env scores through it or through ``score``."""
         return [self.score(p, a, weights, truncated=bool(t)) for p, a, t in zip(prompts, answers, truncated)]
+
+    def best_reward(self, weights: RewardWeights) -> float:
+        """The most one answer can earn under ``weights``: :func:`rlvr_env.rewards.best_reward` over
+        :attr:`reward_parts` (each raw part at most 1)."""
+        return best_reward(weights, self.reward_parts)
 
     # -- masks -----------------------------------------------------------------------------------
     def action_mask(self, prompt: P, prefix: Sequence[int]) -> np.ndarray:
@@ -296,11 +272,78 @@ class Task(ABC, Generic[P]):
         """The prompt of a record written by :meth:`prompt_record` (validated)."""
         raise NotImplementedError(f"task {type(self).__name__} does not read its prompts from records")
 
-    # -- the native vector env's array fast path ---------------------------------------------------
-    def batch_arrays(self) -> BatchArrays | None:
-        """The array fast path (:class:`BatchArrays`), or None: the vector env then holds prompts as
-        Python values and scores through :meth:`score_batch` (the default)."""
-        return None
+    # -- batches: the native vector env ---------------------------------------------------------
+    def sample_batch(self, rng: np.random.Generator, split: str, k: int) -> PromptBatch:
+        """``k`` prompts of ``split`` drawn with ``rng`` as a :data:`~rlvr_env.scoring.PromptBatch` (default:
+        :meth:`sample_prompts` in the object column ``"prompt"``). The draws are :meth:`sample_prompts`'s."""
+        return self.prompt_batch(self.sample_prompts(rng, split, k))
+
+    def prompt_batch(self, prompts: Sequence[P]) -> PromptBatch:
+        """Valid prompts of this task as a :data:`~rlvr_env.scoring.PromptBatch` in the form this task's
+        :meth:`batch_scorer` reads (default: the object column ``"prompt"``)."""
+        return {"prompt": object_column(prompts)}
+
+    def batch_prompt(self, batch: PromptBatch, row: int) -> P:
+        """Prompt ``row`` of ``batch`` as this task's own value."""
+        return batch["prompt"][row]  # type: ignore[no-any-return]
+
+    def encode_batch(self, batch: PromptBatch) -> np.ndarray:
+        """(k, prompt_dim) float32 features of a batch (default: :meth:`encode_prompt` once per distinct
+        prompt object)."""
+        return _stack_once(self.encode_prompt, batch, self, (self.prompt_dim,), np.float32)
+
+    def context_batch(self, batch: PromptBatch) -> np.ndarray:
+        """(k, P) int64 token-context prompt segments of a batch (default: :meth:`encode_context` once per
+        distinct prompt object). Called only when :meth:`context_tokens` is not None."""
+        spec = self.context_tokens()
+        width = spec.width if spec is not None else 0
+        return _stack_once(self.encode_context, batch, self, (width,), np.int64)
+
+    def batch_scorer(self, num_rows: int, weights: RewardWeights) -> BatchScorer:
+        """The :class:`~rlvr_env.scoring.BatchScorer` a native vector env of ``num_rows`` rows scores with
+        (default: :class:`~rlvr_env.scoring.TaskScorer`, this task's :meth:`score_batch` on finished rows).
+        A family with an array verifier returns a faster one that pays exactly what :meth:`score` pays;
+        a subclass that overrides ``score`` must then fall back to the default."""
+        return TaskScorer(self, num_rows, weights)
+
+    def is_one_prompt(self, value: object) -> bool:
+        """Whether a vector env's ``reset(options={"prompt": value})`` names one prompt for every row
+        (True) or a sequence of prompts, one per row (False). Default: anything but a ``list`` is one
+        prompt (prompts are hashable values, never lists)."""
+        return not isinstance(value, list)
+
+    def check_vocab(self) -> None:
+        """Raise ``ValueError`` naming the token unless the vocabulary reads one way (every env calls it):
+        the default asks for distinct non-empty strings without whitespace, since :meth:`decode` joins
+        them and :meth:`parse_answer` splits text back into them. A family whose verifier reads tokens
+        more strictly checks more (the arithmetic families: every token is one number, operator or
+        parenthesis)."""
+        if not isinstance(self.vocab, tuple) or not self.vocab:
+            raise ValueError(f"task {type(self).__name__}.vocab={self.vocab!r:.80} must be a non-empty tuple of "
+                             "token strings")
+        seen: set[str] = set()
+        for i, tok in enumerate(self.vocab):
+            if not isinstance(tok, str) or not tok or tok != tok.strip() or any(c.isspace() for c in tok):
+                raise ValueError(f"vocabulary token {i} {tok!r} must be a non-empty string without whitespace")
+            if tok in seen:
+                raise ValueError(f"vocabulary token {i} {tok!r} appears twice; token strings must be distinct")
+            seen.add(tok)
+
+
+def _stack_once(encode: Any, batch: PromptBatch, task: Task[Any], shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``encode(prompt)`` of each prompt of ``batch``, once per distinct object (a group repeats one)."""
+    k = batch_length(batch)
+    if k == 0:
+        return np.zeros((0, *shape), dtype=dtype)
+    done: dict[int, np.ndarray] = {}
+    rows = []
+    for i in range(k):
+        p = task.batch_prompt(batch, i)
+        row = done.get(id(p))
+        if row is None:
+            row = done[id(p)] = np.asarray(encode(p))
+        rows.append(row)
+    return np.stack(rows).astype(dtype)
 
 
 def check_split(split: str) -> None:

@@ -1,17 +1,16 @@
 """Tasks by name: what the language-model bridges build from a name (``make_dataset("countdown")``,
-a verl row's ``data_source="rlvr/<name>"``). A new task registers here once, beside its
-``gymnasium.register`` call."""
+a verl row's ``data_source="rlvr/<name>"``). A task class joins it through
+:func:`rlvr_env.register_envs` (or :func:`register_task`, beside a registration of its own); the families
+of the package join when ``rlvr_env`` is imported."""
 
 from __future__ import annotations
 
-from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
 from rlvr_env.tasks.base import Task
-from rlvr_env.tasks.countdown.task import CountdownTask
 
 __all__ = ["TASKS", "register_task"]
 
 #: Task names and the class each builds (called with the task's keyword arguments).
-TASKS: dict[str, type[Task]] = {"countdown": CountdownTask, "arithmetic": ArithmeticTask}
+TASKS: dict[str, type[Task]] = {}
 
 
 def register_task(name: str, cls: type[Task]) -> None:

@@ -1,16 +1,58 @@
-"""``rlvr/Countdown-v0``: the Countdown-N family as a token-emission environment."""
+"""Countdown's env ids: ``rlvr/Countdown-v0`` (token env and native vector env) and
+``rlvr/CountdownText-v0`` (text env), registered through :func:`rlvr_env.register_envs` when ``rlvr_env``
+is imported, with the family's keywords declared once (:func:`countdown_task`, :func:`countdown_keywords`).
+:class:`CountdownEnv`, :class:`CountdownVectorEnv` and :class:`CountdownTextEnv` are the same envs built
+from keywords alone (``CountdownEnv(n_numbers=3)``); they hold the documentation."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rlvr_env.envs import TokenEnv
-from rlvr_env.tasks.countdown.task import OBSERVATIONS, CountdownTask
+from rlvr_env.registration import env_arguments, register_envs
 from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
+from rlvr_env.tasks.countdown.task import OBSERVATIONS, CountdownTask
 from rlvr_env.tasks.expression.task import check_number_tokens
-from rlvr_env.token_obs import split_observation
+from rlvr_env.tasks.registry import register_task
+from rlvr_env.text_env import TextEnv
+from rlvr_env.vector import TokenVectorEnv
 
-__all__ = ["CountdownEnv"]
+__all__ = ["CountdownEnv", "CountdownTextEnv", "CountdownVectorEnv", "countdown_keywords", "countdown_task",
+           "split_observation"]
+
+ENV_ID = "rlvr/Countdown-v0"
+
+
+def split_observation(observation: object, task_kinds: tuple[str, ...] = OBSERVATIONS) -> tuple[str, str]:
+    """Countdown's ``observation`` keyword as (the task's prompt features, the env's observation kind):
+    ``"tokens"`` reads no task features (the task keeps its plain ``"bits"``), any other value is the
+    task's feature set with the ``"features"`` observation; a value that is neither one of
+    ``task_kinds`` nor ``"tokens"`` is a ``ValueError`` listing all."""
+    valid = (*task_kinds, "tokens")
+    if not isinstance(observation, str) or observation not in valid:
+        raise ValueError(f"observation={observation!r} is not one of {valid}")
+    return ("bits", "tokens") if observation == "tokens" else (observation, "features")
+
+
+def countdown_task(settings: CountdownSettings | None = None, *, features: str = "bits",
+                   solution_stats: bool = False, number_tokens: str = "digits", **keywords: Any) -> CountdownTask:
+    """The task of ``gym.make("rlvr/Countdown-v0", ...)``: the setting as an object or as its fields'
+    keywords (``n_numbers=3``), the prompt ``features`` (what :func:`countdown_keywords` reads from the
+    ``observation`` keyword), ``solution_stats`` and ``number_tokens``."""
+    return CountdownTask(settings_of(settings, keywords, ENV_ID), observation=features,
+                         solution_stats=solution_stats, number_tokens=number_tokens)
+
+
+def countdown_keywords(kwargs: dict[str, Any], env_class: type) -> dict[str, Any]:
+    """Countdown's ``observation`` names the task's features (``"bits"``, ``"relations"``) or the token
+    context (``"tokens"``): split it between the task and the token envs (the text env observes text).
+    ``number_tokens`` is checked against the observation (``"whole"`` needs ``"tokens"``)."""
+    if env_class is TextEnv:
+        return kwargs
+    observation = kwargs.pop("observation", "bits")
+    features, env_observation = split_observation(observation)
+    check_number_tokens(kwargs.get("number_tokens", "digits"), env_observation)
+    return {**kwargs, "features": features, "observation": env_observation}
 
 
 class CountdownEnv(TokenEnv):
@@ -141,30 +183,53 @@ class CountdownEnv(TokenEnv):
       default observation is unchanged.
     """
 
-    def __init__(
-        self,
-        settings: CountdownSettings | None = None,
-        *,
-        solution_stats: bool = False,
-        observation: str = "bits",
-        split: str = "train",
-        accuracy_weight: float = 1.0,
-        format_weight: float = 0.1,
-        render_mode: str | None = None,
-        number_tokens: str = "digits",
-        **keywords: Any,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         # The task's keywords (n_numbers, number_range, ...) are CountdownSettings' fields, declared there.
-        task_observation, env_observation = split_observation(observation, OBSERVATIONS)
-        check_number_tokens(number_tokens, env_observation)
-        task = CountdownTask(settings_of(settings, keywords, "rlvr/Countdown-v0"),
-                             observation=task_observation, solution_stats=solution_stats,
-                             number_tokens=number_tokens)
-        super().__init__(
-            task,
-            split=split,
-            accuracy_weight=accuracy_weight,
-            format_weight=format_weight,
-            render_mode=render_mode,
-            observation=env_observation,
-        )
+        task, env_kwargs = env_arguments(TokenEnv, countdown_task, countdown_keywords, kwargs)
+        super().__init__(task, **env_kwargs)
+
+
+class CountdownVectorEnv(TokenVectorEnv):
+    """``rlvr/Countdown-v0`` as a native vector env (see :class:`rlvr_env.countdown_env.CountdownEnv` for
+    the task and its arguments, :class:`TokenVectorEnv` for the vector protocol).
+
+    >>> import gymnasium as gym, numpy as np
+    >>> import rlvr_env
+    >>> envs = gym.make_vec("rlvr/Countdown-v0", num_envs=3, vectorization_mode="vector_entry_point",
+    ...                     n_numbers=3)
+    >>> obs, info = envs.reset(options={"prompt": ((9, 4, 5), 14)})
+    >>> answers = np.array([[0, 3, 2, 9], [0, 3, 1, 9], [0, 3, 0, 9]])  # 9+5, 9+4, 9+9
+    >>> for col in answers.T:
+    ...     obs, rewards, terminated, truncated, info = envs.step(col)
+    >>> rewards.tolist(), info["final_info"]["well_formed"].tolist()
+    ([1.1, 0.1, 0.0], [True, True, False])
+    """
+
+    def __init__(self, num_envs: int = 1, **kwargs: Any) -> None:
+        task, env_kwargs = env_arguments(TokenVectorEnv, countdown_task, countdown_keywords, kwargs)
+        super().__init__(task, num_envs, **env_kwargs)
+
+
+class CountdownTextEnv(TextEnv):
+    """``rlvr/CountdownText-v0``: Countdown-N (see :class:`CountdownEnv` for the task's
+    arguments) as a one-step text env (see :class:`TextEnv`).
+
+    >>> import gymnasium as gym
+    >>> import rlvr_env
+    >>> env = gym.make("rlvr/CountdownText-v0", n_numbers=3)
+    >>> text, info = env.reset(seed=5)
+    >>> info["prompt"]
+    Prompt(numbers=(7, 9, 1), target=70)
+    >>> _, reward, terminated, truncated, info = env.step("7 times 10: <answer>7*(9+1)</answer>")
+    >>> reward, terminated, info["expression"], info["reward_parts"]
+    (1.1, True, '7*(9+1)', {'accuracy': 1.0, 'format': 0.1})
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        task, env_kwargs = env_arguments(TextEnv, countdown_task, countdown_keywords, kwargs)
+        super().__init__(task, **env_kwargs)
+
+
+register_envs(ENV_ID, countdown_task, text_id="rlvr/CountdownText-v0", keywords=countdown_keywords,
+              envs=(CountdownEnv, CountdownVectorEnv, CountdownTextEnv))
+register_task(CountdownTask.name, CountdownTask)

@@ -27,8 +27,10 @@ import numpy as np
 
 from rlvr_env.tasks.countdown.masks import MaskRules, PrefixStates, advance, masks_of
 from rlvr_env.tasks.expression.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NUM, RPAREN, SUB
+from rlvr_env.tasks.expression.tokens import TokenTable
+from rlvr_env.tasks.expression.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar
 
-__all__ = ["ProgramTable", "ValueTable", "cached_table", "cached_values", "evaluate", "count_shapes",
+__all__ = ["ProgramTable", "by_programs", "ValueTable", "cached_table", "cached_values", "evaluate", "count_shapes",
            "MAX_SHAPES", "MAX_VALUES"]
 
 #: Settings whose shape trie would have more states than this score with the incremental evaluator.
@@ -333,3 +335,57 @@ def cached_values(
     if hit is None or hit[0] is not table:
         hit = _VALUES[key] = (table, ValueTable.build(table, number_range, integer_division))
     return hit[1]
+
+
+def by_programs(
+    tokens: np.ndarray, ends: np.ndarray, numbers: np.ndarray, targets: np.ndarray, table: TokenTable,
+    grammar: Grammar, read_all: bool,
+) -> tuple[np.ndarray, ...] | None:
+    """The batch verifier's shortcut (``batch_verify(..., programs=by_programs)``): score the rows of a slot
+    vocabulary (Countdown's) that are answers inside its masks' language (a
+    grammatical, complete answer using each slot at most once) by the programs of their shapes
+    (:mod:`rlvr_env.tasks.countdown.programs`): one table lookup per column, then a few operations per
+    operator (``read_all``: no ``lengths`` were given, rows end at EOS or L). Returns those rows and
+    their correct, well-formed, value numerator and denominator; None
+    when the vocabulary or setting has no program table (every row then takes the general path)."""
+    b, length = tokens.shape
+    rules = MaskRules.of_vocab(table.kinds, table.slots, grammar, length + 1)  # + 1: room for EOS
+    if rules is None or (rules.exactly_once and numbers.shape[1] != rules.n):
+        return None
+    if rules.n * MAX_NUMBER_DIGITS + length > MAX_TEXT_CHARS:
+        return None  # the text-length rule could fire; it is not tracked here
+    programs = cached_table(rules)
+    if programs is None:
+        return None
+    width = len(table.kinds) + 1  # token id V: past the row's end, the state stays
+    if read_all:  # every row ends at its first EOS or at L; accepting states absorb what follows EOS
+        cols = np.ascontiguousarray(tokens.T, dtype=np.int64)  # (L, B)
+    else:
+        cols = np.where(np.arange(length) < ends[:, None], tokens, width - 1).T.astype(np.int64, order="C")
+    walk = programs.walk
+    state = np.zeros(b, dtype=np.int64)  # premultiplied by width
+    for col in cols[: int(ends.max(initial=0))]:
+        state = walk[state + col]
+    state = walk[state + rules.eos_id] // width  # the answer ends here (a no-op after its EOS)
+    rows = np.flatnonzero(programs.accept[state])
+    states = state[rows]
+    flat = rows[:, None] * length + programs.operands[states]  # (k, N) flat index of each operand
+    slots = tokens.ravel()[flat].astype(np.int64)  # (k, N) slot of each operand
+    operands = numbers.ravel()[slots + rows[:, None] * numbers.shape[1]]
+    # Each slot at most once, and operands within the exact bound: a loop over the N columns (a
+    # reduction along a short row axis is several times slower in NumPy).
+    counts = programs.counts[states]
+    seen = np.zeros(len(rows), dtype=np.int64)  # bit set of the slots read so far
+    keep = np.ones(len(rows), dtype=bool)
+    largest = operands[:, 0]
+    for j in range(rules.n):
+        bit = np.where(j < counts, 1 << slots[:, j], 0)
+        keep &= (seen & bit) == 0
+        seen |= bit
+        largest = np.maximum(largest, operands[:, j])  # unused registers repeat the first operand
+    keep &= largest <= min(programs.bound(), 10**MAX_NUMBER_DIGITS - 1)
+    rows, states, operands = rows[keep], states[keep], operands[keep]
+    num, den, err = evaluate(programs, states, operands, grammar.integer_division)
+    ok = ~err  # inside the masks' language the number-use rule holds by construction
+    value_num, value_den = np.where(ok, num, 0), np.where(ok, den, 0)
+    return rows, ok & (den == 1) & (num == targets[rows]), ok, value_num, value_den

@@ -1,9 +1,9 @@
-"""The native vector Countdown's verifier when the setting has a program table (small N).
+"""Countdown's batch scorer when the setting has a program table and a mask automaton (small N).
 
-:class:`ProgramScorer` plays the role of :class:`rlvr_env.tasks.expression.batch_verify.StackMachine` inside
-:class:`rlvr_env.vector.TokenVectorEnv` at one table lookup per step: answers inside the masks' language
-are scored by their programs (:mod:`rlvr_env.tasks.countdown.programs`), every other answer by
-:func:`rlvr_env.tasks.expression.batch_verify.batch_verify`; both agree exactly with :func:`rlvr_env.verify`.
+:class:`ProgramScorer` is the :class:`rlvr_env.scoring.BatchScorer` of such a setting: one table lookup per
+step, answers inside the masks' language scored by their programs (:mod:`rlvr_env.tasks.countdown.programs`),
+every other answer by :func:`rlvr_env.tasks.expression.batch_verify.batch_verify`; both agree exactly with
+:func:`rlvr_env.verify`. Masks come from the automaton, whose state it moves with the tokens.
 """
 
 from __future__ import annotations
@@ -12,16 +12,22 @@ from fractions import Fraction
 
 import numpy as np
 
-from rlvr_env.tasks.expression.batch_verify import TokenTable, assemble_verdict, batch_verify
+from rlvr_env.tasks.expression.batch_verify import batch_verify
+from rlvr_env.tasks.expression.tokens import TokenTable
+from rlvr_env.tasks.expression.machine import assemble_verdict
 from rlvr_env.rewards import BatchVerdict
+from rlvr_env.scoring import BatchScorer, PromptBatch
+from rlvr_env.tasks.countdown.masks import DEAD, MaskAutomaton
 from rlvr_env.tasks.countdown.programs import START, ProgramTable, cached_values, evaluate
+from rlvr_env.tasks.expression.prompt import Prompt
+from rlvr_env.tasks.expression.scorer import NUMBERS, TARGETS, AutomatonMasks
 from rlvr_env.tasks.expression.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar
 from rlvr_env.rewards import RewardWeights
 
 __all__ = ["ProgramScorer"]
 
 
-class ProgramScorer:
+class ProgramScorer(BatchScorer):
     """The incremental verifier of a native vector Countdown env when the setting has a
     :class:`ProgramTable`: the same role (and attributes ``tokens``, ``pos``, ``numbers``, ``targets``)
     as :class:`rlvr_env.tasks.expression.batch_verify.StackMachine`, at one table lookup per step.
@@ -35,6 +41,7 @@ class ProgramScorer:
     def __init__(
         self, programs: ProgramTable, table: TokenTable, grammar: Grammar, num_rows: int, max_length: int,
         weights: RewardWeights, number_range: tuple[int, int] | None = None,
+        automaton: MaskAutomaton | None = None,
     ) -> None:
         n = programs.n
         if n * MAX_NUMBER_DIGITS + max_length > MAX_TEXT_CHARS:
@@ -61,9 +68,15 @@ class ProgramScorer:
         self.numbers = np.zeros((b, n), dtype=np.int64)  # (B, N)
         self._num_flat = self.numbers.reshape(-1)  # a view
         self.targets = np.zeros(b, dtype=np.int64)  # (B,)
+        self.prompts = {NUMBERS: self.numbers, TARGETS: self.targets}
+        #: the grammar masks' automaton (its dead state marks an answer that used a slot twice)
+        self.automaton = None if automaton is None else AutomatonMasks(automaton, b)
 
-    def set_prompts(self, rows: np.ndarray, numbers: np.ndarray, targets: np.ndarray) -> None:
+    def set_prompts(self, rows: np.ndarray, batch: PromptBatch) -> None:
         """Start fresh answers on ``rows`` (k,) for prompts ``numbers`` (k, N), ``targets`` (k,)."""
+        numbers, targets = batch[NUMBERS], batch[TARGETS]
+        if self.automaton is not None:
+            self.automaton.state[rows] = 0
         self.numbers[rows] = numbers
         self.targets[rows] = targets
         self.pos[rows] = 0
@@ -76,6 +89,8 @@ class ProgramScorer:
 
     def feed(self, tokens: np.ndarray, active: np.ndarray, all_active: bool = False) -> None:
         """Append ``tokens`` (B,) to the rows where ``active`` (B,) is True (``all_active``: all are)."""
+        if self.automaton is not None:
+            self.automaton.move(tokens, active, all_active)
         if all_active:
             self._tok_flat[self._tok_base + self.pos] = tokens
             self.pos += 1
@@ -97,12 +112,15 @@ class ProgramScorer:
         num, den, err = evaluate(self.programs, states, operands, self.grammar.integer_division)
         return np.where(err, 0, num), np.where(err, 0, den), err
 
-    def finish(self, rows: np.ndarray, truncated: np.ndarray, distinct: np.ndarray) -> BatchVerdict:
+    def finish(self, rows: np.ndarray, truncated: np.ndarray) -> BatchVerdict:
         """Score the answers on ``rows`` (k,); ``truncated`` (k,) marks rows cut off at the maximum
-        length, ``distinct`` (k,) rows whose answer used no slot twice (the env's mask automaton was
-        not in its dead state before the last token). An answer is inside the masks' language when its
-        shape state accepts (every token allowed, slots renamed) and its slots are distinct."""
+        length. An answer is inside the masks' language when its shape state accepts (every token
+        allowed, slots renamed) and its slots are distinct (the mask automaton was not in its dead state
+        before the last token)."""
         k = len(rows)
+        if self.automaton is None:
+            raise ValueError("ProgramScorer.finish needs the mask automaton (pass automaton=...)")
+        distinct = self.automaton.before[rows] != DEAD
         states = self.state[rows]
         legal = self.programs.accept[states] & distinct
         fast = legal & ~truncated
@@ -133,8 +151,7 @@ class ProgramScorer:
             r = rows[idx]
             # these rows are outside the masks' language or above the bound: the general path only
             verdict = batch_verify(self.tokens[r], self.numbers[r], self.targets[r], table=self.table,
-                                   grammar=self.grammar, weights=self.weights, lengths=self.pos[r],
-                                   programs=False)
+                                   grammar=self.grammar, weights=self.weights, lengths=self.pos[r])
             correct[idx] = verdict.correct
             well_formed[idx] = verdict.well_formed
             has_value[idx] = verdict.has_value
@@ -145,3 +162,11 @@ class ProgramScorer:
         out = assemble_verdict(self.weights, correct, well_formed, has_value, value_num, value_den, fallback)
         out.big_values.update(big)
         return out
+
+    def masks(self) -> np.ndarray:
+        if self.automaton is None:
+            raise ValueError("ProgramScorer.masks needs the mask automaton (pass automaton=...)")
+        return self.automaton.masks()
+
+    def prompt(self, row: int) -> Prompt:
+        return Prompt(tuple(int(x) for x in self.numbers[row]), int(self.targets[row]))

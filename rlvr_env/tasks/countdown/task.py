@@ -16,13 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.expression.batch_verify import TokenTable
+from rlvr_env.tasks.expression.tokens import TokenTable
 from rlvr_env.tasks.expression.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import check_split
 from rlvr_env.tasks.expression.prompt import Prompt, unpack_prompt
 from rlvr_env.tasks.expression.task import ExpressionTask, _digits_needed, check_number_tokens
 from rlvr_env.tasks.countdown.masks import MaskAutomaton, MaskRules, masks_of, prefix_states
 from rlvr_env.tasks.countdown.programs import ProgramTable, cached_table
+from rlvr_env.tasks.countdown.scorer import ProgramScorer
+from rlvr_env.rewards import RewardWeights
+from rlvr_env.scoring import BatchScorer
 from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
 from rlvr_env.tasks.countdown.features import OBSERVATIONS, CountdownFeatures
 from rlvr_env.tasks.countdown.draw import (
@@ -382,6 +385,16 @@ class CountdownTask(ExpressionTask):
         countdown_programs.ProgramTable`), built once per setting and process; None when it would have
         too many states (large N or long answers): the vector env then runs the incremental evaluator."""
         return cached_table(self.mask_rules)
+
+    def batch_scorer(self, num_rows: int, weights: RewardWeights) -> BatchScorer:
+        """:class:`~rlvr_env.tasks.countdown.scorer.ProgramScorer` (one lookup per step) when the setting
+        has a mask automaton and a program table (small N), else the expression family's scorer."""
+        automaton = self.mask_automaton() if self.array_path() else None
+        table = self.program_table() if automaton is not None else None
+        if table is None:
+            return super().batch_scorer(num_rows, weights)
+        return ProgramScorer(table, self.table, self.grammar, num_rows, self.max_length, weights,
+                             self.number_range, automaton)
 
     def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
         row = np.full((1, self.max_length), self.eos_id, dtype=np.int64)

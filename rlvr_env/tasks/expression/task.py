@@ -15,8 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.base import BatchArrays, ContextTokens, Task
+from rlvr_env.scoring import BatchScorer, PromptBatch
+from rlvr_env.tasks.base import ContextTokens, Task
 from rlvr_env.tasks.expression.prompt import Prompt
+from rlvr_env.tasks.expression.scorer import NUMBERS, TARGETS, ExpressionScorer
+from rlvr_env.tasks.expression.tokens import TokenTable
 from rlvr_env.rewards import truncated_verdict
 from rlvr_env.tasks.expression.verifier import Grammar, VerifierError, join_tokens, tokenize, verify
 from rlvr_env.rewards import RewardWeights, Verdict
@@ -272,13 +275,67 @@ class ExpressionTask(Task[Prompt]):
                 return False
         return True
 
-    def batch_arrays(self) -> BatchArrays | None:
-        """This task itself while its scoring is the package's own (see :class:`BatchArrays`), else None."""
+    def array_path(self) -> bool:
+        """Whether the vector env may hold this task's prompts as arrays and score them with the array
+        verifier: while its scoring is the package's own (:attr:`scores_by_verify`) and its masks, if
+        any, are computed on arrays (a grammar mask the arrays cannot compute masks prompt by prompt)."""
         if not self.scores_by_verify:
-            return None
-        if self.grammar_masked and type(self).action_masks_arrays is ExpressionTask.action_masks_arrays:
-            return None  # a grammar mask the array path cannot compute: masks per prompt instead
-        return self  # type: ignore[return-value]
+            return False
+        return not (self.grammar_masked
+                    and type(self).action_masks_arrays is ExpressionTask.action_masks_arrays)
+
+    # -- batches (the Task contract), as arrays on the array path -------------------------------------
+    def sample_batch(self, rng: np.random.Generator, split: str, k: int) -> PromptBatch:
+        if not self.array_path():
+            return super().sample_batch(rng, split, k)
+        numbers, targets, _ = self.sample_arrays(rng, split, k)
+        return {NUMBERS: numbers, TARGETS: targets}
+
+    def prompt_batch(self, prompts: Sequence[Prompt]) -> PromptBatch:
+        if not self.array_path():
+            return super().prompt_batch(prompts)
+        numbers = np.array([p.numbers for p in prompts], dtype=np.int64).reshape(len(prompts), -1)
+        return {NUMBERS: numbers, TARGETS: np.array([p.target for p in prompts], dtype=np.int64)}
+
+    def batch_prompt(self, batch: PromptBatch, row: int) -> Prompt:
+        if NUMBERS not in batch:
+            return super().batch_prompt(batch, row)
+        return Prompt(tuple(int(x) for x in batch[NUMBERS][row]), int(batch[TARGETS][row]))
+
+    def encode_batch(self, batch: PromptBatch) -> np.ndarray:
+        if NUMBERS not in batch:
+            return super().encode_batch(batch)
+        return self.encode_arrays(batch[NUMBERS], batch[TARGETS])
+
+    def context_batch(self, batch: PromptBatch) -> np.ndarray:
+        if NUMBERS not in batch:
+            return super().context_batch(batch)
+        return self.context_arrays(batch[NUMBERS], batch[TARGETS])
+
+    def batch_scorer(self, num_rows: int, weights: RewardWeights) -> BatchScorer:
+        """The array verifier (:class:`~rlvr_env.tasks.expression.scorer.ExpressionScorer`) on the array
+        path, else the default (``score_batch`` on finished rows)."""
+        if not self.array_path():
+            return super().batch_scorer(num_rows, weights)
+        listed = self.prompts("train")
+        width = len(listed[0].numbers) if listed else self.n_numbers
+        return ExpressionScorer(self, num_rows, weights, width)
+
+    def is_one_prompt(self, value: object) -> bool:
+        """A :class:`Prompt` or one ``(numbers, target)`` pair is one prompt; any other sequence is one
+        prompt per row."""
+        if isinstance(value, Prompt):
+            return True
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            first, second = value
+            return isinstance(second, (int, np.integer)) and isinstance(first, (tuple, list))
+        return False
+
+    def check_vocab(self) -> None:
+        """The array verifier's reading of the vocabulary: refuses tokens that would read differently
+        token by token and as text (e.g. ``""``, ``" "``, ``"2+3"``), so that every env reads answers
+        one way."""
+        TokenTable.from_vocab(self.vocab, self.eos_id)
 
     def sample_arrays(self, rng: np.random.Generator, split: str,
                       k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

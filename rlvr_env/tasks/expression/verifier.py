@@ -37,9 +37,8 @@ reasons; split, the rules that must agree would sit in different files.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral
 from typing import Any, Literal

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlvr_env.rewards import BatchVerdict
-from rlvr_env.task_scorer import TaskScorer, batch_verdict
+from rlvr_env.scoring import TaskScorer, batch_verdict
 from rlvr_env.rewards import RewardWeights, Verdict
 
 _INT64 = 2**63 - 1
