@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr_env.tasks.base import Task
-from rlvr_env.tasks.expression.prompt import Prompt  # noqa: F401 - Prompt: the doctests
 from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = [
@@ -196,7 +195,7 @@ def prompt_text(task: Task, prompt: Any, fmt: AnswerFormat = DEFAULT_FORMAT) -> 
     (:meth:`rlvr_env.Task.prompt_text`; for the arithmetic tasks the numbers, the target and the grammar)
     and where to put the answer. ASCII only for the shipped tasks.
 
-    >>> from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
+    >>> from rlvr_env import ArithmeticTask, Prompt
     >>> print(prompt_text(ArithmeticTask(), Prompt((2, 3, 5), 17)))
     Write an arithmetic expression that equals 17 using the numbers 2, 3, 5.
     Use only the operators + * and no parentheses, each number exactly once; no other numbers.

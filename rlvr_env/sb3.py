@@ -40,7 +40,6 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from rlvr_env.tasks.expression.prompt import Prompt
 from rlvr_env.vector import TokenVectorEnv
 
 __all__ = ["SB3VecEnv"]
@@ -135,11 +134,14 @@ class SB3VecEnv(VecEnv):
         dones = terminated | truncated
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         if dones.any():
-            self._final_infos(infos, np.flatnonzero(dones), terminated, truncated, info)
+            self._final_infos(self.venv.task, self.venv.scorer.prompts, infos, np.flatnonzero(dones),
+                              terminated, truncated, info)
         return obs, rewards.astype(np.float32), dones, infos
 
     @staticmethod
     def _final_infos(
+        task: Any,
+        columns: Any,
         infos: list[dict[str, Any]],
         ended: np.ndarray,
         terminated: np.ndarray,
@@ -152,11 +154,8 @@ class SB3VecEnv(VecEnv):
         cols: dict[str, list[Any]] = {
             key: final[key][ended].tolist() for key in ("correct", "well_formed", "length")
         }
-        if "prompt" in final:  # the generic path: the task's own prompt values
-            prompts = final["prompt"][ended].tolist()
-        else:  # the array path: numbers and targets
-            prompts = [Prompt(tuple(nums), t) for nums, t in
-                       zip(final["prompt_numbers"][ended].tolist(), final["prompt_target"][ended].tolist())]
+        batch = {name: final[name][ended] for name in columns}  # the prompt columns of the ended rows
+        prompts = [task.batch_prompt(batch, j) for j in range(len(ended))]
         parts = {name: final["reward_parts"][name][ended].tolist() for name in final["reward_parts"]
                  if not name.startswith("_")}
         time_limit = (truncated & ~terminated)[ended].tolist()

@@ -10,6 +10,7 @@ import pytest
 
 from rlvr_env import Grammar, RewardWeights, verify
 from rlvr_env.tasks.expression.batch_verify import batch_verify
+from rlvr_env.tasks.countdown.programs import by_programs
 from rlvr_env.tasks.expression.machine import StackMachine
 from rlvr_env.tasks.expression.tokens import TokenTable
 from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
@@ -133,10 +134,12 @@ def test_overflow_rows_fall_back_to_the_text_verifier() -> None:
     tokens = np.array(rows)
     numbers = np.tile((999999, 999998, 999997), (len(rows), 1))
     targets = np.array([1, 2, 3, 999994000010999994])
-    got = batch_verify(tokens, numbers, targets, table=table, grammar=WIDE)
+    got = batch_verify(tokens, numbers, targets, table=table, grammar=WIDE, programs=by_programs)
     # Row 0 repeats a slot (the general path, whose 31-bit operand rule sends it to the text verifier);
     # rows 1-3 use three distinct slots, whose programs stay exact in int64 (2**2 * 999999**3 < 2**63).
     assert got.fallback.tolist() == [True, False, False, False]
+    general = batch_verify(tokens, numbers, targets, table=table, grammar=WIDE)  # no shortcut: all by text
+    assert general.fallback.tolist() == [True, True, True, True] and general.values() == got.values()
     assert_agrees(tokens, numbers, targets, table, WIDE)
     assert_agrees(tokens, numbers, targets, table, Grammar(frozenset("+-*/"), True, "at_most_once", True))
 

@@ -254,10 +254,10 @@ def test_prompt_records_round_trip_and_bad_records_name_the_rule() -> None:
 
 
 def test_the_array_path_is_offered_only_while_scoring_is_the_package_s_own() -> None:
-    assert Listed().scores_by_verify and Listed().batch_arrays() is not None
-    assert not Doubled().scores_by_verify and Doubled().batch_arrays() is None
-    assert MaskedListed().scores_by_verify and MaskedListed().batch_arrays() is None
-    assert ArithmeticTask(grammar_mask=True).batch_arrays() is not None  # it masks arrays itself
+    assert Listed().scores_by_verify and Listed().array_path()
+    assert not Doubled().scores_by_verify and not Doubled().array_path()
+    assert MaskedListed().scores_by_verify and not MaskedListed().array_path()
+    assert ArithmeticTask(grammar_mask=True).array_path()  # it masks arrays itself
     assert Listed().mask_automaton() is None and Listed().program_table() is None
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlvr_env.rewards import BatchVerdict
-from rlvr_env.scoring import TaskScorer, batch_verdict
+from rlvr_env.scoring import TaskScorer, batch_verdict, object_column
 from rlvr_env.rewards import RewardWeights, Verdict
 
 _INT64 = 2**63 - 1
@@ -26,7 +26,8 @@ class RecordingTask:
     """Only what TaskScorer calls: ``score_batch``, recording its arguments; one verdict per answer
     (or ``short`` fewer) whose value is the answer's first token."""
 
-    def __init__(self, short: int = 0) -> None:
+    def __init__(self, short: int = 0, max_length: int = 4) -> None:
+        self.max_length = max_length
         self.calls: list[tuple[list[Any], list[list[int]], RewardWeights, list[Any]]] = []
         self.short = short
 
@@ -38,23 +39,25 @@ class RecordingTask:
 
 
 def _scorer(task: Any, num_rows: int = 3, max_length: int = 4) -> TaskScorer:
-    return TaskScorer(task, num_rows, max_length, RewardWeights())
+    task.max_length = max_length
+    return TaskScorer(task, num_rows, RewardWeights())
 
 
 def test_a_fresh_scorer_holds_empty_rows_and_no_verdicts() -> None:
     scorer = _scorer(RecordingTask(), num_rows=3, max_length=4)
     assert scorer.num_rows == 3 and scorer.max_length == 4
     assert scorer.last_verdicts == []
-    assert scorer.prompts.shape == (3,) and scorer.prompts.dtype == object
-    assert scorer.prompts.tolist() == [None, None, None]
+    assert list(scorer.prompts) == ["prompt"]
+    assert scorer.prompts["prompt"].shape == (3,) and scorer.prompts["prompt"].dtype == object
+    assert scorer.prompts["prompt"].tolist() == [None, None, None]
     assert scorer.tokens.shape == (3, 4) and scorer.pos.tolist() == [0, 0, 0]
 
 
 def test_finish_hands_the_task_each_row_s_prompt_tokens_and_truncation_as_bools() -> None:
     task = RecordingTask()
     weights = RewardWeights()
-    scorer = TaskScorer(task, 3, 4, weights)  # type: ignore[arg-type]
-    scorer.set_prompts(np.array([0, 1, 2]), ["p0", "p1", "p2"])
+    scorer = TaskScorer(task, 3, weights)  # type: ignore[arg-type]
+    scorer.set_prompts(np.array([0, 1, 2]), {"prompt": object_column(["p0", "p1", "p2"])})
     scorer.feed(np.array([5, 6, 7]), np.array([True, True, False]))
     scorer.feed(np.array([8, 9, 1]), np.array([True, False, True]))
     result = scorer.finish(np.array([2, 0]), np.array([True, False]))
@@ -68,7 +71,7 @@ def test_finish_hands_the_task_each_row_s_prompt_tokens_and_truncation_as_bools(
 
 def test_finish_refuses_a_task_that_returns_the_wrong_number_of_verdicts() -> None:
     scorer = _scorer(RecordingTask(short=1))
-    scorer.set_prompts(np.array([0, 1]), ["a", "b"])
+    scorer.set_prompts(np.array([0, 1]), {"prompt": object_column(["a", "b"])})
     with pytest.raises(ValueError, match=r"^RecordingTask\.score_batch returned 1 verdicts for 2 answers$"):
         scorer.finish(np.array([0, 1]), np.array([False, False]))
 

@@ -11,6 +11,7 @@ from rlvr_env.tasks.base import ContextTokens, Task, check_split
 from rlvr_env.tasks.expression.prompt import Prompt, unpack_prompt
 from rlvr_env.rewards import refused_verdict, truncated_verdict
 from rlvr_env.rewards import RewardWeights, Verdict
+from rlvr_env.scoring import TaskScorer
 
 
 class Plain(Task[str]):
@@ -106,7 +107,7 @@ def test_the_contract_s_defaults() -> None:
     assert task.prompts("train") is None and task.prompts("test") is None
     assert task.prompt_dim == 5 and task.render_prompt("abt") == "abt"
     assert task.context_tokens() is None and task.solution("ab") is None and not task.has_solutions
-    assert task.batch_arrays() is None and task.tabular_segments is None
+    assert isinstance(task.batch_scorer(2, RewardWeights()), TaskScorer) and task.tabular_segments is None
     assert not task.grammar_masked and Masked().grammar_masked and Masked().has_solutions
     assert task.prompt_text("ab", "Answer in <answer> tags.") == "ab\nAnswer in <answer> tags."
     with pytest.raises(NotImplementedError, match=r"^task Plain offers no token observation$"):

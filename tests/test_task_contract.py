@@ -96,8 +96,8 @@ def test_near_miss_pays_the_same_in_the_text_env() -> None:
 
 
 def test_an_overridden_score_turns_the_array_fast_path_off() -> None:
-    assert CountdownTask(n_numbers=3).batch_arrays() is not None
-    assert NEAR(n_numbers=3).batch_arrays() is None
+    assert CountdownTask(n_numbers=3).array_path()
+    assert not NEAR(n_numbers=3).array_path()
 
 
 # -- a task of its own, defined here, outside the package ------------------------------------------------

@@ -59,7 +59,7 @@ def test_countdown_row_reads_as_text_and_labels_slots_with_answer_ids() -> None:
 def test_prompts_of_different_lengths_share_the_answer_position() -> None:
     task = rlvr_env.CountdownTask(n_numbers=3, number_range=(1, 20), target_range=(-99, 999))
     ctx = TokenContext(task)
-    rows = ctx.encode_arrays(np.array([[1, 2, 3], [10, 20, 15]]), np.array([-7, 999]))
+    rows = ctx.task.context_arrays(np.array([[1, 2, 3], [10, 20, 15]]), np.array([-7, 999]))
     assert rows.shape == (2, ctx.prompt_width) and (rows[:, -1] == ANSWER).all()
     assert ctx.decode(rows[0]) == "<bos> n0 1 n1 2 n2 3 = - 7 <ans>"
     assert ctx.decode(rows[1]) == "<bos> n0 1 0 n1 2 0 n2 1 5 = 9 9 9 <ans>"
@@ -86,7 +86,7 @@ def test_every_target_of_the_range_zero_included_is_written_and_read_back(target
     ctx = TokenContext(task)
     targets = np.arange(target_range[0], target_range[1] + 1)
     numbers = np.tile([[1, 10, 7]], (len(targets), 1))
-    rows = ctx.encode_arrays(numbers, targets)
+    rows = ctx.task.context_arrays(numbers, targets)
     assert (rows[:, -1] == ANSWER).all()
     for row, target in zip(rows, targets):
         assert _read_back(ctx, row) == ([1, 10, 7], target)
@@ -148,7 +148,7 @@ def test_whole_number_tokens_read_back_every_target_and_a_sign(target_range) -> 
     task = rlvr_env.CountdownTask(n_numbers=3, target_range=target_range, number_tokens="whole")
     ctx = TokenContext(task)
     targets = np.arange(target_range[0], target_range[1] + 1)
-    rows = ctx.encode_arrays(np.tile([[1, 10, 7]], (len(targets), 1)), targets)
+    rows = ctx.task.context_arrays(np.tile([[1, 10, 7]], (len(targets), 1)), targets)
     for row, target in zip(rows, targets):
         text = ctx.decode(row).split()
         sign = -1 if text[-3] == "-" else 1

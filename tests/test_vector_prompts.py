@@ -17,7 +17,7 @@ def _source(task: Task, tokens: bool, split: str = "train", num_envs: int = 3,
             arrays: bool = False) -> tuple[PromptSource, TokenContext | None]:
     ctx = TokenContext(task) if tokens else None
     width = ctx.prompt_width if ctx is not None else task.prompt_dim
-    return PromptSource(task, task.batch_arrays() if arrays else None, ctx, width, split, num_envs), ctx
+    return PromptSource(task, ctx, width, split, num_envs), ctx
 
 
 def _encodings(task: Task, ctx: TokenContext | None, prompts: list[object]) -> np.ndarray:
@@ -53,7 +53,8 @@ def test_sampled_prompts_are_the_sampler_s_in_order_with_their_encodings(tokens:
     source, ctx = _source(task, tokens, split)
     assert source.pool is None
     assert source.split_rows.dtype == np.int64 and source.split_rows.shape == (0,)
-    values, encoded = source.draw(np.random.default_rng(0), 5)
+    batch, encoded = source.draw(np.random.default_rng(0), 5)
+    values = batch["prompt"]
     expected = task.sample_prompts(np.random.default_rng(0), split, 5)
     assert values.dtype == object and values.shape == (5,) and values.tolist() == expected
     assert {task.split_of(p) for p in values} == {split}
@@ -72,30 +73,30 @@ def test_the_generator_is_drawn_from_only_when_the_buffer_runs_out() -> None:
     after = source.draw(rng, 3)  # a refill
     assert rng.bit_generator.state != state
     expected = task.sample_prompts(np.random.default_rng(1), "train", 2 * _MIN_CHUNK)
-    assert [*first[0], *rest[0], *after[0]] == expected[: _MIN_CHUNK + 3]
+    assert [*first[0]["prompt"], *rest[0]["prompt"], *after[0]["prompt"]] == expected[: _MIN_CHUNK + 3]
 
 
 def test_a_refill_draws_at_least_the_request_and_every_env_s_prompt() -> None:
     task = DigitsTask()
     big, _ = _source(task, tokens=False)
-    values, encoded = big.draw(np.random.default_rng(2), _MIN_CHUNK + 7)
-    assert values.shape == (_MIN_CHUNK + 7,) and encoded.shape == (_MIN_CHUNK + 7, big.width)
+    batch, encoded = big.draw(np.random.default_rng(2), _MIN_CHUNK + 7)
+    assert batch["prompt"].shape == (_MIN_CHUNK + 7,) and encoded.shape == (_MIN_CHUNK + 7, big.width)
     wide, _ = _source(task, tokens=False, num_envs=_MIN_CHUNK + 5)
     wide.draw(np.random.default_rng(2), 1)
-    assert wide.buffer is not None and all(len(part) == _MIN_CHUNK + 5 for part in wide.buffer)
+    assert wide.buffer is not None and len(wide.buffer[1]) == len(wide.buffer[0]["prompt"]) == _MIN_CHUNK + 5
 
 
 @pytest.mark.parametrize("tokens", [False, True], ids=["features", "tokens"])
-def test_encode_values_encodes_each_prompt_and_an_empty_list_as_no_rows(tokens: bool) -> None:
+def test_encode_encodes_each_prompt_and_an_empty_list_as_no_rows(tokens: bool) -> None:
     task = DigitsTask()
     source, ctx = _source(task, tokens)
     p, q = DigitsPrompt(12, "+", 3), DigitsPrompt(4, "+", 56)
     prompts: list[object] = [p, q, p, p]  # a group repeats one prompt object
     dtype = np.int64 if tokens else np.float32
-    for encoded in (source.encode_values(prompts), source.encode_chosen(prompts)):
+    for encoded in (source.encode(task.prompt_batch(prompts)), source.chosen(prompts)[1]):
         assert encoded.dtype == dtype and encoded.shape == (4, source.width)
         assert np.array_equal(encoded, _encodings(task, ctx, prompts))
-    empty = source.encode_values([])
+    empty = source.encode(task.prompt_batch([]))
     assert empty.dtype == dtype and empty.shape == (0, source.width)
 
 
@@ -106,16 +107,17 @@ def test_a_finite_task_s_pool_holds_both_splits_and_draws_only_its_split(tokens:
     assert source.pool is not None
     data, encoded, rows = source.pool
     listed = [*task.prompts("train"), *task.prompts("test")]
-    assert len(data) == 1 and data[0].dtype == object and data[0].tolist() == listed
+    assert list(data) == ["prompt"] and data["prompt"].dtype == object and data["prompt"].tolist() == listed
     assert rows == {p: i for i, p in enumerate(listed)}
     assert encoded.dtype == (np.int64 if tokens else np.float32)
     assert np.array_equal(encoded, _encodings(task, ctx, listed))
     assert source.split_rows.dtype == np.int64 and source.split_rows.tolist() == [9, 10, 11, 12]
-    values, drawn = source.draw(np.random.default_rng(0), 40)
+    batch, drawn = source.draw(np.random.default_rng(0), 40)
+    values = batch["prompt"]
     assert {task.split_of(p) for p in values} == {"test"} and len(set(values)) == 4
     assert np.array_equal(drawn, _encodings(task, ctx, list(values)))
     chosen: list[object] = [listed[10], listed[2], listed[10]]
-    picked = source.encode_chosen(chosen)
+    picked = source.chosen(chosen)[1]
     assert picked.dtype == encoded.dtype and picked.shape == (3, source.width)
     assert np.array_equal(picked, _encodings(task, ctx, chosen))
 
@@ -124,7 +126,8 @@ def test_the_array_path_pool_keeps_int64_numbers_and_float32_features() -> None:
     task = Int32Arithmetic()
     source, _ = _source(task, tokens=False, arrays=True)
     assert source.pool is not None
-    (numbers, targets), encoded, rows = source.pool
+    data, encoded, rows = source.pool
+    numbers, targets = data["prompt_numbers"], data["prompt_target"]
     listed = [*task.prompts("train"), *task.prompts("test")]
     assert numbers.dtype == np.int64 and numbers.shape == (len(listed), len(listed[0].numbers))
     assert targets.dtype == np.int64 and targets.tolist() == [int(p.target) for p in listed]
@@ -135,15 +138,13 @@ def test_the_array_path_pool_keeps_int64_numbers_and_float32_features() -> None:
     assert drawn.dtype == np.float32
 
 
-def test_encode_numbers_gives_each_listed_prompt_its_pool_row() -> None:
+def test_chosen_gives_each_listed_prompt_its_pool_row() -> None:
     task = ArithmeticTask()
     source, _ = _source(task, tokens=False, arrays=True)
     train, test = task.prompts("train"), task.prompts("test")
     # equal prompts that are other objects, and one object repeated as a group does
     chosen = [test[0], train[3], test[0], Prompt(train[3].numbers, train[3].target)]
-    numbers = np.array([p.numbers for p in chosen], dtype=np.int64)
-    targets = np.array([p.target for p in chosen], dtype=np.int64)
-    encoded = source.encode_numbers(chosen, numbers, targets)
+    encoded = source.chosen(chosen)[1]
     assert encoded.dtype == np.float32 and encoded.shape == (4, source.width)
     assert np.array_equal(encoded, _encodings(task, None, list(chosen)))
 
@@ -164,8 +165,7 @@ def test_a_group_s_repeated_prompt_object_is_looked_up_and_encoded_once() -> Non
     p = task.prompts("train")[1]
     group = [Counting(p.numbers, p.target)] * 4
     Counting.hashed = 0
-    encoded = source.encode_numbers(group, np.array([p.numbers] * 4),  # type: ignore[arg-type]
-                                    np.array([p.target] * 4))
+    encoded = source.chosen(group)[1]  # type: ignore[arg-type]
     assert Counting.hashed == 1 and np.array_equal(encoded, np.stack([task.encode_prompt(p)] * 4))
     calls: list[object] = []
     digits = DigitsTask()
@@ -177,4 +177,4 @@ def test_a_group_s_repeated_prompt_object_is_looked_up_and_encoded_once() -> Non
     digits.encode_prompt = counted  # type: ignore[method-assign]
     sampled, _ = _source(digits, tokens=False)
     q, r = DigitsPrompt(1, "+", 2), DigitsPrompt(1, "+", 2)  # equal, but two objects
-    assert sampled.encode_values([q, q, r, q]).shape == (4, sampled.width) and calls == [q, r]
+    assert sampled.encode(digits.prompt_batch([q, q, r, q])).shape == (4, sampled.width) and calls == [q, r]

@@ -47,7 +47,7 @@ CASES: dict[str, tuple[str, dict[str, Any], str, str, str]] = {
     "mlp_arith": ("rlvr/Arithmetic-v0", {}, "mlp", "mlp", "MLP, Arithmetic"),
     "mlp_countdown3": ("rlvr/Countdown-v0", {"n_numbers": 3}, "mlp", "countdown", "MLP, Countdown-3"),
 }
-#: functions of the batch verifier (rlvr_env/tasks/expression/batch_verify.py) that the vector env's step calls
+#: functions of the incremental array verifier (rlvr_env/tasks/expression/machine.py) that the vector env's step calls
 VERIFIER_FUNCTIONS = ("feed", "finish")
 
 
@@ -98,7 +98,7 @@ def verifier_share_of_step(case: str, steps: int, seed: int) -> float | None:
     for (path, _, func), (_, _, _, cumulative, _) in stats.items():
         if path.endswith("rlvr_env/vector.py") and func == "step":
             step += cumulative
-        elif path.endswith("rlvr_env/tasks/expression/batch_verify.py") and func in VERIFIER_FUNCTIONS:
+        elif path.endswith("rlvr_env/tasks/expression/machine.py") and func in VERIFIER_FUNCTIONS:
             verifier += cumulative
     return verifier / step if step > 0 else None
 
