@@ -74,8 +74,8 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
 
     Generic core of every ``rlvr/*`` environment: the task supplies prompts, vocabulary, grammar and
     verifier; this class supplies the Gymnasium protocol (spaces, seeding, prompt replay, termination
-    vs truncation, rendering, input validation). See :class:`rlvr_env.ArithmeticEnv` for the full documentation
-    of the behaviour, which every task shares.
+    vs truncation, rendering, input validation). See :class:`~rlvr_env.ArithmeticEnv` for the full
+    documentation of the behaviour, which every task shares.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}

@@ -86,8 +86,8 @@ def make_text_env(task: TaskFactory, keywords: Keywords | None = None, **kwargs:
     return TextEnv(built, **env_kwargs)
 
 
-def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None, keywords: Keywords | None = None,
-                  envs: tuple[type, type, type] | None = None) -> None:
+def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None,
+                  keywords: Keywords | None = None, envs: tuple[type, type, type] | None = None) -> None:
     """Register ``task``'s token env (single and native vector) as ``env_id``, with ``text_id`` its text
     env, and a task class under its ``name`` for the language-model bridges. ``keywords``: the family's
     keyword rewrite (:data:`Keywords`). ``envs``: the family's env aliases (subclasses of
@@ -112,10 +112,12 @@ def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None,
     if envs is not None:
         bases = (TokenEnv, TokenVectorEnv, TextEnv)
         if len(envs) != 3 or not all(isinstance(c, type) and issubclass(c, b) for c, b in zip(envs, bases)):
-            raise ValueError(f"envs={envs!r} must be subclasses of (TokenEnv, TokenVectorEnv, TextEnv), in order")
+            raise ValueError(f"envs={envs!r} must be subclasses of (TokenEnv, TokenVectorEnv, TextEnv), "
+                             "in that order")
         token, vector, text = envs
     else:
-        token, vector, text = (partial(make_token_env, task, keywords), partial(make_vector_env, task, keywords),
+        token, vector, text = (partial(make_token_env, task, keywords),
+                               partial(make_vector_env, task, keywords),
                                partial(make_text_env, task, keywords))
     if env_id not in registry:
         register(id=env_id, entry_point=token, vector_entry_point=vector)  # type: ignore[arg-type]

@@ -71,9 +71,11 @@ class RewardWeights(Mapping[str, float]):
         any other part's weight (``reward_weights={"near": 0.5}``; it may also set the two)."""
         if reward_weights is None:
             reward_weights = {}
-        if not isinstance(reward_weights, Mapping) or not all(isinstance(k, str) and k for k in reward_weights):
-            raise ValueError(f"reward_weights={reward_weights!r:.120} must be a mapping of part names to weights, "
-                             "e.g. {'near': 0.5}")
+        named_ok = isinstance(reward_weights, Mapping) and all(isinstance(k, str) and k
+                                                               for k in reward_weights)
+        if not named_ok:
+            raise ValueError(f"reward_weights={reward_weights!r:.120} must be a mapping of part names to "
+                             "weights, e.g. {'near': 0.5}")
         named = {"accuracy": accuracy_weight, "format": format_weight, **reward_weights}
         return cls(**named)
 

@@ -6,7 +6,8 @@ needs from a task to do so is one object, a :class:`BatchScorer` (``task.batch_s
 
 * :meth:`~BatchScorer.set_prompts` starts fresh answers on some rows for a batch of prompts;
 * :meth:`~BatchScorer.feed` appends one token to each active row;
-* :meth:`~BatchScorer.finish` scores the rows whose episodes end, as a :class:`~rlvr_env.rewards.BatchVerdict`;
+* :meth:`~BatchScorer.finish` scores the rows whose episodes end, as a
+  :class:`~rlvr_env.rewards.BatchVerdict`;
 * :meth:`~BatchScorer.masks` gives every row's grammar mask;
 * :attr:`~BatchScorer.tokens`, :attr:`~BatchScorer.pos` and :attr:`~BatchScorer.prompts` hold each row's
   answer so far, its length and its prompt (the columns of a :data:`PromptBatch`, which the env copies
@@ -112,8 +113,8 @@ class _Scores(Protocol):
     def score_batch(self, prompts: Sequence[Any], answers: Sequence[Sequence[int]], weights: RewardWeights,
                     truncated: Sequence[bool]) -> list[Verdict]: ...
 
-    def action_masks_batch(self, prompts: Sequence[Any], tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        ...
+    def action_masks_batch(self, prompts: Sequence[Any], tokens: np.ndarray,
+                           lengths: np.ndarray) -> np.ndarray: ...
 
 
 class TaskScorer(BatchScorer):

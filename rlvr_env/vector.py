@@ -66,7 +66,8 @@ class TokenVectorEnv(VectorEnv):
     * **Final info** is arrays over all rows with ``_key`` masks: ``reward_parts`` (a dict of
       arrays), ``correct``, ``well_formed``, ``length``, ``value_num`` / ``value_den`` (the exact value
       as a reduced fraction, ``Fraction(value_num[i], value_den[i])`` is the single env's ``value``;
-      ``0 / 0`` exactly where that ``value`` is None) and the episode's prompt columns (below). ``value_num`` / ``value_den`` are int64 arrays, except in a step where some
+      ``0 / 0`` exactly where that ``value`` is None) and the episode's prompt columns (below).
+      ``value_num`` / ``value_den`` are int64 arrays, except in a step where some
       value does not fit in int64 (large numbers multiplied): then both are object arrays of exact
       Python ints, so no value is ever lost or wrapped. Text (``expression``, ``reason``) is not built in
       ``step``; :meth:`expression` decodes a row on demand.
@@ -157,8 +158,8 @@ class TokenVectorEnv(VectorEnv):
         #: the answers so far, their prompts and their scoring: the task's batch scorer
         self.scorer: BatchScorer = task.batch_scorer(b, self.reward_weights)
         if not isinstance(self.scorer, BatchScorer):
-            raise ValueError(f"{type(task).__name__}.batch_scorer returned {self.scorer!r:.80}, which is not an "
-                             "rlvr_env.scoring.BatchScorer")
+            raise ValueError(f"{type(task).__name__}.batch_scorer returned {self.scorer!r:.80}, which is "
+                             "not an rlvr_env.scoring.BatchScorer")
         #: the prompts: a finite task's pool or the task's sampler, buffered, with their encodings
         self.prompt_source = PromptSource(task, self.token_context, self._prefix_offset, split, b)
         self._rows = np.arange(b)

@@ -62,8 +62,8 @@ class PromptSource:
         k = batch_length(batch)
         if rows.shape != (k, self.width):
             kind = "encode_batch" if ctx is None else "context_batch"
-            raise ValueError(f"task {type(self.task).__name__}.{kind} gave shape {rows.shape} for {k} prompts, "
-                             f"expected ({k}, {self.width})")
+            raise ValueError(f"task {type(self.task).__name__}.{kind} gave shape {rows.shape} for {k} "
+                             f"prompts, expected ({k}, {self.width})")
         return rows
 
     def _fill(self, rng: np.random.Generator, k: int) -> tuple[PromptBatch, np.ndarray]:

@@ -133,14 +133,15 @@ def test_the_verl_and_trl_bridges_report_the_third_part() -> None:
     prompt = task.sample_prompt(np.random.default_rng(1), "train")
     near = f"<answer>{prompt.result + 1}</answer>"
     gt = ground_truth(task, prompt)
-    row = compute_score("rlvr/near_digits", near, json.dumps(gt), extra_info={"reward_weights": {"near": 0.5}})
+    row = compute_score("rlvr/near_digits", near, json.dumps(gt),
+                        extra_info={"reward_weights": {"near": 0.5}})
     assert row["near"] == 0.5 and row["score"] == pytest.approx(0.1 + 0.5) and row["accuracy"] == 0.0
     funcs = reward_functions(task, reward_weights={"near": 0.5})
     assert [f.__name__ for f in funcs] == ["rlvr_accuracy", "rlvr_format", "rlvr_near"]
     assert isinstance(funcs[2], PartReward)
     columns = task.prompt_record(prompt)
-    values = [f(completions=[near, f"<answer>{prompt.result}</answer>"], **{k: [v, v] for k, v in columns.items()})
-              for f in funcs]
+    both = [near, f"<answer>{prompt.result}</answer>"]
+    values = [f(completions=both, **{k: [v, v] for k, v in columns.items()}) for f in funcs]
     assert values == [[0.0, 1.0], [0.1, 0.1], [0.5, 0.0]]
     with pytest.raises(ValueError, match="part='nope'"):
         PartReward(task, part="nope")

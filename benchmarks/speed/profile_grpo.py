@@ -47,7 +47,8 @@ CASES: dict[str, tuple[str, dict[str, Any], str, str, str]] = {
     "mlp_arith": ("rlvr/Arithmetic-v0", {}, "mlp", "mlp", "MLP, Arithmetic"),
     "mlp_countdown3": ("rlvr/Countdown-v0", {"n_numbers": 3}, "mlp", "countdown", "MLP, Countdown-3"),
 }
-#: functions of the incremental array verifier (rlvr_env/tasks/expression/machine.py) that the vector env's step calls
+#: functions of the incremental array verifier (rlvr_env/tasks/expression/machine.py) that the vector
+#: env's step calls
 VERIFIER_FUNCTIONS = ("feed", "finish")
 
 

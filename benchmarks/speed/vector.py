@@ -11,7 +11,8 @@ Three measurements, all in one process:
    are reset inside ``step`` by each env's autoreset, as in any rollout. The three envs are measured
    alternately, ``--repeats`` times, for about ``--seconds`` each; the median is reported, so drifts of
    the machine's load affect all alike. Goal: Countdown >= 10x CartPoleVectorEnv at 1024 envs.
-2. **Verifications/s** of :func:`rlvr_env.tasks.expression.batch_verify.batch_verify` on a (B, L) token array versus an
+2. **Verifications/s** of :func:`~rlvr_env.tasks.expression.batch_verify.batch_verify` (with Countdown's
+   program shortcut) on a (B, L) token array versus an
    eval-based verifier (regex check of the characters and of the number use, then Python ``eval``: the
    common approach, written here only, never in the library) on the decoded texts of the same answers,
    and :func:`rlvr_env.verify` (the library's exact text verifier) for reference, all on the same answers

@@ -319,18 +319,21 @@ class Task(ABC, Generic[P]):
         more strictly checks more (the arithmetic families: every token is one number, operator or
         parenthesis)."""
         if not isinstance(self.vocab, tuple) or not self.vocab:
-            raise ValueError(f"task {type(self).__name__}.vocab={self.vocab!r:.80} must be a non-empty tuple of "
-                             "token strings")
+            raise ValueError(f"task {type(self).__name__}.vocab={self.vocab!r:.80} must be a non-empty "
+                             "tuple of token strings")
         seen: set[str] = set()
         for i, tok in enumerate(self.vocab):
             if not isinstance(tok, str) or not tok or tok != tok.strip() or any(c.isspace() for c in tok):
-                raise ValueError(f"vocabulary token {i} {tok!r} must be a non-empty string without whitespace")
+                raise ValueError(f"vocabulary token {i} {tok!r} must be a non-empty string without "
+                                 "whitespace")
             if tok in seen:
-                raise ValueError(f"vocabulary token {i} {tok!r} appears twice; token strings must be distinct")
+                raise ValueError(f"vocabulary token {i} {tok!r} appears twice; token strings must be "
+                                 "distinct")
             seen.add(tok)
 
 
-def _stack_once(encode: Any, batch: PromptBatch, task: Task[Any], shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+def _stack_once(encode: Any, batch: PromptBatch, task: Task[Any], shape: tuple[int, ...],
+                dtype: Any) -> np.ndarray:
     """``encode(prompt)`` of each prompt of ``batch``, once per distinct object (a group repeats one)."""
     k = batch_length(batch)
     if k == 0:

@@ -35,7 +35,8 @@ def split_observation(observation: object, task_kinds: tuple[str, ...] = OBSERVA
 
 
 def countdown_task(settings: CountdownSettings | None = None, *, features: str = "bits",
-                   solution_stats: bool = False, number_tokens: str = "digits", **keywords: Any) -> CountdownTask:
+                   solution_stats: bool = False, number_tokens: str = "digits",
+                   **keywords: Any) -> CountdownTask:
     """The task of ``gym.make("rlvr/Countdown-v0", ...)``: the setting as an object or as its fields'
     keywords (``n_numbers=3``), the prompt ``features`` (what :func:`countdown_keywords` reads from the
     ``observation`` keyword), ``solution_stats`` and ``number_tokens``."""
@@ -175,7 +176,7 @@ class CountdownEnv(TokenEnv):
     | `render_mode`      | str or None | `None`           | `"ansi"` returns the prompt and the answer    |
 
     ``gym.make_vec("rlvr/Countdown-v0", num_envs=n, vectorization_mode="vector_entry_point")`` builds
-    the native :class:`rlvr_env.vector.CountdownVectorEnv` with the same arguments.
+    the native :class:`CountdownVectorEnv` with the same arguments.
 
     ## Version History
 

@@ -50,7 +50,7 @@ class MaskRules:
         cls, kinds: np.ndarray, slots: np.ndarray, grammar: Grammar, max_length: int
     ) -> MaskRules | None:
         """The rules of a slot vocabulary (token kinds (V,) and slots (V,), as in
-        :class:`rlvr_env.tasks.expression.batch_verify.TokenTable`): ``"n0" .. "n{N-1}"`` first, then operators,
+        :class:`~rlvr_env.tasks.expression.tokens.TokenTable`): ``"n0" .. "n{N-1}"`` first, then operators,
         parentheses and one EOS. None for any other vocabulary (constants, other tokens, no EOS)."""
         n = int((kinds == NUM).sum())
         eos = np.flatnonzero(kinds == EOS)

@@ -30,8 +30,8 @@ from rlvr_env.tasks.expression.token_kinds import ADD, DIV, EOS, LPAREN, MUL, NU
 from rlvr_env.tasks.expression.tokens import TokenTable
 from rlvr_env.tasks.expression.verifier import MAX_NUMBER_DIGITS, MAX_TEXT_CHARS, Grammar
 
-__all__ = ["ProgramTable", "by_programs", "ValueTable", "cached_table", "cached_values", "evaluate", "count_shapes",
-           "MAX_SHAPES", "MAX_VALUES"]
+__all__ = ["ProgramTable", "ValueTable", "by_programs", "cached_table", "cached_values", "evaluate",
+           "count_shapes", "MAX_SHAPES", "MAX_VALUES"]
 
 #: Settings whose shape trie would have more states than this score with the incremental evaluator.
 MAX_SHAPES = 100_000

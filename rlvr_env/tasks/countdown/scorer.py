@@ -34,7 +34,8 @@ class ProgramScorer(BatchScorer):
 
     :meth:`feed` records each row's token and moves its shape state; :meth:`finish` scores the ending
     rows: answers inside the masks' language by their programs (:func:`evaluate`), every other row by
-    :func:`~rlvr_env.tasks.expression.batch_verify.batch_verify` on its tokens. Truncated rows get no reward and no value
+    :func:`~rlvr_env.tasks.expression.batch_verify.batch_verify` on its tokens. Truncated rows get no
+    reward and no value
     (``Task.score``'s rule).
     """
 

@@ -138,7 +138,7 @@ class ArithmeticEnv(TokenEnv):
 
 
 class ArithmeticVectorEnv(TokenVectorEnv):
-    """``rlvr/Arithmetic-v0`` as a native vector env (see :class:`rlvr_env.envs.ArithmeticEnv` for the
+    """``rlvr/Arithmetic-v0`` as a native vector env (see :class:`ArithmeticEnv` for the
     task and :class:`TokenVectorEnv` for the vector protocol).
 
     >>> import gymnasium as gym, numpy as np

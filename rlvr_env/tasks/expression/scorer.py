@@ -1,7 +1,8 @@
 """The arithmetic-expression family's batch scorer (:class:`ExpressionScorer`): the vector env's answers
 verified incrementally by the array verifier, one token column per step.
 
-It implements :class:`rlvr_env.scoring.BatchScorer` for an :class:`~rlvr_env.tasks.expression.task.ExpressionTask`
+It implements :class:`rlvr_env.scoring.BatchScorer` for an
+:class:`~rlvr_env.tasks.expression.task.ExpressionTask`
 whose scoring is the package's own: a :class:`~rlvr_env.tasks.expression.machine.StackMachine` consumes
 each step's tokens and scores the rows that end with array operations that agree exactly with
 :func:`rlvr_env.verify` (so the vector env pays what the single env pays; a test checks it in lockstep).

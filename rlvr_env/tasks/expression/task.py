@@ -3,7 +3,7 @@
 
 :class:`ExpressionTask` fills the optional abilities of the Task contract for this family once (token
 context, text prompt and answer parsing, dataset records, the vector env's array fast path), so
-:class:`~rlvr_env.tasks.expression.arithmetic.ArithmeticTask` and :class:`~rlvr_env.tasks.countdown.CountdownTask`
+:class:`~rlvr_env.ArithmeticTask` and :class:`~rlvr_env.CountdownTask`
 only say how prompts are drawn, encoded and masked.
 """
 
@@ -113,7 +113,7 @@ class ExpressionTask(Task[Prompt]):
         return cached[1]
 
     def decode(self, token_ids: Sequence[int], prompt: Prompt) -> str:
-        """The answer as text, as the verifier reads it: :func:`rlvr_env.tasks.expression.verifier.join_tokens` of
+        """The answer as text, as the verifier reads it: :func:`~.verifier.join_tokens` of
         :meth:`token_strings`, so two adjacent number tokens stay two numbers (``"1 2"``, which is not
         well-formed), never one literal (``"12"``)."""
         return join_tokens(self.token_strings(token_ids, prompt))

@@ -32,13 +32,12 @@ _POW10 = 10 ** np.arange(19, dtype=np.int64)  # (19,)
 _CHUNK = 4096
 
 
-
 @dataclass(frozen=True)
 class TokenTable:
     """What each token id means to the batch verifier.
 
     Built from a task's vocabulary by :meth:`from_vocab`: a canonical decimal literal of at most
-    :data:`~rlvr_env.tasks.expression.verifier.MAX_NUMBER_DIGITS` digits (``"0"``, ``"17"``) is a number with that
+    :data:`~.verifier.MAX_NUMBER_DIGITS` digits (``"0"``, ``"17"``) is a number with that
     constant value; ``"n<k>"`` is the prompt's number in slot ``k``; ``+ - * / ( )`` are operators and
     parentheses; the EOS id ends the answer (it and every token after it are not read). A string with a
     character the text verifier rejects (a letter, ``"<pad>"``) is kind ``OTHER`` and makes an answer not
@@ -122,7 +121,7 @@ class TokenTable:
 
     def text(self, token_ids: Sequence[int], values: np.ndarray) -> str:
         """The decoded text of one row (EOS and everything after it dropped); ``values`` is (V,).
-        Adjacent number tokens are joined with a space (:func:`rlvr_env.tasks.expression.verifier.join_tokens`)."""
+        Adjacent number tokens are joined with a space (:func:`~.verifier.join_tokens`)."""
         parts = []
         for t in token_ids:
             kind = int(self.kinds[t])
