@@ -104,6 +104,7 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
 
         vocab_size = len(task.vocab)
         self._vocab_size = vocab_size
+        self._eos, self._max_length = task.eos_id, task.max_length  # read on every step
         self._prefix_offset = task.prompt_dim
         obs_dim = task.prompt_dim + task.max_length * vocab_size
         self.observation_space = spaces.Box(0.0, 1.0, shape=(obs_dim,), dtype=np.float32)
@@ -168,19 +169,18 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
             self._obs[self._prefix_offset + position] = self.token_context.answer_offset + token
         self._tokens.append(token)
 
-        task = self.task
         terminated = truncated = False
-        if task.eos_id is not None and token == task.eos_id:
+        if token == self._eos:
             terminated = True
-        elif len(self._tokens) >= task.max_length:
+        elif position + 1 >= self._max_length:
             # Fixed-length tasks end after max_length tokens; EOS tasks that never emitted EOS are cut off.
-            terminated = task.eos_id is None
+            terminated = self._eos is None
             truncated = not terminated
         if not (terminated or truncated):
             return self._obs.copy(), 0.0, False, False, {}
 
         self._done = True
-        verdict = task.score(self._prompt, self._tokens, self.reward_weights, truncated=truncated)
+        verdict = self.task.score(self._prompt, self._tokens, self.reward_weights, truncated=truncated)
         return self._obs.copy(), float(verdict.reward), terminated, truncated, self._final_info(verdict)
 
     def render(self) -> str | None:

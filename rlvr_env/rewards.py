@@ -56,13 +56,16 @@ class RewardWeights(Mapping[str, float]):
     right one, so "always answer something parseable" is not an attractive equilibrium.
     """
 
-    __slots__ = ("_weights",)
+    __slots__ = ("_weights", "accuracy", "format")
+    accuracy: float  # the two every task has, as attributes (a verifier reads them on every answer)
+    format: float
 
     def __init__(self, accuracy: float = 1.0, format: float = 0.1, **others: float) -> None:
         weights = {"accuracy": _weight("accuracy", accuracy), "format": _weight("format", format)}
         for name, value in others.items():
             weights[name] = _weight(name, value)
         self._weights = weights
+        self.accuracy, self.format = weights["accuracy"], weights["format"]
 
     @classmethod
     def of(cls, accuracy_weight: float = 1.0, format_weight: float = 0.1,
@@ -103,14 +106,6 @@ class RewardWeights(Mapping[str, float]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (tuple(self._weights.items()),))
-
-    @property
-    def accuracy(self) -> float:
-        return self._weights["accuracy"]
-
-    @property
-    def format(self) -> float:
-        return self._weights["format"]
 
     # -- weighing parts ------------------------------------------------------------------------------
     def weight(self, name: str) -> float:
