@@ -159,3 +159,13 @@ def test_no_experiment_imports_another_and_core_imports_none() -> None:
         if _experiment(target) is not None and _experiment(target) != _experiment(module)
     )
     assert not wrong, wrong
+
+
+def test_the_top_of_benchmarks_holds_only_groups() -> None:
+    """``benchmarks/`` holds folders (core, the studies, speed, tools; docs/experiments.md, "The layout"):
+    a study is a package run as ``python -m benchmarks.<name>``, never a loose module beside them."""
+    loose = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules at the top of benchmarks/: {loose}; make each a package or move it to a group"
+    studies = {p.parent.name for p in (ROOT / "benchmarks").glob("*/__main__.py")}
+    assert {"compare", "countdown", "r1", "lab", "speed", "grpo_targets", "llm_rewards", "tabular_hold",
+            "demo"} <= studies
