@@ -214,3 +214,13 @@ def test_families_are_packages_that_import_no_circle_among_themselves() -> None:
                if family_of(m) and family_of(t) and family_of(m) != family_of(t)}
     assert find_cycle({a: {b for x, b in between if x == a} for a, _ in between}) is None, between
     assert ("expression", "countdown") not in between
+
+
+def test_the_top_of_benchmarks_holds_only_groups() -> None:
+    """``benchmarks/`` holds folders (core, the studies, speed, tools; docs/experiments.md, "The layout"):
+    a study is a package run as ``python -m benchmarks.<name>``, never a loose module beside them."""
+    loose = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules at the top of benchmarks/: {loose}; make each a package or move it to a group"
+    studies = {p.parent.name for p in (ROOT / "benchmarks").glob("*/__main__.py")}
+    assert {"compare", "countdown", "r1", "lab", "speed", "grpo_targets", "llm_rewards", "tabular_hold",
+            "demo"} <= studies

@@ -59,6 +59,15 @@ def test_the_fingerprint_names_a_moved_function_as_its_stored_runs_do() -> None:
     assert store.fingerprint("m:f", {"p": Path("a")}, VERSION) == want.hexdigest()
 
 
+def test_every_moved_run_function_is_found_under_its_new_name() -> None:
+    """A :data:`store.STORED_NAMES` key is the ``module:function`` a study names today: it must import."""
+    import importlib
+
+    for new in store.STORED_NAMES:
+        module, _, name = new.partition(":")
+        assert callable(getattr(importlib.import_module(module), name)), new
+
+
 def test_wrap_stores_the_json_round_trip_and_its_checksum() -> None:
     wrapped = store.wrap("k", "fp", {"pair": (1, 2), "where": Path("x")})
     assert wrapped == {"format": store.STORE_FORMAT, "key": "k", "fingerprint": "fp",

@@ -85,6 +85,9 @@ STORED_NAMES = {
     "benchmarks.compare.run:run_spec": "benchmarks.core.run:run_spec",
     "benchmarks.core.bases:base_run": "benchmarks.r1:base_run",
     "benchmarks.r1.base_search:base_cell": "benchmarks.r1_base:base_cell",
+    "benchmarks.countdown.runs:grpo_run": "benchmarks.countdown:grpo_run",
+    "benchmarks.countdown.runs:maskable_run": "benchmarks.countdown:maskable_run",
+    "benchmarks.countdown.runs:arithmetic_run": "benchmarks.countdown:arithmetic_run",
 }
 
 

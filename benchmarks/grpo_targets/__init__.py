@@ -23,14 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from typing import Any
 
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
-    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -243,7 +241,3 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result["retried_runs_this_invocation"] = outcome.retried
     write_results(out, "grpo_targets", result, markdown(result))
     return result
-
-
-if __name__ == "__main__":
-    sys.exit(cli(main))

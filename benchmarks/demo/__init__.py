@@ -46,7 +46,8 @@ def random_agent(env: gym.Env, seed: int) -> tuple[float, float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.demo",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--timesteps", type=int, default=8192, help="PPO environment steps")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -95,7 +96,3 @@ def main(argv: list[str] | None = None) -> None:
     verdict = "correct" if info["correct"] else f"wrong: {info['reason']}"
     print(f"  reward {reward:.2f} = {info['reward_parts']} ({verdict})")
     print(f"\ndone in {time.perf_counter() - start:.1f} s")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,7 @@
 """Do the language-model bridges pay what ``verify()`` pays, refuse hostile completions, and how fast?
 
-    python -m benchmarks.llm_rewards [--n 100000] [--speed-n 5000] [--repeats 3] [--seed 0] [--out DIR | --update-results]
+    python -m benchmarks.llm_rewards [--n 100000] [--speed-n 5000] [--repeats 3] [--seed 0]
+                                     [--out DIR | --update-results]
 
 1. **Agreement.** ``--n`` planted completions over Countdown-4 train prompts (seeded): the generating
    solution, random grammar-walk answers, one-character mutations of the solution, and wrappers around
@@ -40,7 +41,6 @@ import numpy as np
 from benchmarks.core.common import (
     RESULTS_DIR,
     add_output_arguments,
-    cli,
     command_line,
     limit_threads,
     machine_info,
@@ -412,7 +412,3 @@ def table(r: dict[str, Any]) -> str:
 def _load(info: dict[str, Any]) -> str:
     load = info.get("load_average_1min")
     return "?" if load is None else f"{load:.1f}"
-
-
-if __name__ == "__main__":
-    sys.exit(cli(main))

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
 
 import numpy as np
 
-from benchmarks.core.common import RESULTS_DIR, add_output_arguments, cli, output_folder
+from benchmarks.core.common import RESULTS_DIR, add_output_arguments, output_folder
 from benchmarks.core.common import seeds_argument
 
 #: Sampled answers per held-out prompt at each checkpoint.
@@ -161,7 +160,3 @@ def main(argv: list[str] | None = None) -> int:
           f"it {summary['lost_solved']}; final greedy {summary['final_mean']:.3f}, sampled "
           f"{summary['final_sampled_mean']:.3f} -> {out / (name + '.json')}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(cli(main))
