@@ -21,7 +21,9 @@ from rlvr_env.tasks.expression.prompt import Prompt
 from rlvr_env.tasks.expression.scorer import NUMBERS, TARGETS, ExpressionScorer
 from rlvr_env.tasks.expression.tokens import TokenTable
 from rlvr_env.rewards import truncated_verdict
-from rlvr_env.tasks.expression.verifier import Grammar, VerifierError, join_tokens, tokenize, verify
+from rlvr_env.tasks.expression.verifier import (
+    Grammar, VerifierError, join_tokens, tokenize, verify, verify_prompt_text,
+)
 from rlvr_env.rewards import RewardWeights, Verdict
 
 __all__ = ["ExpressionTask", "SPECIAL_TOKENS", "PAD", "BOS", "TARGET", "ANSWER", "COMMA", "MINUS",
@@ -125,7 +127,9 @@ class ExpressionTask(Task[Prompt]):
         text = self.decode(token_ids, prompt)
         if truncated:
             return truncated_verdict(self.max_length, text)
-        return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
+        if type(weights) is not RewardWeights:
+            return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
+        return verify_prompt_text(text, prompt.numbers, prompt.target, self.grammar, weights)
 
     def render_prompt(self, prompt: Prompt) -> str:
         nums = " ".join(str(n) for n in prompt.numbers)

@@ -60,6 +60,7 @@ __all__ = [
     "tokenize",
     "parse_and_evaluate",
     "verify",
+    "verify_prompt_text",
 ]
 
 _ALLOWED_TEXT = "".join(sorted(_ALLOWED))
@@ -234,6 +235,15 @@ def _verify_text(
     return False, True, value, f"value {value} is not the target {target}"
 
 
+def verify_prompt_text(text: str, numbers: tuple[int, ...], target: int, grammar: Grammar,
+                       weights: RewardWeights) -> Verdict:
+    """:func:`verify` of ``text`` (a ``str``) for a prompt a task has validated (``numbers`` a tuple of
+    ints, ``target`` an int), without checking those arguments again: what a task's ``score`` calls on
+    every answer. The verdict is :func:`verify`'s."""
+    correct, well_formed, value, reason = _verify_text(text, numbers, target, grammar)
+    return _verdict(weights, correct, well_formed, None if value is None else Fraction(value), reason, text)
+
+
 def _check_expression(expression: object) -> Sequence[Any] | None:
     """None for text; the token sequence otherwise. Raise TypeError for anything that is neither."""
     if isinstance(expression, str):
@@ -402,17 +412,17 @@ def _verdict(
     reason: str | None,
     expression: str,
 ) -> Verdict:
-    parts = weights.parts(correct, well_formed)
+    accuracy, fmt = weights.accuracy * correct, weights.format * well_formed  # RewardWeights.parts, inline
     # `value` is set only when the text parsed and evaluated; an expression that evaluates but breaks
     # the number-use rule keeps its value, so a user can see what it computed.
     return Verdict(
-        reward=parts["accuracy"] + parts["format"],
+        reward=accuracy + fmt,
         correct=correct,
         well_formed=well_formed,
         value=value,
         reason=reason,
         expression=expression,
-        parts=parts,
+        parts={"accuracy": accuracy, "format": fmt},
     )
 
 
