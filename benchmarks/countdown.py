@@ -15,8 +15,8 @@ Parts:
 * **ablation**: GRPO on Countdown N=3 from scratch, ``--budget`` env steps per run, one row per
   variant (:data:`VARIANTS`, cumulative): the starting point (MLP preset, masks off), then masks,
   the length term off, DAPO's dynamic sampling + clip-higher + beta 0 (the Countdown preset), then the
-  observation (``relations`` / ``lookahead``, env kwargs of ``rlvr/Countdown-v0``). A run *collapses* when its final
-  rollout mean length is at the minimum answer (one number + EOS = 2 tokens) while its held-out
+  observation (``relations`` / ``lookahead``, env kwargs of ``rlvr/Countdown-v0``). A run *collapses* when
+  its final rollout mean length is at the minimum answer (one number + EOS = 2 tokens) while its held-out
   greedy success is below the single-number floor (answer the number equal to the target).
 * **maskable**: GRPO (the Countdown preset) vs sb3-contrib MaskablePPO (defaults, 8 env copies with
   ``n_steps=256``, so its 2,048-step rollout matches the default) from scratch at equal env steps,
@@ -129,8 +129,7 @@ def grpo_run(spec: dict[str, Any]) -> dict[str, Any]:
 
     import rlvr_env  # noqa: F401
     from agents.bc import demonstrations, warm_start
-    from agents.grpo.config import GRPOConfig
-    from agents.grpo import GRPO
+    from agents.grpo import GRPO, GRPOConfig
 
     seed, budget, cfg, env_kwargs = spec["seed"], spec["budget"], spec["cfg"], spec["env_kwargs"]
     eval_every, demos, task = spec["eval_every"], spec["demos"], spec["task"]
@@ -205,7 +204,7 @@ def maskable_run(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"seed": seed, "env_kwargs": kwargs}
     if demos:
         from agents.bc import behaviour_clone, copy_actor_to_sb3, demonstrations
-        from agents.grpo.mlp import MLPPolicy
+        from agents.policies.mlp import MLPPolicy
 
         actor = MLPPolicy(env.observation_space, int(env.action_space.n), 1e-3, seed=seed)
         behaviour_clone(actor, demonstrations(env, demos, seed=seed), epochs=BC_EPOCHS, seed=seed)
@@ -302,7 +301,8 @@ def versus_table(grpo: list[dict[str, Any]], ppo: list[dict[str, Any]], budget: 
     ]
     for name, rs, steps in (("GRPO (countdown preset)", grpo, g), ("MaskablePPO (defaults)", ppo, p)):
         lines.append(
-            f"| {name} | {len(rs)} | {iqm_ci(steps).fmt(0, 1000)} | {sum(s < budget for s in steps)}/{len(rs)} "
+            f"| {name} | {len(rs)} | {iqm_ci(steps).fmt(0, 1000)} | "
+            f"{sum(s < budget for s in steps)}/{len(rs)} "
             f"| {_ci([r['final']['test']['greedy'] for r in rs])} "
             f"| {_ci([r['final']['test']['sampled'] for r in rs])} "
             f"| {np.median([r['train_seconds'] for r in rs]):.0f} |"

@@ -63,7 +63,7 @@ def test_the_mlp_forward_is_the_modules_forward_bit_for_bit() -> None:
     import gymnasium as gym
     import torch
 
-    from agents.grpo.mlp import MLPPolicy
+    from agents.policies.mlp import MLPPolicy
 
     x = torch.as_tensor(np.random.default_rng(0).random((37, 12)))
     for activation, arch in (("tanh", (64, 64)), ("relu", (16,)), ("tanh", (8, 8, 8))):

@@ -29,8 +29,8 @@ import numpy as np
 
 from agents.grpo.config import GRPOConfig
 from agents.grpo.objective import informative_groups
-from agents.grpo.policies import Policy, apply_mask, log_softmax, sample_from_logp
 from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
+from agents.policies import Policy, apply_mask, log_softmax, sample_from_logp
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Prompt, Task
 
@@ -172,7 +172,8 @@ def concat_groups(batches: list[GroupBatch]) -> GroupBatch:
         correct=np.concatenate([b.correct for b in batches]),
         well_formed=np.concatenate([b.well_formed for b in batches]),
         group_size=g,
-        truncated=None if any(t is None for t in truncs) else np.concatenate(truncs),  # type: ignore[arg-type]
+        truncated=None if any(t is None for t in truncs)
+        else np.concatenate(truncs),  # type: ignore[arg-type]
         action_masks=None if any(m is None for m in masks)
         else np.concatenate([pad_masks(m) for m in masks]),  # type: ignore[arg-type]
     )
