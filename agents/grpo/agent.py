@@ -158,7 +158,7 @@ class GRPO:
         self.verbose, self.log_interval = verbose, log_interval
         self.log_dir, self.tensorboard = log_dir, tensorboard
         self.observation_space = self.env.observation_space
-        self.n_actions = int(self.env.action_space.n)
+        self.n_actions = made.n_actions
         self.group_mode: GroupMode = detect_group_mode(self.env)
         self.rng = np.random.default_rng(self.seed)
         self.max_episode_length = max_episode_length(self.env)

@@ -54,14 +54,16 @@ def check_agent_args(seed: Any, verbose: Any, log_interval: Any, tensorboard: bo
 
 @dataclasses.dataclass
 class EnvSetup:
-    """The agent's env, its id and kwargs (None and the given kwargs for an env without a spec), and the
+    """The agent's env, its id and kwargs (None and the given kwargs for an env without a spec), the
     module that registers the id (from ``env="module:id"`` or the env spec's entry point; None when
-    unknown): a checkpoint stores them, and ``load`` imports the module before making the env."""
+    unknown): a checkpoint stores them, and ``load`` imports the module before making the env; and the
+    size of its ``Discrete`` action space."""
 
     env: gym.Env
     env_id: str | None
     env_module: str | None
     env_kwargs: dict[str, Any]
+    n_actions: int = 0
 
 
 def make_env(env: str | gym.Env, env_kwargs: dict[str, Any] | None, token_observation: bool) -> EnvSetup:
@@ -89,6 +91,7 @@ def make_env(env: str | gym.Env, env_kwargs: dict[str, Any] | None, token_observ
         raise ValueError(f"GRPO needs a Discrete action space (one token per step), got {space}")
     if space.start != 0:
         raise ValueError(f"Discrete action space must start at 0, got {space}")
+    setup.n_actions = int(space.n)
     return setup
 
 

@@ -172,8 +172,7 @@ def concat_groups(batches: list[GroupBatch]) -> GroupBatch:
         correct=np.concatenate([b.correct for b in batches]),
         well_formed=np.concatenate([b.well_formed for b in batches]),
         group_size=g,
-        truncated=None if any(t is None for t in truncs)
-        else np.concatenate(truncs),  # type: ignore[arg-type]
+        truncated=None if any(t is None for t in truncs) else np.concatenate(truncs),  # type: ignore[arg-type]
         action_masks=None if any(m is None for m in masks)
         else np.concatenate([pad_masks(m) for m in masks]),  # type: ignore[arg-type]
     )
