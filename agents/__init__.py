@@ -3,10 +3,9 @@
 ``from agents import GRPO, GRPOConfig``. Importing this package does not import torch: the tabular
 GRPO needs NumPy only, and the "mlp" policy and SB3's logger import torch where they are used (the
 ``torch`` extra, ``pip install ".[torch]"`` in a clone). Everything GRPO is made of is in
-:mod:`agents.grpo`.
+:mod:`agents.grpo`; the policies it trains are :mod:`agents.policies`.
 """
 
-from agents.grpo.agent import GRPO
-from agents.grpo.config import GRPOConfig
+from agents.grpo import GRPO, GRPOConfig
 
 __all__ = ["GRPO", "GRPOConfig"]

@@ -28,7 +28,7 @@ from rlvr_env.tasks.expression.prompt import Prompt
 try:
     import torch
 
-    from agents.grpo.torch_policy import TorchPolicy
+    from agents.policies.torch_base import TorchPolicy
 except ImportError as err:  # installed without the torch extra
     raise missing_extra("behaviour cloning (agents.bc)", "torch") from err
 
@@ -92,7 +92,7 @@ def behaviour_clone(
     seed: int = 0,
     masked: bool = True,
 ) -> list[float]:
-    """Fit a torch policy (e.g. :class:`agents.grpo.mlp.MLPPolicy`) to ``demos`` by cross-entropy (Adam
+    """Fit a torch policy (e.g. :class:`agents.policies.mlp.MLPPolicy`) to ``demos`` by cross-entropy (Adam
     at the constant ``learning_rate``, :func:`agents.supervised.fit`) on minibatches of ``batch_size``
     rows in a fresh seeded order each epoch, under the demonstrations' grammar masks when ``masked``.
     Returns the mean loss of each epoch. The policy's RL optimiser and reference network are left alone

@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -44,6 +45,8 @@ __all__ = [
     "evaluation_prompts",
     "greedy_success",
     "sb3_predictor",
+    "mean_return",
+    "split_scores",
     "success_report",
 ]
 
@@ -113,6 +116,27 @@ def greedy_success(
         )
     batch_predict = predict
     return float(answer_correct(lambda o, m, d: batch_predict(o), env, prompts, deterministic=True).mean())
+
+
+def mean_return(
+    predict: Callable[[np.ndarray, np.ndarray | None], Any],
+    env: gym.Env,
+    n_episodes: int = 10,
+    masks: Callable[[gym.Env], np.ndarray] | None = None,
+) -> float:
+    """The mean undiscounted return of ``n_episodes`` episodes of ``env`` (any Gymnasium env, not only an
+    ``rlvr_env`` one) from the seeded resets ``1_000_000 + i``, acting with ``predict(obs, masks)`` (an
+    action; greedy, for an evaluation), given ``masks(env)`` before every step when ``masks`` is given."""
+    total = 0.0
+    for i in range(n_episodes):
+        obs, _ = env.reset(seed=1_000_000 + i)
+        done = False
+        while not done:
+            action = predict(obs, None if masks is None else masks(env))
+            obs, r, terminated, truncated, _ = env.step(int(action))
+            total += float(r)
+            done = terminated or truncated
+    return total / n_episodes
 
 
 def answer_correct(
@@ -229,6 +253,27 @@ class SuccessReport:
             f"{prefix}pass@{self.k}": self.pass_at_k,
             f"{prefix}min_prompt_sampled": self.min_prompt_sampled,
         }
+
+
+def split_scores(model: Any, k: int, n_prompts: int | None = None, prefix: str = "",
+                 show: bool = False) -> dict[str, float]:
+    """``{prefix}{split}_greedy / _sampled / _pass_at_k / _min_prompt_sampled / _prompts`` on both splits
+    (held-out = the test split) and ``eval_k``, from ``model.success(split, k=k, n_prompts=n_prompts)``
+    (a GRPO model's :meth:`agents.grpo.GRPO.success`: this evaluation, masks as in training), the keys of
+    ``python -m agents.grpo --json``; ``show`` prints them."""
+    out: dict[str, float] = {"eval_k": k}
+    for split in ("train", "test"):
+        rep = model.success(split, k=k, n_prompts=n_prompts)
+        out.update({f"{prefix}{split}_greedy": rep.greedy, f"{prefix}{split}_sampled": rep.sampled,
+                    f"{prefix}{split}_pass_at_k": rep.pass_at_k,
+                    f"{prefix}{split}_min_prompt_sampled": rep.min_prompt_sampled,
+                    f"{prefix}{split}_prompts": len(rep.per_prompt_sampled)})
+        if show:
+            print(f"{split} prompts ({len(rep.per_prompt_sampled)}"
+                  f"{', grammar-masked' if model.masks_constrain else ''}): greedy success {rep.greedy:.3f}, "
+                  f"sampled success (mean@{rep.k}) {rep.sampled:.3f}, pass@{rep.k} {rep.pass_at_k:.3f}, "
+                  f"worst prompt's sampled success {rep.min_prompt_sampled:.3f}")
+    return out
 
 
 def success_report(

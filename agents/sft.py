@@ -10,7 +10,7 @@ with a per-prompt index; :func:`supervised_fit` fits any torch policy of :mod:`a
 the MLP) by minibatch cross-entropy on whole answers, under the masks decoding uses; and
 :func:`cold_start` does both to a GRPO agent and makes the fitted network its frozen KL reference and
 the start of RL. The same weights go into SB3 contenders with
-:func:`agents.grpo.transformer.copy_to_sb3` (or :func:`agents.bc.copy_actor_to_sb3` for the MLP).
+:func:`agents.policies.transformer.copy_to_sb3` (or :func:`agents.bc.copy_actor_to_sb3` for the MLP).
 
 Everything is seeded: the prompts (``seed``), the minibatch order (``seed``) and the network's own init
 (the policy's seed), so a repeated call gives the same weights bit for bit.
@@ -27,8 +27,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.grpo.config import COLD_START
 from agents.evaluation import as_token_env
+from agents.grpo import COLD_START
 from agents.supervised import Batch, Demonstrations, fit
 from rlvr_env.tasks.base import Task
 from rlvr_env.vector import TokenVectorEnv

@@ -17,7 +17,7 @@ from agents.extras import missing_extra
 try:
     import torch
 
-    from agents.grpo.torch_policy import TorchPolicy
+    from agents.policies.torch_base import TorchPolicy
 except ImportError as err:  # installed without the torch extra
     raise missing_extra("the supervised fit (agents.supervised)", "torch") from err
 

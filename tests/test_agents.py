@@ -16,8 +16,9 @@ import pytest
 import rlvr_env  # noqa: F401
 from agents import GRPO, GRPOConfig
 from agents.grpo.objective import LossSettings, LossTerms, SurrogateSettings, grpo_token_loss
-from agents.grpo.policies import TabularPolicy, log_softmax
+from agents.policies import Loss, TabularPolicy, log_softmax
 from agents.grpo.rollout import detect_group_mode
+from agents.grpo.update import entropy_logits_grad
 
 ENV = "rlvr/Arithmetic-v0"
 PPO_CLIP = LossSettings(beta=0.04, surrogate=SurrogateSettings(clip_eps=0.2))  # the paper's loss
@@ -157,13 +158,13 @@ def test_tabular_gradient_matches_finite_differences() -> None:
         up[idx] += h
         down[idx] -= h
         numeric[idx] = (loss_of(up) - loss_of(down)) / (2 * h)
-    policy.update(obs, actions, loss_fn)  # SGD with lr 1: table moves by exactly -gradient
+    policy.update(obs, actions, Loss(loss_fn))  # SGD with lr 1: table moves by exactly -gradient
     np.testing.assert_allclose(before - policy.table, numeric, atol=1e-6)
 
 
 def test_mlp_gradient_matches_autograd_of_the_same_loss() -> None:
     torch = pytest.importorskip("torch")
-    from agents.grpo.mlp import MLPPolicy
+    from agents.policies.mlp import MLPPolicy
 
     rng = np.random.default_rng(1)
     obs, actions = _random_batch(rng, dim=6)
@@ -196,7 +197,7 @@ def test_mlp_gradient_matches_autograd_of_the_same_loss() -> None:
     policy.optimizer.step = lambda *a, **k: captured.extend(  # type: ignore[method-assign]
         p.grad.clone() for p in policy.net.parameters()
     )
-    policy.update(obs, actions, loss_fn)
+    policy.update(obs, actions, Loss(loss_fn))
     policy.optimizer.step = original_step  # type: ignore[method-assign]
     for got, want in zip(captured, expected):
         torch.testing.assert_close(got, want)
@@ -602,20 +603,20 @@ def test_vector_rollout_groups_replay_their_own_prompt() -> None:
 
 @pytest.mark.parametrize("policy", ["tabular", "mlp"])
 def test_reference_logprobs_come_from_the_frozen_reference(policy: str, monkeypatch) -> None:
-    from agents.grpo import agent as agent_module
+    from agents.grpo import update as update_module
 
     model = GRPO(ENV, GRPOConfig(group_size=4, prompts_per_iter=4, beta=0.04), policy=policy, seed=0,
                  env_kwargs={"format_weight": 1.0})
     reference = {k: v.copy() for k, v in model.policy.state().items() if k.startswith("ref.")}
     model.learn(2000)  # the policy has moved away from its initial (reference) state
     seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    original = agent_module.grpo_token_loss
+    original = update_module.grpo_token_loss
 
     def spy(logp, logp_old, logp_ref, adv, mask, settings, **kw):
         seen.append((logp_old.copy(), logp_ref.copy(), mask.copy()))
         return original(logp, logp_old, logp_ref, adv, mask, settings, **kw)
 
-    monkeypatch.setattr(agent_module, "grpo_token_loss", spy)
+    monkeypatch.setattr(update_module, "grpo_token_loss", spy)
     batch = model._runner.collect(model.policy, model.rng)
     model._train_epochs(batch, np.ones(batch.returns.shape[0]))
     logp_old, logp_ref, mask = seen[0]
@@ -637,11 +638,11 @@ def test_reference_logprobs_come_from_the_frozen_reference(policy: str, monkeypa
 
 
 def test_seq_mean_token_sum_uses_the_tasks_fixed_length(monkeypatch) -> None:
-    from agents.grpo import agent as agent_module
+    from agents.grpo import update as update_module
 
     seen: list = []
-    original = agent_module.grpo_token_loss
-    monkeypatch.setattr(agent_module, "grpo_token_loss",
+    original = update_module.grpo_token_loss
+    monkeypatch.setattr(update_module, "grpo_token_loss",
                         lambda *a, **kw: seen.append(a[5].max_length) or original(*a, **kw))
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=2,
                                                  loss_aggregation="seq_mean_token_sum"), policy="mlp")
@@ -738,11 +739,11 @@ def test_dynamic_sampling_stops_at_the_round_budget(monkeypatch) -> None:
 
 
 def test_mask_truncated_removes_truncated_answers_from_the_loss(monkeypatch) -> None:
-    from agents.grpo import agent as agent_module
+    from agents.grpo import update as update_module
 
     seen: list = []
-    original = agent_module.grpo_token_loss
-    monkeypatch.setattr(agent_module, "grpo_token_loss",
+    original = update_module.grpo_token_loss
+    monkeypatch.setattr(update_module, "grpo_token_loss",
                         lambda *a, **kw: seen.append(a[4].copy()) or original(*a, **kw))
     # unmasked: grammar-masked decoding (the default) never runs past max_length
     model = GRPO("rlvr/Countdown-v0", GRPOConfig(group_size=4, prompts_per_iter=4, mask_truncated=True,
@@ -779,7 +780,7 @@ def test_entropy_bonus_gradient_reaches_the_tabular_parameters() -> None:
         up[idx] += 1e-6
         down[idx] -= 1e-6
         numeric[idx] = (bonus_of(up) - bonus_of(down)) / 2e-6
-    pol.update(obs, actions, _zero_loss, entropy_weights=weights)
+    pol.update(obs, actions, Loss(_zero_loss, entropy_logits_grad(weights)))
     np.testing.assert_allclose(pol.table - before, numeric, atol=1e-7)
 
 
@@ -789,7 +790,7 @@ def _zero_loss(lp: np.ndarray) -> LossTerms:
 
 def test_entropy_bonus_gradient_matches_autograd_for_the_mlp() -> None:
     torch = pytest.importorskip("torch")
-    from agents.grpo.mlp import MLPPolicy
+    from agents.policies.mlp import MLPPolicy
 
     rng = np.random.default_rng(2)
     obs, actions = _random_batch(rng, dim=6)
@@ -803,7 +804,7 @@ def test_entropy_bonus_gradient_matches_autograd_for_the_mlp() -> None:
     captured: list = []
     pol.optimizer.step = lambda *a, **k: captured.extend(  # type: ignore[method-assign]
         p.grad.clone() for p in pol.net.parameters())
-    pol.update(obs, actions, _zero_loss, entropy_weights=weights)
+    pol.update(obs, actions, Loss(_zero_loss, entropy_logits_grad(weights)))
     assert any(float(g.abs().max()) > 1e-4 for g in expected)
     for got, want in zip(captured, expected):
         torch.testing.assert_close(got, want)

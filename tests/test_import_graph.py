@@ -2,6 +2,10 @@
 way: ``benchmarks -> agents -> rlvr_env`` (the order of README.md, "Layout"; docs/install.md, "What the
 wheel installs": nothing in the two installed packages imports ``benchmarks``).
 
+Inside ``agents``, two more rules: ``agents.grpo`` is seen from outside through its face only (nothing
+outside it imports one of its modules: ``from agents.grpo import GRPO`` is fine, ``agents.grpo.config`` is
+not), and ``agents.policies`` imports nothing of ``agents.grpo`` (the trainer gives a policy its loss).
+
 The graph is read from the source with ``ast``: every ``import`` and ``from ... import`` statement,
 module-level or inside a function (a lazy import is still an arrow), resolved to the project module it
 names (``from a.b import c`` is an arrow to ``a.b.c`` when that is a module, else to ``a.b``). The
@@ -104,11 +108,11 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_is_read_from_every_module_including_lazy_imports() -> None:
     graph = import_graph()
-    assert {"rlvr_env", "agents", "agents.grpo.agent", "agents.grpo.mlp"} <= set(graph)
+    assert {"rlvr_env", "agents", "agents.grpo.agent", "agents.policies.mlp"} <= set(graph)
     assert len(graph) > 40 and sum(map(len, graph.values())) > 80
     # the policy registry imports the mlp policy inside a function: the arrow is seen
-    assert "agents.grpo.mlp" in graph["agents.grpo.registry"]
-    assert "agents.grpo.torch_policy" in graph["agents.grpo.mlp"]
+    assert "agents.policies.mlp" in graph["agents.policies.registry"]
+    assert "agents.policies.torch_base" in graph["agents.policies.mlp"]
 
 
 def test_find_cycle_finds_a_planted_circle() -> None:
@@ -224,3 +228,52 @@ def test_the_top_of_benchmarks_holds_only_groups() -> None:
     studies = {p.parent.name for p in (ROOT / "benchmarks").glob("*/__main__.py")}
     assert {"compare", "countdown", "r1", "lab", "speed", "grpo_targets", "llm_rewards", "tabular_hold",
             "demo"} <= studies
+
+
+def reaching_into(graph: dict[str, set[str]], package: str) -> list[str]:
+    """Every arrow from a module outside ``package`` to one of its modules (``package`` itself, its face,
+    is allowed), as ``"a -> b"``."""
+    inside = package + "."
+    return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                  if module != package and not module.startswith(inside)
+                  for target in targets if target.startswith(inside))
+
+
+def importing_from(graph: dict[str, set[str]], package: str, forbidden: str) -> list[str]:
+    """Every arrow from ``package`` or one of its modules to ``forbidden`` or one of its modules."""
+    def within(name: str, pkg: str) -> bool:
+        return name == pkg or name.startswith(pkg + ".")
+
+    return sorted(f"{module} -> {target}" for module, targets in graph.items() if within(module, package)
+                  for target in targets if within(target, forbidden))
+
+
+def test_the_two_agents_rules_find_planted_violations() -> None:
+    graph = {"agents.grpo": {"agents.grpo.agent"}, "agents.grpo.agent": {"agents.grpo.config"},
+             "agents.sft": {"agents.grpo"}, "benchmarks.x": {"agents.grpo"},
+             "agents.policies": {"agents.policies.tabular"}, "agents.policies.tabular": {"numpy"}}
+    assert reaching_into(graph, "agents.grpo") == []
+    assert importing_from(graph, "agents.policies", "agents.grpo") == []
+    graph["agents.sft"] = {"agents.grpo.config"}  # reaches into the package past its face
+    graph["agents.policies.tabular"] = {"agents.grpo.objective"}  # a policy importing the trainer
+    graph["agents.policies"] = {"agents.grpo"}  # ... or its face
+    assert reaching_into(graph, "agents.grpo") == ["agents.policies.tabular -> agents.grpo.objective",
+                                                   "agents.sft -> agents.grpo.config"]
+    assert importing_from(graph, "agents.policies", "agents.grpo") == [
+        "agents.policies -> agents.grpo", "agents.policies.tabular -> agents.grpo.objective"]
+    # a module whose name only starts like the package is not in it
+    assert reaching_into({"agents.grpo_x": {"agents.grpo.agent"}}, "agents.grpo") == [
+        "agents.grpo_x -> agents.grpo.agent"]
+    assert importing_from({"agents.policies_x": {"agents.grpo"}}, "agents.policies", "agents.grpo") == []
+
+
+def test_nothing_outside_agents_grpo_imports_one_of_its_modules() -> None:
+    """``agents.grpo`` is seen from the rest of the project (``agents``, ``benchmarks``) through its face
+    ``agents.grpo`` only; tests may reach in."""
+    wrong = reaching_into(import_graph(), "agents.grpo")
+    assert not wrong, wrong
+
+
+def test_the_policies_import_nothing_of_agents_grpo() -> None:
+    wrong = importing_from(import_graph(), "agents.policies", "agents.grpo")
+    assert not wrong, wrong

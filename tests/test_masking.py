@@ -11,10 +11,10 @@ import torch
 import rlvr_env  # noqa: F401
 from agents.grpo.config import GRPOConfig
 from agents.grpo import GRPO
-from agents.grpo.mlp import MLPPolicy
-from agents.grpo.torch_policy import masked_log_softmax
+from agents.policies.mlp import MLPPolicy
+from agents.policies.torch_base import masked_log_softmax
 from agents.grpo.objective import LossTerms
-from agents.grpo.policies import TabularPolicy, apply_mask, log_softmax, sample_categorical
+from agents.policies import Loss, TabularPolicy, apply_mask, log_softmax, sample_categorical
 
 
 def _masks(rng: np.random.Generator, n: int, v: int) -> np.ndarray:
@@ -69,7 +69,7 @@ def test_mlp_update_under_masks_has_finite_entropy_and_reference() -> None:
     # the reference is the initial net: its masked log-prob is the renormalised one
     expected = log_softmax(apply_mask(pol.logits(obs), masks))[np.arange(32), actions]
     np.testing.assert_allclose(ref, expected, atol=1e-12)
-    stats = pol.update(obs, actions, _unit_loss, masks=masks)
+    stats = pol.update(obs, actions, Loss(_unit_loss), masks=masks)
     assert np.isfinite(stats.entropy) and stats.entropy > 0
     assert all(torch.all(torch.isfinite(p)) for p in pol.net.parameters())
     # the update raised the chosen tokens' masked log-probs
@@ -84,7 +84,7 @@ def test_tabular_update_leaves_masked_logits_untouched() -> None:
     masks = np.array([[True, True, False, False, True], [False, True, True, False, False]])
     actions = np.array([0, 2])
     np.testing.assert_allclose(pol.reference_logp(obs, actions, masks), -np.log([3.0, 2.0]))
-    stats = pol.update(obs, actions, _unit_loss, masks=masks)
+    stats = pol.update(obs, actions, Loss(_unit_loss), masks=masks)
     assert np.isfinite(stats.entropy)
     rows = pol._row_ids(obs, insert=False)
     assert np.all(pol.table[rows][~masks] == 0.0)

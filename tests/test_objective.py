@@ -34,13 +34,12 @@ from agents.grpo.objective import (
     rloo_advantages,
 )
 from agents.grpo.config import GRPOConfig
-from agents.grpo.policies import log_softmax
+from agents.policies import log_softmax
 
 
 def _shipped(registry: dict) -> list[str]:
     """The names the package itself registers (other test modules register their own at import)."""
     return [n for n, v in registry.items() if getattr(v, "fn", v).__module__.startswith("agents.")]
-
 
 
 def test_grpo_advantages_hand_computed() -> None:

@@ -111,7 +111,7 @@ def test_torch_pieces_without_the_extra_raise_importerror_naming_it(tmp_path: Pa
         hint = 'pip install ".[torch]" (in a clone of the repository)'
         checks = {
             "mlp": lambda: GRPO("rlvr/Arithmetic-v0", policy="mlp"),
-            "mlp module": lambda: importlib.import_module("agents.grpo.mlp"),
+            "mlp module": lambda: importlib.import_module("agents.policies.mlp"),
             "bc": lambda: importlib.import_module("agents.bc"),
             "csv log": lambda: GRPO("rlvr/Arithmetic-v0", log_dir="logs").learn(10),
             "tables": lambda: GRPO("rlvr/Arithmetic-v0", verbose=2).learn(10),

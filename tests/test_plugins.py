@@ -22,9 +22,8 @@ import torch
 import rlvr_env  # noqa: F401  (registers the envs)
 from agents import GRPO, GRPOConfig
 from agents.grpo import register_policy_loss
-from agents.grpo.policies import TabularPolicy
-from agents.grpo.registry import policy_class
-from agents.grpo.torch_policy import TorchPolicy
+from agents.policies import TabularPolicy, policy_class
+from agents.policies.torch_base import TorchPolicy
 from rlvr_env.envs import TokenEnv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,13 +192,14 @@ def test_model_config_shows_the_learning_rate_that_runs() -> None:
 
 
 def test_policy_by_import_path() -> None:
-    assert policy_class("agents.grpo.policies:TabularPolicy") is TabularPolicy
+    assert policy_class("agents.policies.tabular:TabularPolicy") is TabularPolicy
+    assert policy_class("agents.grpo.policies:TabularPolicy") is TabularPolicy  # where it lived before
     with pytest.raises(ValueError, match="the module 'no_such_module' cannot be imported"):
         policy_class("no_such_module:Policy")
     with pytest.raises(ValueError, match="has no 'Nope'"):
-        policy_class("agents.grpo.policies:Nope")
-    with pytest.raises(ValueError, match="not a subclass of agents.grpo.policies.Policy"):
-        policy_class("agents.grpo.policies:log_softmax")
+        policy_class("agents.policies.tabular:Nope")
+    with pytest.raises(ValueError, match="not a subclass of agents.policies.Policy"):
+        policy_class("agents.policies.sampling:log_softmax")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ register_envs("me/MyDigits-v0", MyDigits)
 
 POLICY_MODULE = '''
 """A user's policy class, never registered: the CLI names it by its import path."""
-from agents.grpo.policies import TabularPolicy
+from agents.policies import TabularPolicy
 
 
 class MyTable(TabularPolicy):
@@ -329,7 +329,7 @@ def test_the_cli_without_torch_prints_one_line_naming_the_install(tmp_path: Path
     assert out.returncode == 1, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [
-        "error: --policy mlp: the neural policies (agents.grpo.torch_policy) needs torch, which is not "
+        "error: --policy mlp: the neural policies (agents.policies.torch_base) needs torch, which is not "
         'installed; install it with pip install ".[torch]" (in a clone of the repository)'], out.stderr
 
 

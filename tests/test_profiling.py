@@ -13,7 +13,7 @@ import pytest
 import rlvr_env  # noqa: F401
 from agents.grpo import GRPO
 from agents.grpo.config import GRPOConfig
-from agents.grpo.profiling import NO_TIMER, PHASES, PhaseTimer
+from agents.grpo.profiling import NO_TIMER, PHASES, NoTimer, PhaseTimer, timed
 
 
 def _run(policy: str, timer: PhaseTimer | None) -> tuple[list[dict[str, float]], dict[str, np.ndarray]]:
@@ -59,11 +59,40 @@ def test_the_timer_is_free_when_off_and_strict_when_on() -> None:
     assert timer.total() == 0.0 and not timer.calls
 
 
+class _CountingOff(NoTimer):
+    """An off timer that records which phases are asked of it."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def phase(self, name: str):  # type: ignore[no-untyped-def]
+        self.asked.append(name)
+        return super().phase(name)
+
+
+def test_the_agents_own_steps_do_not_touch_the_timer_when_it_is_off() -> None:
+    def step() -> int:
+        return 1
+
+    assert timed(NO_TIMER, "update", step) is step  # off: the step itself, bound once
+    with pytest.raises(ValueError, match="'updat' is not one of"):
+        timed(PhaseTimer(), "updat", step)  # on: a wrong name fails when bound, before any call
+    model = GRPO("rlvr/Arithmetic-v0", policy="tabular", seed=5)
+    model.timer = off = _CountingOff()
+    model.learn(640)
+    assert model.iterations >= 2 and off.asked  # the rollout still asks the shared no-op for its phases
+    assert not {"advantage", "update"} & set(off.asked), sorted(set(off.asked))
+    on = PhaseTimer()
+    model.timer = on
+    model.learn(640)
+    assert on.calls["advantage"] == on.calls["update"] == model.iterations
+
+
 def test_the_mlp_forward_is_the_modules_forward_bit_for_bit() -> None:
     import gymnasium as gym
     import torch
 
-    from agents.grpo.mlp import MLPPolicy
+    from agents.policies.mlp import MLPPolicy
 
     x = torch.as_tensor(np.random.default_rng(0).random((37, 12)))
     for activation, arch in (("tanh", (64, 64)), ("relu", (16,)), ("tanh", (8, 8, 8))):

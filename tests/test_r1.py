@@ -49,7 +49,7 @@ def test_an_sb3_actor_copied_back_gives_its_logits_exactly(algo: str) -> None:
     from stable_baselines3 import PPO
 
     from agents import GRPO
-    from agents.grpo.transformer import copy_from_sb3, copy_to_sb3, sb3_policy_kwargs
+    from agents.policies.transformer import copy_from_sb3, copy_to_sb3, sb3_policy_kwargs
 
     env = gym.make(ENV, n_numbers=3, observation="tokens")
     n = int(env.action_space.n)

@@ -20,8 +20,8 @@ import torch
 import rlvr_env  # noqa: F401  (registers the envs)
 from agents import GRPO, GRPOConfig
 from agents.grpo import Advantages, register_advantage, register_policy, register_policy_loss
-from agents.grpo.policies import Policy, TabularPolicy
-from agents.grpo.torch_policy import TorchPolicy
+from agents.policies import Policy, TabularPolicy
+from agents.policies.torch_base import TorchPolicy
 
 ENV = "rlvr/Arithmetic-v0"  # the tabular policy's task
 KW = {"format_weight": 1.0}
@@ -125,7 +125,7 @@ def test_policy_names_and_classes_are_checked() -> None:
         GRPO(ENV, policy=dict)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="already registered to LinearPolicy"):
         register_policy("test-linear", TabularPolicy)
-    with pytest.raises(ValueError, match="needs a subclass of agents.grpo.policies.Policy"):
+    with pytest.raises(ValueError, match="needs a subclass of agents.policies.Policy"):
         register_policy("test-dict", dict)  # type: ignore[type-var]
     assert register_policy("test-linear", LinearPolicy) is LinearPolicy  # the same class again: no-op
     assert issubclass(LinearPolicy, Policy)

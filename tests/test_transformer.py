@@ -1,4 +1,4 @@
-"""The causal-transformer policy (agents.grpo.transformer): KV-cached rollouts agree with one-pass
+"""The causal-transformer policy (agents.policies.transformer): KV-cached rollouts agree with one-pass
 teacher forcing, checkpoints round-trip, seeded runs repeat, and SB3 PPO / MaskablePPO get the same
 network (same initial weights for a seed, a fresh critic) and train with it."""
 
@@ -12,7 +12,9 @@ import torch
 import rlvr_env  # noqa: F401
 from agents.grpo.config import GRPOConfig
 from agents.grpo.agent import GRPO
-from agents.grpo.transformer import TransformerPolicy, build_network, copy_to_sb3, sb3_policy_kwargs
+from agents.grpo.update import entropy_logits_grad
+from agents.policies import Loss
+from agents.policies.transformer import TransformerPolicy, build_network, copy_to_sb3, sb3_policy_kwargs
 
 torch.set_num_threads(1)
 ENV = "rlvr/Countdown-v0"
@@ -74,7 +76,7 @@ def test_an_update_drops_the_kv_cache() -> None:
     def push_up(logp: np.ndarray) -> LossTerms:  # raise the taken tokens' log-probs
         return LossTerms(float(-logp.sum()), -np.ones_like(logp), 0.0, 0.0, 0.0)
 
-    policy.update(obs, actions, push_up)
+    policy.update(obs, actions, Loss(push_up))
     obs, *_ = envs.step(actions)  # every row extends a cached row by one token
     after = policy.logits(obs)
     policy._cache = None
@@ -203,7 +205,7 @@ def test_entropy_bonus_gradient_matches_autograd() -> None:
     def zero_loss(logp: np.ndarray) -> LossTerms:
         return LossTerms(0.0, np.zeros_like(logp), 0.0, 0.0, 0.0)
 
-    pol.update(obs, actions, zero_loss, entropy_weights=weights)
+    pol.update(obs, actions, Loss(zero_loss, entropy_logits_grad(weights)))
     assert any(g is not None and float(g.abs().max()) > 1e-4 for g in expected)
     for got, want in zip(captured, expected):
         if want is None:
@@ -213,7 +215,7 @@ def test_entropy_bonus_gradient_matches_autograd() -> None:
 
 
 def test_torch_init_is_pytorchs_default_drawn_from_the_seeded_generator() -> None:
-    from agents.grpo.transformer import TinyLM
+    from agents.policies.transformer import TinyLM
 
     ours = TinyLM(30, 20, 15, seed=5, **SMALL)  # init="torch", the default
     again = TinyLM(30, 20, 15, seed=5, **SMALL)

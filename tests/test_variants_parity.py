@@ -48,8 +48,8 @@ def _loss(logp, logp_old, logp_ref, adv, mask, *, policy_tokens=None, clip_eps=0
           kl_estimator="k3", aggregation="seq_mean_token_mean", policy_loss="vanilla", max_length=None,
           seq_mean_rows="all", sapo_taus=(1.0, 1.05), **surrogate):
     """grpo_token_loss with its settings spelled as keywords (the names of GRPOConfig's fields)."""
-    settings = LossSettings(beta=beta, kl_estimator=kl_estimator, aggregation=aggregation, policy_loss=policy_loss,
-                            max_length=max_length, seq_mean_rows=seq_mean_rows,
+    settings = LossSettings(beta=beta, kl_estimator=kl_estimator, aggregation=aggregation,
+                            policy_loss=policy_loss, max_length=max_length, seq_mean_rows=seq_mean_rows,
                             surrogate=SurrogateSettings(clip_eps=clip_eps, sapo_tau_pos=sapo_taus[0],
                                                         sapo_tau_neg=sapo_taus[1], **surrogate))
     return grpo_token_loss(logp, logp_old, logp_ref, adv, mask, settings, policy_tokens=policy_tokens)
@@ -65,7 +65,7 @@ def _loss_and_grad(fn, logp: np.ndarray):
 
 def _ours(logp, logp_old, adv, mask, **kw):
     terms = _loss(logp, logp_old, logp_old, adv, mask, clip_eps=kw.pop("clip_eps", 0.2), beta=0.0,
-                            aggregation=kw.pop("aggregation", "seq_mean_token_mean"), **kw)
+                  aggregation=kw.pop("aggregation", "seq_mean_token_mean"), **kw)
     return terms.loss, terms.grad_logp
 
 
@@ -342,7 +342,7 @@ def test_top_entropy_loss_matches_trl_to_1e10() -> None:
     chosen = high_entropy_tokens(rng.uniform(0, 2, size=mask.shape), mask, 0.2)
     beta = 0.04
     terms = _loss(logp, logp_old, logp_ref, adv, mask, clip_eps=0.2, beta=beta,
-                            policy_tokens=chosen)
+                  policy_tokens=chosen)
 
     def trl(x):
         coef_1 = torch.exp(x - _t(logp_old))
@@ -447,11 +447,11 @@ def test_each_new_variant_trains(name: str) -> None:
 
 
 def test_top_entropy_quantile_trains_only_the_chosen_tokens(monkeypatch) -> None:
-    from agents.grpo import agent as agent_module
+    from agents.grpo import update as update_module
 
     seen: list = []
-    original = agent_module.grpo_token_loss
-    monkeypatch.setattr(agent_module, "grpo_token_loss",
+    original = update_module.grpo_token_loss
+    monkeypatch.setattr(update_module, "grpo_token_loss",
                         lambda *a, **kw: seen.append((a[4], kw["policy_tokens"])) or original(*a, **kw))
     model = GRPO("rlvr/Arithmetic-v0", GRPOConfig(group_size=4, prompts_per_iter=4, top_entropy_quantile=0.2,
                                                   epochs=1), seed=0)

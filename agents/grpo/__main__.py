@@ -35,11 +35,12 @@ from pathlib import Path
 import gymnasium as gym
 
 import rlvr_env  # noqa: F401  (registers the rlvr/* environments)
+from agents.evaluation import split_scores
 from agents.grpo.agent import GRPO
 from agents.grpo.checkpoint import checkpoint_path
-from agents.grpo.config import COLD_START, PRESETS, GRPOConfig, Unset
-from agents.grpo.policies import TABULAR_DEFAULT_LR
-from agents.grpo.registry import policy_names
+from agents.grpo.config import GRPOConfig
+from agents.grpo.presets import COLD_START, PRESETS, Unset
+from agents.policies import TABULAR_DEFAULT_LR, policy_names
 from rlvr_env.envs import TokenEnv
 
 
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{record['sft_seconds']:.1f} s, loss per token {record['sft_losses'][-1]:.3f}")
             if token_env:  # the base's score, before RL changes it
                 phase = "the base's evaluation"
-                record.update(_report(model, args, "base_"))
+                record.update(split_scores(model, args.eval_k, args.eval_prompts, "base_"))
                 print(_base_line(record, args.eval_k), flush=True)
         phase = "training"
         if args.total_timesteps > 0:
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         phase = "the final evaluation"
         _trained(model, record)
         if token_env:
-            record.update(_report(model, args, "", show=True))
+            record.update(split_scores(model, args.eval_k, args.eval_prompts, show=True))
         else:
             print(f"greedy mean return over 10 episodes: {model.evaluate():.2f}")
     except KeyboardInterrupt:
@@ -383,24 +384,6 @@ def _no_interrupts() -> typing.Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _report(model: GRPO, args: argparse.Namespace, prefix: str, show: bool = False) -> dict[str, float]:
-    """``{prefix}{split}_greedy / _sampled / _pass_at_k / _min_prompt_sampled`` on both splits (the
-    shared evaluation code, masks as in training; held-out = the test split); ``show`` prints them."""
-    out: dict[str, float] = {"eval_k": args.eval_k}
-    for split in ("train", "test"):
-        rep = model.success(split, k=args.eval_k, n_prompts=args.eval_prompts)
-        out.update({f"{prefix}{split}_greedy": rep.greedy, f"{prefix}{split}_sampled": rep.sampled,
-                    f"{prefix}{split}_pass_at_k": rep.pass_at_k,
-                    f"{prefix}{split}_min_prompt_sampled": rep.min_prompt_sampled,
-                    f"{prefix}{split}_prompts": len(rep.per_prompt_sampled)})
-        if show:
-            print(f"{split} prompts ({len(rep.per_prompt_sampled)}"
-                  f"{', grammar-masked' if model.masks_constrain else ''}): greedy success {rep.greedy:.3f}, "
-                  f"sampled success (mean@{rep.k}) {rep.sampled:.3f}, pass@{rep.k} {rep.pass_at_k:.3f}, "
-                  f"worst prompt's sampled success {rep.min_prompt_sampled:.3f}")
-    return out
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """GRPO checkpoints: a zip of ``grpo.json`` (metadata, the resolved config, the generator state) and
 ``policy.npz`` (the policy's arrays; with ``advantage="gae"`` also the critic's, ``critic.*``), plus
 ``optimizer.pt`` (torch's Adam state) for the torch policies and ``critic_optimizer.pt`` (the critic's).
-The policy is stored by its registered name (:mod:`agents.grpo.registry`); loading finds the class there,
-so a custom policy class loads once it is registered again. An unregistered class defined at a module's
-top level is stored by its import path ``"module:Class"`` and imported on load; one defined inside a
-function (or in ``__main__``) cannot be saved unless registered. The config is stored with its class's
+The policy is stored by its registered name (:mod:`agents.policies.registry`); loading finds the class
+there, so a custom policy class loads once it is registered again. An unregistered class defined at a
+module's top level is stored by its import path ``"module:Class"`` and imported on load (a path from
+before the policies moved to :mod:`agents.policies`, e.g. ``"agents.grpo.mlp:MLPPolicy"``, is read as
+where the class lives now: :data:`agents.policies.MOVED_POLICY_PATHS`); one defined inside a function
+(or in ``__main__``) cannot be saved unless registered. The config is stored with its class's
 import path (``"agents.grpo.config:GRPOConfig"``, or a user's subclass whose own fields a registered loss
 reads), and the env id with the module that registers it when the agent knows it (the ``module:`` of
 ``env="module:id"``, else the module of the env spec's entry point, for ``register_envs`` the task
@@ -37,7 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.grpo.config import GRPOConfig
-from agents.grpo.registry import import_path, policy_names
+from agents.policies import import_path, moved_policy_path, policy_names
 
 __all__ = ["CHECKPOINT_FORMAT", "checkpoint_path", "load", "registering_module", "save", "split_env_id"]
 
@@ -90,7 +92,7 @@ def save(model: Any, path: str | Path) -> Path:
     if model.policy_name is None:
         raise ValueError(
             f"the policy class {type(model.policy).__qualname__} is not registered, and a checkpoint names "
-            "its policy: register it first (agents.grpo.registry.register_policy(name, cls)), or define it "
+            "its policy: register it first (agents.policies.register_policy(name, cls)), or define it "
             "at a module's top level (the checkpoint then stores its import path 'module:Class')")
     config_cls = type(model.config)
     meta = {
@@ -166,7 +168,7 @@ def load(cls: Any, path: str | Path, env: str | gym.Env | None = None,
     policy = meta["policy"]
     if ":" in policy:  # an unregistered class by its import path
         try:
-            policy = import_path(policy, "policy")
+            policy = import_path(moved_policy_path(policy), "policy")
         except ValueError as err:
             raise ValueError(f"{path}: its {err}; or register the class and load again") from err
     config = _config(meta, path, config_class)
@@ -289,7 +291,7 @@ def _read_json(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     if ":" not in meta["policy"] and meta["policy"] not in policy_names():
         raise ValueError(
             f"{path}: its policy {meta['policy']!r} is not registered (registered: {policy_names()}); "
-            f"register its class first (agents.grpo.registry.register_policy({meta['policy']!r}, cls))")
+            f"register its class first (agents.policies.register_policy({meta['policy']!r}, cls))")
     return meta
 
 

@@ -14,53 +14,29 @@ clip. So ``GRPOConfig(clip_eps_high=None)``, ``GRPOConfig.preset("transformer", 
 ``python -m agents.grpo --clip-eps-high none`` train with the symmetric clip under every preset, while a
 config that does not name ``clip_eps_high`` takes the preset's (0.28 for "transformer" and "countdown").
 
-Why one long module: it is one frozen dataclass whose every field carries its symbol, source and
-recommended value in its own docstring, plus the checks that refuse impossible settings; the length is
-those field docs.
+The presets and :data:`UNSET` are :mod:`agents.grpo.presets` (re-exported here), the checks that refuse
+impossible settings :mod:`agents.grpo.validation`; this module is the dataclass, whose every field
+carries its symbol, source and recommended value in its own docstring.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import enum
 import inspect
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from agents.grpo.objective import (
-    ADVANTAGE_ESTIMATORS,
-    CRITIC_ESTIMATORS,
-    KL_ESTIMATORS,
-    LOSS_AGGREGATIONS,
-    POLICY_LOSSES,
-    SEQ_MEAN_ROWS,
-    LossSettings,
-    SurrogateSettings,
-)
+from agents.grpo.objective import CRITIC_ESTIMATORS, POLICY_LOSSES, LossSettings, SurrogateSettings
+from agents.grpo.presets import COLD_START, PRESETS, UNSET, Unset, is_unset
+from agents.grpo.validation import validate
 
-__all__ = ["COLD_START", "GRPOConfig", "PRESETS", "PRESET_FIELDS", "UNSET"]
+__all__ = ["COLD_START", "GRPOConfig", "PRESETS", "PRESET_FIELDS", "UNSET", "Unset"]
 
-
-class Unset(enum.Enum):
-    """The type of :data:`UNSET`."""
-
-    UNSET = "unset"
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-#: "Not set by the caller: take the policy's preset" for a field whose ``None`` is a value of its own
-#: (``clip_eps_high=None`` is the symmetric clip). :meth:`GRPOConfig.resolve` replaces it.
-UNSET = Unset.UNSET
 #: The value network's fields (``advantage="gae"``), read by no other estimator.
 _CRITIC_FIELDS = frozenset({"gamma", "lam", "cliprange_value", "critic_learning_rate", "critic_warmup"})
-#: Fields where ``None`` is a setting (not "unset"); their unset value is :data:`UNSET`.
-_NONE_IS_A_VALUE = frozenset({"clip_eps_high"})
 
 
 @dataclass(frozen=True)
@@ -282,117 +258,7 @@ class GRPOConfig:
     task's max_length, or the env spec's max_episode_steps). At least 1."""
 
     def __post_init__(self) -> None:
-        critic = self.advantage in CRITIC_ESTIMATORS
-        if self.group_size is not None:
-            if critic:
-                _int_at_least("group_size", self.group_size, 1, "")
-            else:
-                _int_at_least("group_size", self.group_size, 2, "a group needs two answers to have a "
-                              "baseline (with advantage='gae' the critic is the baseline and G may be 1)")
-        if self.prompts_per_iter is not None:
-            _int_at_least("prompts_per_iter", self.prompts_per_iter, 1, "")
-        if self.epochs is not None:
-            _int_at_least("epochs", self.epochs, 1, "")
-        _int_at_least("minibatches", self.minibatches, 1, "")
-        if self.prompts_per_iter is not None and self.minibatches > self.prompts_per_iter:
-            raise ValueError(
-                f"minibatches={self.minibatches} must not exceed prompts_per_iter={self.prompts_per_iter}:"
-                " a minibatch holds whole groups"
-            )
-        _real_in("clip_eps", self.clip_eps, lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        if self.beta is not None:
-            _real_in("beta", self.beta, lo=0.0)
-        _real_in("adv_eps", self.adv_eps, lo=0.0, lo_open=True)
-        _real_in("length_weight", self.length_weight, lo=0.0)
-        if self.learning_rate is not None:
-            _real_in("learning_rate", self.learning_rate, lo=0.0, lo_open=True)
-        if self.max_grad_norm is not None:
-            _real_in("max_grad_norm", self.max_grad_norm, lo=0.0, lo_open=True)
-        _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
-        if self.advantage is not None:
-            _choice("advantage", self.advantage, {**ADVANTAGE_ESTIMATORS, **CRITIC_ESTIMATORS})
-        _real_in("gamma", self.gamma, lo=0.0, hi=1.0)
-        _real_in("lam", self.lam, lo=0.0, hi=1.0)
-        _real_in("cliprange_value", self.cliprange_value, lo=0.0, lo_open=True)
-        if self.critic_learning_rate is not None:
-            _real_in("critic_learning_rate", self.critic_learning_rate, lo=0.0, lo_open=True)
-        _int_at_least("critic_warmup", self.critic_warmup, 0, "")
-        if not critic and self.advantage is not None and (
-                self.critic_warmup or self.critic_learning_rate is not None):
-            raise ValueError(
-                f"critic_warmup={self.critic_warmup!r} / critic_learning_rate={self.critic_learning_rate!r} "
-                f"need a learned critic (advantage='gae'), not advantage={self.advantage!r}"
-            )
-        if critic and self.dynamic_sampling and self.group_size == 1:
-            raise ValueError(
-                "dynamic_sampling=True with group_size=1 would drop every group: a group of one answer "
-                "always ties (DAPO's filter keeps groups whose rewards differ)"
-            )
-        _choice("loss_aggregation", self.loss_aggregation, LOSS_AGGREGATIONS)
-        _choice("tabular_optimizer", self.tabular_optimizer, {"sgd": None, "adam": None})
-        for flag in ("unbiased_std", "mask_truncated", "dynamic_sampling"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ValueError(f"{flag}={getattr(self, flag)!r} must be a bool")
-        _choice("policy_loss", self.policy_loss, POLICY_LOSSES)
-        if self.clip_eps_high is not None and self.clip_eps_high is not UNSET:
-            _real_in("clip_eps_high", self.clip_eps_high, lo=0.0, lo_open=True)
-        if self.dual_clip_c is not None:
-            _real_in("dual_clip_c", self.dual_clip_c, lo=1.0, lo_open=True)
-            high = self.clip_eps_high
-            if high is None or high is UNSET:
-                high = self.clip_eps
-            if self.dual_clip_c <= 1.0 + high:
-                raise ValueError(
-                    f"dual_clip_c={self.dual_clip_c!r} must exceed 1 + clip_eps_high = {1.0 + high:g} "
-                    "(clip_eps when clip_eps_high is unset): at or below the clip's upper bound the dual "
-                    "clip cuts into the clipped objective itself, where verl's clip_ratio_c and TRL's delta "
-                    "(it clamps the ratio before the clip, for either sign of the advantage) disagree; TRL "
-                    "recommends delta > 1 + epsilon"
-                )
-            readers = [name for name, loss in POLICY_LOSSES.items() if "dual_clip_c" in loss.settings]
-            if self.policy_loss not in readers:
-                raise ValueError(
-                    f"dual_clip_c={self.dual_clip_c!r} applies to "
-                    f"{' / '.join(f'policy_loss={name!r}' for name in readers)} only, not "
-                    f"{self.policy_loss!r} (verl applies clip_ratio_c only to its vanilla loss too)"
-                )
-        if not POLICY_LOSSES[self.policy_loss].clip_high and self.clip_eps_high not in (None, UNSET):
-            raise ValueError(
-                f"clip_eps_high={self.clip_eps_high!r} has no effect with policy_loss={self.policy_loss!r}: "
-                "it does not clip the ratio"
-            )
-        if POLICY_LOSSES[self.policy_loss].per_answer and self.loss_aggregation != "seq_mean_token_mean":
-            raise ValueError(
-                f"policy_loss={self.policy_loss!r} needs loss_aggregation='seq_mean_token_mean', not "
-                f"{self.loss_aggregation!r}: its objective is one number per answer, so each answer is "
-                "weighted once (the paper's objective; verl hard-codes it for 'sapo' and 'geo_mean' and "
-                "accepts other modes for 'gspo', where the answer-level ratio is then reweighted by length)"
-            )
-        _choice("seq_mean_rows", self.seq_mean_rows, SEQ_MEAN_ROWS)
-        if self.seq_mean_rows != "all" and not self.loss_aggregation.startswith("seq_mean"):
-            raise ValueError(
-                f"seq_mean_rows={self.seq_mean_rows!r} has no effect with loss_aggregation="
-                f"{self.loss_aggregation!r}: it only changes how seq_mean_* aggregations count answers"
-            )
-        _real_in("sapo_tau_pos", self.sapo_tau_pos, lo=0.0, lo_open=True)
-        _real_in("sapo_tau_neg", self.sapo_tau_neg, lo=0.0, lo_open=True)
-        _real_in("top_entropy_quantile", self.top_entropy_quantile, lo=0.0, hi=1.0)
-        _real_in("kl_cov_ratio", self.kl_cov_ratio, lo=0.0, lo_open=True, hi=1.0)
-        _real_in("kl_cov_coef", self.kl_cov_coef, lo=0.0)
-        _real_in("clip_cov_ratio", self.clip_cov_ratio, lo=0.0, lo_open=True, hi=1.0)
-        _real_in("clip_cov_lb", self.clip_cov_lb)
-        _real_in("clip_cov_ub", self.clip_cov_ub)
-        if self.clip_cov_ub <= self.clip_cov_lb:
-            raise ValueError(
-                f"clip_cov_ub={self.clip_cov_ub!r} must exceed clip_cov_lb={self.clip_cov_lb!r}: the window "
-                "Clip-Cov draws tokens from would be empty"
-            )
-        _real_in("entropy_coef", self.entropy_coef, lo=0.0)
-        _int_at_least("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, 1, "")
-        if self.token_sum_norm is not None:
-            _int_at_least("token_sum_norm", self.token_sum_norm, 1, "")
-        if not isinstance(self.action_masks, bool):
-            raise ValueError(f"action_masks={self.action_masks!r} must be a bool")
+        validate(self)  # each concern's checks, in order (agents.grpo.validation)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready; a field left :data:`UNSET` is omitted (``from_dict`` leaves it unset
@@ -452,7 +318,7 @@ class GRPOConfig:
         filled = {
             name: PRESETS[policy].get(name, PRESETS["paper"].get(name))
             for name in PRESET_FIELDS
-            if _is_unset(name, getattr(self, name))
+            if is_unset(name, getattr(self, name))
         }
         own = PRESETS[policy].get("tabular_optimizer")
         if own is not None and self.tabular_optimizer != own:
@@ -502,143 +368,6 @@ class GRPOConfig:
             raise ValueError(f"unknown GRPOConfig fields {unknown}; known fields are {sorted(known)}")
         return cls(**data)
 
-
-def _is_unset(name: str, value: object) -> bool:
-    """Whether field ``name`` holding ``value`` was left for the preset to fill."""
-    return value is UNSET or (value is None and name not in _NONE_IS_A_VALUE)
-
-
-def _int_at_least(name: str, value: object, lo: int, why: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}={value!r} must be an integer")
-    if value < lo:
-        raise ValueError(f"{name}={value!r} must be at least {lo}" + (f": {why}" if why else ""))
-
-
-def _real_in(
-    name: str,
-    value: object,
-    *,
-    lo: float | None = None,
-    hi: float | None = None,
-    lo_open: bool = False,
-    hi_open: bool = False,
-) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}={value!r} must be a finite real number")
-    if lo is not None and (value < lo or (lo_open and value == lo)):
-        raise ValueError(f"{name}={value!r} must be {'>' if lo_open else '>='} {lo}")
-    if hi is not None and (value > hi or (hi_open and value == hi)):
-        raise ValueError(f"{name}={value!r} must be {'<' if hi_open else '<='} {hi}")
-
-
-def _choice(name: str, value: object, table: dict[str, Any]) -> None:
-    if value not in table:
-        raise ValueError(f"{name}={value!r} is not one of {sorted(table)}")
-
-
-#: Named presets. "paper": the papers' values (DeepSeekMath; the lesson's G = 8). "tabular", "mlp": the
-#: per-policy defaults, measured on rlvr/Arithmetic-v0 over 10 seeds (docs/agent.md, "What made tabular
-#: GRPO robust"; ``python -m benchmarks.grpo_targets``); a field they do not set takes the paper's value.
-#:
-#: * tabular: with the paper's std-normalised advantage the agent collapsed on 10 of 10 seeds: a group
-#:   whose only difference is one well-formed (0.1) answer among malformed (0.0) ones gets advantages as
-#:   large as a group that found the correct (1.1) answer, so the table commits to the first
-#:   grammatical but wrong expression family it meets; then every group ties and learning stops.
-#:   Dr. GRPO's mean-only advantage keeps the 10:1 ratio between accuracy and format, plain SGD keeps
-#:   it per table row (Adam would rescale every row's step), and G = 32 answers per prompt make it
-#:   likely that a group contains a correct answer once the table has started to commit.
-#:   mu = 1 and beta = 0.02 (they were the paper's mu = 4, beta = 0.04): with plain SGD at
-#:   lr 300, a row that one step has just concentrated on a rewarded token gives every other token the
-#:   group sampled a k3 gradient r - 1 of up to ~12 (r = pi_ref / pi), and the stale epochs 2-4 took
-#:   that step on all of the row's answers at once, overshooting: in 9 of 9 such updates on seeds 0-9 a
-#:   target's correct answers went from 0.47-0.77 (after epoch 1) to < 0.01 (after epoch 2). The first
-#:   correct answers of the last target were thrown away again and again, and meanwhile its held-out
-#:   greedy answer, read off near-uniform rows, was sometimes right by chance: the "solved, then lost"
-#:   runs (3/10) were never solved under sampling. mu = 1, beta = 0.02 on seeds 0-9: 0/10 such drops
-#:   at 300k steps, median steps to solved 53k instead of 88k (``python -m benchmarks.tabular_hold``;
-#:   0/10 at 1M too; beta = 0.005 left 2 of 10 seeds unsolved: the KL is also the table's exploration
-#:   floor). Reported on fresh seeds in docs/agent.md, "What made tabular GRPO robust" ("Solved, then
-#:   lost?").
-#: * mlp: the paper's advantage works when the KL anchor is strong: with beta = 0.04 (the lesson's upper
-#:   end) 8 of 10 seeds reached 100% and the rest collapsed onto one wrong answer for a target; with
-#:   beta = 0.2 all 10 did, and the policy keeps ~0.2 nats of entropy (the reference is the random
-#:   initial network, so beta here is an exploration floor: the lesson's "raise beta" hint).
-#:   B = 8 prompts per iteration with G = 16 generalised to held-out prompts better than B = 2-4.
-#: * countdown: the mlp preset changed where Countdown N=3 (``rlvr/Countdown-v0``, grammar masks on)
-#:   needed it, measured on seeds 0-1 at 300k steps (docs/countdown.md, "GRPO on Countdown";
-#:   ``python -m benchmarks.countdown`` reports fresh seeds). length_weight = 0: under masks every
-#:   answer is well-formed, so the k1.5 term is the only thing telling answers of a failed group apart
-#:   and it pays the shortest (one number + EOS): every seed collapsed to length 2 (held-out greedy
-#:   0.12) and learned nothing after; without it 0.30. beta = 0 with DAPO's dynamic sampling and
-#:   clip-higher (0.28): sampled success rose from 0.47 to 0.59 (the beta = 0.2 anchor to the random
-#:   initial net kept entropy, and so sampled success, artificially low) at equal greedy success.
-#:   Tried and not kept (no gain in held-out greedy success at 300k): a 256-256 net, 4 minibatches
-#:   with B = 16, an entropy bonus of 0.01.
-PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {
-        "epochs": 4,
-        "group_size": 8,
-        "prompts_per_iter": 8,
-        "advantage": "grpo",
-        "beta": 0.04,
-    },
-    "tabular": {
-        "group_size": 32,
-        "prompts_per_iter": 2,
-        "advantage": "dr_grpo",
-        "tabular_optimizer": "sgd",
-        "learning_rate": 300.0,
-        "epochs": 1,
-        "beta": 0.02,
-    },
-    "mlp": {
-        "group_size": 16,
-        "prompts_per_iter": 8,
-        "advantage": "grpo",
-        "learning_rate": 1e-3,
-        "beta": 0.2,
-    },
-    "countdown": {
-        "group_size": 16,
-        "prompts_per_iter": 8,
-        "advantage": "grpo",
-        "learning_rate": 1e-3,
-        "beta": 0.0,
-        "length_weight": 0.0,
-        "dynamic_sampling": True,
-        "clip_eps_high": 0.28,
-    },
-    # the R1 recipe: the causal transformer after a supervised cold start (agents.sft), on Countdown N=3
-    # with grammar masks; the countdown preset's choices (no k1.5 length term under masks, dynamic
-    # sampling, clip-higher) with a small step size for a pretrained policy and B x G = 256 episodes;
-    # mu = 2 epochs of 4 minibatches (8 gradient steps per batch, as many as the R1 study's MaskablePPO
-    # takes per rollout). Chosen on seed 0 (never reported) from the recipe's base, among five settings
-    # at 300k steps by held-out sampled success (the search budget MaskablePPO's settings got; python -m
-    # benchmarks.r1.tune --summary, benchmarks/results/r1/tune.md): mu = 1 (the previous preset) 0.576,
-    # lr 3e-4 0.604, lr 1e-3 0.453, beta = 0 0.589, this one 0.629 (base 0.499), at 0.57x mu = 1's
-    # env steps/s.
-    "transformer": {
-        "epochs": 2,
-        "minibatches": 4,
-        "group_size": 16,
-        "prompts_per_iter": 16,
-        "advantage": "grpo",
-        "learning_rate": 1e-4,
-        "beta": 0.01,
-        "length_weight": 0.0,
-        "dynamic_sampling": True,
-        "clip_eps_high": 0.28,
-    },
-}
-
-#: The R1 recipe's supervised cold start before GRPO (:func:`agents.sft.cold_start`'s defaults and the
-#: CLI's ``--sft-*`` defaults; the data budget is the caller's, 100,000 solutions in the recipe), for the
-#: ``transformer`` policy at its default architecture (3 layers, width 128, PyTorch's default init).
-#: Chosen on the choosing seeds 0-2 by ``python -m benchmarks.r1.base_search`` (docs/r1.md, "the base"):
-#: 12 epochs of per-prompt minibatches.
-COLD_START: dict[str, Any] = {"epochs": 12, "batch_size": 256, "learning_rate": 1e-3, "minibatch": "prompts",
-                              "warmup": 0.0}
 
 #: The fields a preset fills when a config leaves them unset (None, or UNSET where None is a setting).
 PRESET_FIELDS: tuple[str, ...] = tuple(

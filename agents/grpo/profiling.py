@@ -1,7 +1,10 @@
 """Where a GRPO iteration spends its time: an opt-in wall-clock timer at the agent's phase boundaries.
 
-Off by default, and then free: the agent holds :data:`NO_TIMER`, whose ``phase(name)`` returns one shared
-do-nothing context manager (no clock read, no allocation). Switch it on with
+Off by default, and then free: the agent holds :data:`NO_TIMER`; the steps it times itself (``advantage``,
+``update``) are bound once per ``learn`` with :func:`timed`, which gives back the step itself when the
+timer is off, so nothing of the timer is on their path; the rollout's phases ask ``phase(name)``, which
+for :data:`NO_TIMER` returns one shared do-nothing context manager (no clock read, no allocation). Switch
+it on with
 ``model.timer = PhaseTimer()`` before ``learn``; each phase below then accumulates its seconds and its
 number of entries. Timing never touches a random generator or an array of the run, so a timed run trains
 bit for bit as the same run untimed (``tests/test_profiling.py``). ``python -m benchmarks.speed profile_grpo``
@@ -26,8 +29,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any, TypeVar, cast
 
-__all__ = ["NO_TIMER", "PHASES", "NoTimer", "PhaseTimer"]
+__all__ = ["NO_TIMER", "PHASES", "NoTimer", "PhaseTimer", "timed"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The timed phases, in the order an iteration runs them.
 PHASES = ("prompts", "masks", "forward", "sampling", "env_step", "scoring", "advantage", "update")
@@ -103,3 +109,18 @@ class PhaseTimer:
 
     def total(self) -> float:
         return sum(self.seconds.values())
+
+
+def timed(timer: NoTimer | PhaseTimer, name: str, fn: F) -> F:
+    """``fn`` timed as the phase ``name`` of ``timer``: ``fn`` itself when the timer is off (binding it
+    once, a caller has nothing of the timer on the path of every call), else ``fn`` run inside
+    ``timer.phase(name)`` (an unknown ``name`` is a ``ValueError`` here, before any call)."""
+    if not timer.enabled:
+        return fn
+    span = timer.phase(name)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with span:
+            return fn(*args, **kwargs)
+
+    return cast(F, run)

@@ -29,8 +29,8 @@ import numpy as np
 
 from agents.grpo.config import GRPOConfig
 from agents.grpo.objective import informative_groups
-from agents.grpo.policies import Policy, apply_mask, log_softmax, sample_from_logp
 from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
+from agents.policies import Policy, apply_mask, log_softmax, sample_from_logp
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Task
 from rlvr_env.tasks.expression.prompt import Prompt

@@ -225,7 +225,7 @@ def contender_hyperparams(contender: str, overrides: Mapping[str, Any] | None = 
     c = CONTENDERS[contender]
     if c.algo == "GRPO":
         from agents import GRPOConfig
-        from agents.grpo.config import PRESETS
+        from agents.grpo import PRESETS
 
         preset = c.preset if c.preset in PRESETS else c.policy
         return GRPOConfig.preset(preset, **{**c.base, **dict(overrides or {})}).to_dict()

@@ -209,12 +209,12 @@ def make_sb3_transformer(algo: str, env_id: str, env_kwargs: Mapping[str, Any], 
                          policy_kwargs: Mapping[str, Any], settings: Mapping[str, Any],
                          start: Any = None) -> Any:
     """SB3 ``PPO`` (``algo="ppo"``) or sb3-contrib ``MaskablePPO`` (``"maskable_ppo"``) with the
-    transformer policy (:func:`agents.grpo.transformer.sb3_policy_kwargs`) on the native vector env of
+    transformer policy (:func:`agents.policies.transformer.sb3_policy_kwargs`) on the native vector env of
     ``env_id`` with ``observation="tokens"`` and the train split. ``settings``: ``n_envs`` and
     ``n_steps``, optionally ``share_features_extractor`` (default True, SB3's), and any other PPO
     keyword. ``start``: a transformer policy whose weights the actor starts from (both trunks, when
     they are separate), else the seeded network."""
-    from agents.grpo.transformer import copy_to_sb3, sb3_policy_kwargs
+    from agents.policies.transformer import copy_to_sb3, sb3_policy_kwargs
 
     if algo not in ("ppo", "maskable_ppo"):
         raise ValueError(f"algo={algo!r} is not 'ppo' or 'maskable_ppo'")

@@ -19,8 +19,8 @@ from benchmarks.core.executor import Run
 from benchmarks.core.store import run_key
 from benchmarks.core.weights import pack_weights
 
-__all__ = ["DEFAULT_ENV_KWARGS", "ENV_ID", "EVAL", "KS", "RECIPE_SFT", "SB3_SETTINGS", "base_name", "base_run",
-           "base_runs", "evaluate", "make_model"]
+__all__ = ["DEFAULT_ENV_KWARGS", "ENV_ID", "EVAL", "KS", "RECIPE_SFT", "SB3_SETTINGS", "base_name",
+           "base_run", "base_runs", "evaluate", "make_model"]
 
 ENV_ID = "rlvr/Countdown-v0"
 DEFAULT_ENV_KWARGS = {"n_numbers": 3}
@@ -57,8 +57,7 @@ def make_model(spec: Mapping[str, Any], masks: bool = True) -> Any:
     """The seeded GRPO transformer of a run's ``spec`` (its ``seed``, ``env_kwargs``, ``policy_kwargs`` and
     optional ``grpo`` config fields over the ``transformer`` preset)."""
     import rlvr_env  # noqa: F401 - registers the envs
-    from agents.grpo.agent import GRPO
-    from agents.grpo.config import GRPOConfig
+    from agents.grpo import GRPO, GRPOConfig
 
     config = GRPOConfig.preset("transformer", action_masks=masks, **spec.get("grpo", {}))
     return GRPO(ENV_ID, config, policy="transformer", seed=spec["seed"],

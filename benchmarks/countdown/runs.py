@@ -65,8 +65,7 @@ def grpo_run(spec: dict[str, Any]) -> dict[str, Any]:
 
     import rlvr_env  # noqa: F401
     from agents.bc import demonstrations, warm_start
-    from agents.grpo.config import GRPOConfig
-    from agents.grpo import GRPO
+    from agents.grpo import GRPO, GRPOConfig
 
     seed, budget, cfg, env_kwargs = spec["seed"], spec["budget"], spec["cfg"], spec["env_kwargs"]
     eval_every, demos, task = spec["eval_every"], spec["demos"], spec["task"]
@@ -138,7 +137,7 @@ def maskable_run(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"seed": seed, "env_kwargs": kwargs}
     if demos:
         from agents.bc import behaviour_clone, copy_actor_to_sb3, demonstrations
-        from agents.grpo.mlp import MLPPolicy
+        from agents.policies.mlp import MLPPolicy
 
         actor = MLPPolicy(env.observation_space, int(env.action_space.n), 1e-3, seed=seed)
         behaviour_clone(actor, demonstrations(env, demos, seed=seed), epochs=BC_EPOCHS, seed=seed)

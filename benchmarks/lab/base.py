@@ -21,7 +21,7 @@ def _best_countdown_setting() -> tuple[str, dict[str, Any], dict[str, Any]]:
     ``agents.grpo.config.PRESETS`` when it exists (else the mlp preset), and the richest observation the
     Countdown task offers ("lookahead", else "relations"). Both go into every run's key, so stored runs
     made with another setting are rerun."""
-    from agents.grpo.config import PRESETS
+    from agents.grpo import PRESETS
     from rlvr_env.tasks import countdown
 
     preset = "countdown" if "countdown" in PRESETS else "mlp"
@@ -187,7 +187,8 @@ def seeds_of(runs: dict[str, list[dict[str, Any]]]) -> list[int]:
     return sorted(common or [])
 
 
-def per_seed(runs: dict[str, list[dict[str, Any]]], arm: str, fn: Callable[[dict[str, Any]], float]) -> list[float]:
+def per_seed(runs: dict[str, list[dict[str, Any]]], arm: str,
+             fn: Callable[[dict[str, Any]], float]) -> list[float]:
     recs = by_seed(runs, arm)
     return [float(fn(recs[s])) for s in seeds_of(runs)]
 

@@ -78,7 +78,7 @@ def run_key(arm: Arm, seed: int, budget: int, base: Run, weights: str, eval_k: i
 
 
 def _preset() -> dict[str, Any]:
-    from agents.grpo.config import PRESETS
+    from agents.grpo import PRESETS
 
     return PRESETS[PRESET]
 

@@ -33,7 +33,7 @@ CHANGED_DEFAULTS: dict[str, tuple[str, ...]] = {"kl_cov_coef": ("kl_cov",)}
 @functools.cache
 def _defaults() -> dict[str, Any]:
     from agents import GRPOConfig
-    from agents.grpo.config import UNSET
+    from agents.grpo import UNSET
 
     # A field left UNSET (clip_eps_high) resolves to None on the mlp policy, which is what a record
     # made before the field existed ran with.

@@ -111,7 +111,7 @@ MLP = Regime("mlp", CLAIMS, "100-107", "", ENV_KWARGS, "mlp", BASE_PRESET, BASE,
 
 
 def _r1_regime() -> Regime:
-    from agents.grpo.config import PRESETS
+    from agents.grpo import PRESETS
     from benchmarks.core.bases import RECIPE_SFT
     from benchmarks.lab import dapo, dr_grpo, kimi, yue
     from benchmarks.lab.base_model import ENV_KWARGS as R1_ENV_KWARGS

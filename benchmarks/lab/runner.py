@@ -58,7 +58,7 @@ class GroupObserver:
         self.iterations: list[dict[str, float]] = []
 
     def callback(self, m: Any, metrics: dict[str, float]) -> None:
-        from agents.grpo.objective import ADVANTAGE_ESTIMATORS
+        from agents.grpo import ADVANTAGE_ESTIMATORS
 
         event = self.events.pop()
         lengths, correct, rewards = event.lengths, event.correct, event.rewards  # (groups, G) each

@@ -14,7 +14,7 @@ Per seed, on ``rlvr/Countdown-v0`` (three numbers by default, ``observation="tok
   the preset's), sb3-contrib MaskablePPO (same masks) and SB3 PPO (unmasked: it may write malformed
   answers and is scored as written; its base is the same cold start without the masks, so it learned
   to avoid off-grammar tokens). Every arm gets the same network and initial weights
-  (``agents.grpo.transformer.copy_to_sb3`` for SB3). From scratch (the same seeded initial network, no
+  (``agents.policies.transformer.copy_to_sb3`` for SB3). From scratch (the same seeded initial network, no
   cold start): the arms of ``--scratch-arms`` (every arm of ``--arms`` by default; SB3's two take
   20-30 CPU-minutes a run from scratch, the agent's 1-3).
 
@@ -23,7 +23,7 @@ SB3's arms run through the native vector env (:func:`rlvr_env.to_sb3_vec_env`) w
 whole context in every update (no prefix shared), so its per-env-step cost is several times GRPO's.
 
 Every model is scored by the same code (:mod:`agents.evaluation`; SB3 actors are copied back into the
-transformer with :func:`~agents.grpo.transformer.copy_from_sb3`, which gives their logits exactly):
+transformer with :func:`~agents.policies.transformer.copy_from_sb3`, which gives their logits exactly):
 greedy and sampled success and unbiased pass@k for k = 1..64 from 64 samples per prompt
 (:meth:`~agents.evaluation.SuccessReport.pass_at`) on a fixed list of train and held-out prompts, and a
 learning curve of held-out sampled success (8 samples per prompt) every ``--curve-every`` env steps.
@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.grpo.config import PRESETS
+from agents.grpo import PRESETS
 from benchmarks.core.common import (
     LOCAL_OUT,
     RESULTS_DIR,
@@ -110,7 +110,7 @@ def rl_run(spec: dict[str, Any]) -> dict[str, Any]:
             done = sb3.num_timesteps
         seconds += time.perf_counter() - start
         if sb3 is not None:
-            from agents.grpo.transformer import copy_from_sb3
+            from agents.policies.transformer import copy_from_sb3
 
             copy_from_sb3(sb3, scorer.policy)
         curve.append({"steps": done, "train_seconds": seconds,

@@ -97,8 +97,7 @@ def base_cell(spec: dict[str, Any]) -> dict[str, Any]:
     """One cold start on ``spec["seed"]`` with ``spec``'s settings, evaluated alone (no weights kept)."""
     threads = limit_threads(int(spec["threads"]), import_torch=True)
     import rlvr_env  # noqa: F401 - registers the envs
-    from agents.grpo.agent import GRPO
-    from agents.grpo.config import GRPOConfig
+    from agents.grpo import GRPO, GRPOConfig
     from agents.sft import cold_start
 
     config = GRPOConfig.preset("transformer")

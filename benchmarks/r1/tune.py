@@ -29,9 +29,8 @@ import numpy as np
 import torch
 
 import rlvr_env  # noqa: F401
-from agents.grpo.config import COLD_START, GRPOConfig
-from agents.grpo.__main__ import _report
-from agents.grpo.agent import GRPO
+from agents.evaluation import split_scores
+from agents.grpo import COLD_START, GRPO, GRPOConfig
 from agents.sft import cold_start
 
 from benchmarks.core.common import (LOCAL_OUT, RESULTS_DIR, add_output_arguments, command_line, machine_info,
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> dict:
     else:
         info = cold_start(model, args.sft, epochs=args.sft_epochs, batch_size=args.sft_batch_size,
                           learning_rate=args.sft_lr, minibatch=args.sft_minibatch, warmup=args.sft_warmup)
-        info.update(_report(model, eval_args, "base_"))
+        info.update(split_scores(model, eval_args.eval_k, eval_args.eval_prompts, "base_"))
         base_path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(base_path, **model.policy.state())  # type: ignore[arg-type]
         base_path.with_suffix(".json").write_text(json.dumps(info))
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> dict:
         model.learn(args.steps)
         record.update({"num_timesteps": model.num_timesteps, "grpo_seconds": time.perf_counter() - start,
                        "steps_per_second": model.num_timesteps / max(model.train_seconds, 1e-9)})
-        record.update(_report(model, eval_args, ""))
+        record.update(split_scores(model, eval_args.eval_k, eval_args.eval_prompts))
     return record
 
 

@@ -54,8 +54,7 @@ VERIFIER_FUNCTIONS = ("feed", "finish")
 
 def make_agent(case: str, seed: int) -> Any:
     import rlvr_env  # noqa: F401  (registers the envs)
-    from agents.grpo import GRPO
-    from agents.grpo.config import GRPOConfig
+    from agents.grpo import GRPO, GRPOConfig
 
     env_id, env_kwargs, policy, preset, _ = CASES[case]
     return GRPO(env_id, GRPOConfig.preset(preset), policy=policy, seed=seed, env_kwargs=env_kwargs)
@@ -63,7 +62,7 @@ def make_agent(case: str, seed: int) -> Any:
 
 def time_phases(case: str, steps: int, warmup: int, seed: int) -> dict[str, Any]:
     """One timed run: seconds per phase, the loop's wall time and env steps/s."""
-    from agents.grpo.profiling import PHASES, PhaseTimer
+    from agents.grpo import PHASES, PhaseTimer
 
     model = make_agent(case, seed)
     if warmup:
@@ -118,7 +117,7 @@ def profile_case(case: str, steps: int, warmup: int, repeats: int, seed: int) ->
 
 
 def markdown(result: dict[str, Any]) -> str:
-    from agents.grpo.profiling import PHASES
+    from agents.grpo import PHASES
 
     names = [*PHASES, "other"]
     lines = [

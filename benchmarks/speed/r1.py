@@ -28,9 +28,8 @@ from typing import Any
 import torch
 
 import rlvr_env  # noqa: F401
-from agents.grpo.config import GRPOConfig
-from agents.grpo.agent import GRPO
-from agents.grpo.transformer import DEFAULT_ARCH
+from agents.grpo import GRPO, GRPOConfig
+from agents.policies.transformer import DEFAULT_ARCH
 from agents.sft import demonstrations, supervised_fit
 
 from benchmarks.core.baselines import make_sb3_transformer
@@ -69,7 +68,8 @@ def measure_together(arms: list[tuple[str, str, dict[str, Any]]], steps: int, se
     sb3 = None
     if sb3_steps > 0:  # the R1 study's MaskablePPO from the same seeded network, in the same turns
         sb3 = make_sb3_transformer("maskable_ppo", "rlvr/Countdown-v0", {"n_numbers": 3}, seed, {},
-                                   {**SB3_SETTINGS, "share_features_extractor": False}, start=models[0].policy)
+                                   {**SB3_SETTINGS, "share_features_extractor": False},
+                                   start=models[0].policy)
         sb3.learn(SB3_SETTINGS["n_envs"] * SB3_SETTINGS["n_steps"])  # warm-up: one rollout and update
     sb3_clock = _rollout_clock() if sb3 is not None else None
     learners = [*models, *([sb3] if sb3 is not None else [])]
@@ -103,7 +103,8 @@ def measure_together(arms: list[tuple[str, str, dict[str, Any]]], steps: int, se
     if sb3 is not None:
         n, secs = trained[-1], seconds[-1]
         rollout = sb3_clock.seconds
-        rows.append({"policy": "transformer", "advantage": "sb3_maskable_ppo", "steps": float(n), "seconds": secs,
+        rows.append({"policy": "transformer", "advantage": "sb3_maskable_ppo", "steps": float(n),
+                     "seconds": secs,
                      "steps_per_second": n / secs, "settings": dict(SB3_SETTINGS),
                      "rollouts": float(sb3_clock.rollouts), "rollout_seconds": rollout,
                      "update_seconds": secs - rollout,
@@ -138,7 +139,7 @@ def _rollout_clock() -> Any:
 def measure_trl(steps: int, seed: int, batch: int = 256, group: int = 16) -> dict[str, float]:
     """TRL ``GRPOTrainer``'s completions per second on Countdown-3 text prompts (our dataset and reward
     functions, :mod:`rlvr_env.llm`) with a tiny Llama of the transformer policy's default size
-    (:data:`agents.grpo.transformer.DEFAULT_ARCH`, character tokenizer, built offline) at the same batch
+    (:data:`agents.policies.transformer.DEFAULT_ARCH`, character tokenizer, built offline) at the same batch
     (``batch`` completions, ``group`` per prompt), CPU, after one warm-up step; completions counted
     where the reward function sees them."""
     from trl import GRPOConfig as TRLConfig
@@ -218,8 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _ROWS = (("GRPO, the preset's update", 0), ("PPO with a critic (gae), the preset's update", 1),
-         ("GRPO at mu = 1 (one full-batch step per batch)", 3), ("sb3-contrib MaskablePPO, the R1 study's "
-                                                               "settings", 4), ("GRPO, MLP policy", 2))
+         ("GRPO at mu = 1 (one full-batch step per batch)", 3),
+         ("sb3-contrib MaskablePPO, the R1 study's settings", 4), ("GRPO, MLP policy", 2))
 
 
 def markdown(record: dict[str, Any]) -> str:
@@ -237,14 +238,16 @@ def markdown(record: dict[str, Any]) -> str:
         r = runs[i]
         if r["advantage"] == "sb3_maskable_ppo":
             st = r["settings"]
-            update = (f"{st['n_envs']} envs x {st['n_steps']} steps, {st['n_epochs']} epochs of minibatches of "
+            update = (f"{st['n_envs']} envs x {st['n_steps']} steps, {st['n_epochs']} epochs of "
+                      "minibatches of "
                       f"{st['batch_size']}; {r['seconds_per_update']:.1f} s per update, rollouts at "
                       f"{r['rollout_steps_per_second']:,.0f} env steps/s")
             answers = ""
         else:
             update = f"{r['epochs']} epoch(s) x {r['minibatches']} minibatch(es)"
             answers = f"{r['answers_per_second']:,.0f}"
-        lines.append(f"| {name} | {update} | {r['steps_per_second']:,.0f} | {answers} | {r['parameters']:,.0f} |")
+        lines.append(f"| {name} | {update} | {r['steps_per_second']:,.0f} | {answers} | "
+                     f"{r['parameters']:,.0f} |")
     targets = [("PPO with a critic ÷ GRPO, env steps/s", record["gae_over_grpo"], ">= 0.5x", 0.5, "x")]
     if "sb3_maskable_ppo_steps_per_second" in record:
         targets.append(("MaskablePPO env steps/s", record["sb3_maskable_ppo_steps_per_second"], ">= 1,000",
@@ -253,8 +256,8 @@ def markdown(record: dict[str, Any]) -> str:
         targets.append(("GRPO at mu = 1 answers/s ÷ TRL GRPOTrainer's completions/s (TRL's default one "
                         "step per batch)", record["transformer_answers_over_trl_completions"], ">= 100x",
                         100.0, "x"))
-        targets.append(("GRPO at the preset's update, the same ratio", record["preset_answers_over_trl_completions"],
-                        "", None, "x"))
+        targets.append(("GRPO at the preset's update, the same ratio",
+                        record["preset_answers_over_trl_completions"], "", None, "x"))
     lines += ["", "| ratio or rate | measured | target |", "|---|---:|---|"]
     for name, value, target, bound, unit in targets:
         verdict = "" if bound is None else (" met" if value >= bound else " **missed**")
@@ -262,13 +265,14 @@ def markdown(record: dict[str, Any]) -> str:
         lines.append(f"| {name} | {shown} | {target}{verdict} |")
     if "trl" in record:
         t = record["trl"]
-        lines += ["", f"TRL: a Llama of the transformer's depth and width ({t['parameters']:,.0f} parameters, "
-                  f"character tokenizer), {t['completions_per_second']:.1f} completions/s over {t['steps']:.0f} "
-                  "timed steps of 256 completions."]
+        lines += ["", f"TRL: a Llama of the transformer's depth and width ({t['parameters']:,.0f} "
+                  f"parameters, character tokenizer), {t['completions_per_second']:.1f} completions/s over "
+                  f"{t['steps']:.0f} timed steps of 256 completions."]
     sft = record["sft"]
+    command = record.get("command", "python -m benchmarks.speed r1 (arguments not recorded)")
     lines += ["", f"Cold start: {sft['solutions_per_second']:,.0f} solutions/s (one epoch over "
               f"{sft['solutions']:,.0f} train-split solutions).", "",
-              f"Command: `{record.get('command', 'python -m benchmarks.speed r1 (arguments not recorded)')}`.", ""]
+              f"Command: `{command}`.", ""]
     return "\n".join(lines)
 
 

@@ -60,8 +60,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "agents/grpo/advantages.py": ("tests/test_objective.py", "tests/test_variants_parity.py",
                                   "tests/test_value.py"),
     "agents/grpo/value.py": ("tests/test_value.py", "tests/test_variants_parity.py"),
-    "agents/grpo/torch_policy.py": ("tests/test_transformer.py", "tests/test_value.py",
-                                    "tests/test_agents.py"),
+    "agents/policies/torch_base.py": ("tests/test_transformer.py", "tests/test_value.py",
+                                      "tests/test_agents.py"),
     # tests/test_pipeline.py runs studies in subprocesses and Ray workers with another working folder,
     # where mutmut's stats pass cannot find its settings and fails: the store's own tests cover it
     "benchmarks/core/store.py": ("tests/test_store.py",),

@@ -1,20 +1,22 @@
 """Policies by name: what ``GRPO(env, policy=...)`` accepts besides a :class:`Policy` class (as SB3 takes
 ``"MlpPolicy"`` or a policy class).
 
-The built-in names are ``"tabular"`` (:class:`agents.grpo.policies.TabularPolicy`, NumPy only),
-``"mlp"`` (:class:`agents.grpo.mlp.MLPPolicy`) and ``"transformer"``
-(:class:`agents.grpo.transformer.TransformerPolicy`); the torch ones are imported when first asked for,
+The built-in names are ``"tabular"`` (:class:`agents.policies.tabular.TabularPolicy`, NumPy only),
+``"mlp"`` (:class:`agents.policies.mlp.MLPPolicy`) and ``"transformer"``
+(:class:`agents.policies.transformer.TransformerPolicy`); the torch ones are imported when first asked for,
 so naming the tabular policy never imports torch. :func:`register_policy` adds a name for any
 :class:`Policy` subclass; a checkpoint stores the name and :meth:`agents.grpo.GRPO.load` finds the class
 here again. A class can also be named by its import path ``"module:QualName"`` (as Gymnasium names an
 entry point): :func:`policy_class` imports the module, and a checkpoint of an unregistered class defined
 at a module's top level stores that path. A class defined inside a function (or in ``__main__``) has no
-path another process can import: it trains, but cannot be saved unless registered.
+path another process can import: it trains, but cannot be saved unless registered. A path from before
+the policies had a package of their own (``"agents.grpo.mlp:MLPPolicy"``) names the class where it lives
+now (:data:`MOVED_POLICY_PATHS`).
 
 What a policy needs from the agent it declares on its class, not here: its config preset
 (``Policy.preset``), whether it reads the token context (``Policy.token_observation``), whether a
-checkpoint saves a torch optimiser (``Policy.uses_torch``), and how it is built
-(:meth:`Policy.build`).
+checkpoint saves a torch optimiser (``Policy.uses_torch``), how it is built (:meth:`Policy.build`), and
+whether it serves a learned critic (``CriticPolicy`` among its bases).
 """
 
 from __future__ import annotations
@@ -23,21 +25,42 @@ import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from agents.grpo.policies import Policy, TabularPolicy
+from agents.policies.protocol import Policy
+from agents.policies.tabular import TabularPolicy
 
-__all__ = ["class_path", "import_path", "policy_class", "policy_names", "register_policy", "registered_name"]
+__all__ = ["MOVED_POLICY_PATHS", "class_path", "import_path", "moved_policy_path", "policy_class",
+           "policy_names", "register_policy", "registered_name"]
 
 P = TypeVar("P", bound=type[Policy])
 
 
+#: The import paths of the policy classes that lived in ``agents.grpo`` before ``agents.policies`` was a
+#: package of its own -> where they live now: a checkpoint or a ``policy="module:Class"`` argument that
+#: names an old path gets the class at its new one (the built-ins' checkpoints store their names, which
+#: did not change).
+MOVED_POLICY_PATHS: dict[str, str] = {
+    "agents.grpo.policies:Policy": "agents.policies.protocol:Policy",
+    "agents.grpo.policies:TabularPolicy": "agents.policies.tabular:TabularPolicy",
+    "agents.grpo.torch_policy:TorchPolicy": "agents.policies.torch_base:TorchPolicy",
+    "agents.grpo.mlp:MLPPolicy": "agents.policies.mlp:MLPPolicy",
+    "agents.grpo.transformer:TransformerPolicy": "agents.policies.transformer:TransformerPolicy",
+}
+
+
+def moved_policy_path(path: str) -> str:
+    """``path`` (``"module:QualName"``), or where the class it names lives now when it moved
+    (:data:`MOVED_POLICY_PATHS`)."""
+    return MOVED_POLICY_PATHS.get(path, path)
+
+
 def _mlp() -> type[Policy]:
-    from agents.grpo.mlp import MLPPolicy  # lazy: torch
+    from agents.policies.mlp import MLPPolicy  # lazy: torch
 
     return MLPPolicy
 
 
 def _transformer() -> type[Policy]:
-    from agents.grpo.transformer import TransformerPolicy  # lazy: torch
+    from agents.policies.transformer import TransformerPolicy  # lazy: torch
 
     return TransformerPolicy
 
@@ -79,7 +102,7 @@ def register_policy(name: str, cls: P | None = None) -> P | Callable[[P], P]:
     def add(policy_cls: P) -> P:
         if not (isinstance(policy_cls, type) and issubclass(policy_cls, Policy)):
             raise ValueError(f"register_policy({name!r}, ...) needs a subclass of "
-                             f"agents.grpo.policies.Policy, got {policy_cls!r}")
+                             f"agents.policies.Policy, got {policy_cls!r}")
         if name in _POLICIES and _load(name) is not policy_cls:
             raise ValueError(f"policy name {name!r} is already registered to {_load(name).__qualname__}; "
                              "choose another name")
@@ -125,24 +148,25 @@ def import_path(path: str, what: str = "object") -> Any:
 
 def policy_class(policy: str | type[Policy]) -> type[Policy]:
     """The class a ``policy=`` argument names: a registered name, an import path ``"module:Class"``
-    (the module is imported; :func:`import_path`), or a :class:`Policy` subclass itself.
-    ``ValueError`` naming the value and the registered names otherwise."""
+    (the module is imported; :func:`import_path`; a moved class's old path is read as its new one,
+    :func:`moved_policy_path`), or a :class:`Policy` subclass itself. ``ValueError`` naming the value
+    and the registered names otherwise."""
     if isinstance(policy, str) and ":" in policy:
-        cls = import_path(policy, "policy")
+        cls = import_path(moved_policy_path(policy), "policy")
         if not (isinstance(cls, type) and issubclass(cls, Policy)):
             raise ValueError(f"policy={policy!r} names {cls!r}, which is not a subclass of "
-                             "agents.grpo.policies.Policy")
+                             "agents.policies.Policy")
         return cls
     if isinstance(policy, str):
         if policy not in _POLICIES:
             raise ValueError(f"policy={policy!r} is not one of the registered policies {policy_names()}; "
-                             "register a Policy class with agents.grpo.registry.register_policy, or name "
-                             "it by its import path 'module:Class'")
+                             "register a Policy class with agents.policies.register_policy, or name it "
+                             "by its import path 'module:Class'")
         return _load(policy)
     if isinstance(policy, type) and issubclass(policy, Policy):
         return policy
     raise ValueError(f"policy={policy!r} must be a registered name {policy_names()} or a subclass of "
-                     "agents.grpo.policies.Policy")
+                     "agents.policies.Policy")
 
 
 def registered_name(cls: type[Policy]) -> str | None:

@@ -44,9 +44,10 @@ try:
     from torch import nn
     from torch.nn import functional as F
 except ImportError as err:  # installed without the torch extra: the tabular policy still works
-    raise missing_extra("the transformer policy (agents.grpo.transformer)", "torch") from err
+    raise missing_extra("the transformer policy (agents.policies.transformer)", "torch") from err
 
-from agents.grpo.torch_policy import TorchPolicy
+from agents.policies.protocol import CriticPolicy
+from agents.policies.torch_base import TorchPolicy
 from rlvr_env.token_obs import PAD, TokenContextSpace
 
 __all__ = ["DEFAULT_ARCH", "INITS", "TinyLM", "TransformerPolicy", "answer_lengths", "build_network",
@@ -262,7 +263,7 @@ def _row_hash(ids: np.ndarray) -> np.ndarray:
     return (ids * _HASH[: ids.shape[1]]).sum(axis=1)
 
 
-class TransformerPolicy(TorchPolicy):
+class TransformerPolicy(TorchPolicy, CriticPolicy):
     """GRPO's causal-transformer policy over the token context (see the module docstring).
 
     ``policy_kwargs``: ``d_model`` (128), ``n_layers`` (3), ``n_heads`` (4), ``d_ff`` (2 d_model),
@@ -379,7 +380,7 @@ class TransformerPolicy(TorchPolicy):
         flat = torch.cat([last_h, answer_h.reshape(-1, last_h.shape[-1])])
         return net.head(flat[torch.as_tensor(index)])
 
-    # -- the critic of advantage="gae" (agents.grpo.torch_policy) ---------------------------------
+    # -- the critic of advantage="gae" (agents.policies.torch_base) -------------------------------
     def _value_network(self) -> TinyLM:
         critic = copy.deepcopy(self.net)
         critic.head = nn.Linear(critic.arch["d_model"], 1).to(self.dtype)

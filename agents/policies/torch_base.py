@@ -4,7 +4,9 @@ the KL reference), the RL update, parameters, arrays and optimiser state for che
 learned critic of ``advantage="gae"``. A subclass holds ``self.net`` (trained), ``self.reference`` (the
 frozen KL reference), ``self.optimizer`` and ``self.max_grad_norm``, names itself in ``kind`` for error
 messages, and implements one method, :meth:`TorchPolicy.network_logits` (the (T, V) logits of token
-rows under a network); :meth:`TorchPolicy._value_network` too if it serves ``advantage="gae"``.
+rows under a network). A subclass that serves ``advantage="gae"`` also lists
+:class:`agents.policies.CriticPolicy` among its bases (this class implements its methods) and gives
+:meth:`TorchPolicy._value_network`.
 
 The critic (:meth:`TorchPolicy.init_critic`) is a separate value network started from the policy's
 current weights: a copy of the policy's network whose action head is replaced by a one-output value head
@@ -23,14 +25,12 @@ from collections.abc import Callable
 import numpy as np
 
 from agents.extras import missing_extra
-from agents.grpo.objective import entropy_bonus
-from agents.grpo.policies import LossFn, Policy, UpdateStats
-from agents.grpo.value import ValueLossTerms
+from agents.policies.protocol import Loss, Policy, TermsT, UpdateStats, ValueTermsT
 
 try:
     import torch
 except ImportError as err:  # installed without the torch extra: the tabular policy still works
-    raise missing_extra("the neural policies (agents.grpo.torch_policy)", "torch") from err
+    raise missing_extra("the neural policies (agents.policies.torch_base)", "torch") from err
 
 __all__ = ["TorchPolicy", "masked_log_softmax"]
 
@@ -56,7 +56,7 @@ class TorchPolicy(Policy):
     ``ref.*``; the optimiser's state is saved beside them by :mod:`agents.grpo.checkpoint`).
 
     A subclass's constructor takes ``(observation_space, n_actions, learning_rate, *, seed,
-    max_grad_norm, **policy_kwargs)`` (what :meth:`agents.grpo.policies.Policy.build` passes) and sets
+    max_grad_norm, **policy_kwargs)`` (what :meth:`agents.policies.Policy.build` passes) and sets
     ``net``, ``reference``, ``optimizer`` and ``max_grad_norm``; it implements
     :meth:`network_logits`. Everything else (rollout logits, reference log-probs, the update, the
     supervised fit's log-probs, checkpoints, the critic) is here."""
@@ -98,25 +98,25 @@ class TorchPolicy(Policy):
             logp_all = masked_log_softmax(self.network_logits(self.reference, obs, actions), masks)
             return _taken(logp_all, actions).double().numpy()
 
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None,
-               masks: np.ndarray | None = None) -> UpdateStats:
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss: Loss[TermsT],
+               masks: np.ndarray | None = None) -> UpdateStats[TermsT]:
         self._drop_caches()  # the weights change: what was cached from them goes stale
         logits = self.network_logits(self.net, obs, actions)  # (T, V)
         logp_all = masked_log_softmax(logits, masks)  # (T, V); -inf where masked
         logp = _taken(logp_all, actions)  # (T,)
-        terms = loss_fn(logp.detach().double().numpy())
+        terms = loss.fn(logp.detach().double().numpy())
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         for param in params:  # optimizer.zero_grad()'s default (set_to_none), minus its overhead
             param.grad = None
-        # The objective's math lives in NumPy (agents.grpo.objective); autograd only chains its gradient
-        # with respect to logp (and, for the entropy bonus, the logits) through the network.
+        # The loss's math lives in NumPy (the trainer's); autograd only chains its gradient with respect
+        # to logp (and, for a term of the whole distribution such as an entropy bonus, the logits)
+        # through the network.
         tensors = [logp]
         grads = [torch.as_tensor(terms.grad_logp.reshape(-1), dtype=logp.dtype)]
-        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
-            _, d_bonus = entropy_bonus(logp_all.detach().double().numpy(), entropy_weights)
+        if loss.logits_grad is not None:
             tensors.append(logits)
-            grads.append(torch.as_tensor(-d_bonus, dtype=logits.dtype))
+            grads.append(torch.as_tensor(loss.logits_grad(logp_all.detach().double().numpy()),
+                                         dtype=logits.dtype))
         torch.autograd.backward(tensors, grads)
         if self.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
@@ -131,7 +131,7 @@ class TorchPolicy(Policy):
         """The trained network's trainable parameters (what the supervised fit's optimiser steps)."""
         return [p for p in self.net.parameters() if p.requires_grad]
 
-    # -- the critic (advantage="gae") -------------------------------------------------------------
+    # -- the critic (advantage="gae"; agents.policies.CriticPolicy's methods) ------------------------
     def _value_network(self) -> torch.nn.Module:
         """A copy of ``self.net`` with its action head replaced by a zero-initialised one-output head."""
         raise NotImplementedError(f"the {self.kind} policy has no value network")
@@ -142,9 +142,11 @@ class TorchPolicy(Policy):
         assert self.critic is not None
         return self.network_logits(self.critic, obs, actions)[:, 0]
 
-    def init_critic(self, learning_rate: float) -> None:
+    def init_critic(self, learning_rate: float | None = None) -> None:
         """Start the critic from the policy's current weights (module docstring), with a fresh Adam
-        (eps 1e-5, as the policy's) of step size ``learning_rate``."""
+        (eps 1e-5, as the policy's) of step size ``learning_rate`` (None: the policy's step size)."""
+        if learning_rate is None:  # one step size for both networks
+            learning_rate = self.optimizer.param_groups[0]["lr"]
         self.critic = self._value_network().requires_grad_(True)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=learning_rate, eps=1e-5)
 
@@ -163,8 +165,8 @@ class TorchPolicy(Policy):
             return self._critic_forward(obs, actions).double().numpy(), None
 
     def update_critic(self, obs: np.ndarray, actions: np.ndarray,
-                      loss_fn: Callable[[np.ndarray], ValueLossTerms],
-                      vpreds: torch.Tensor | None = None) -> ValueLossTerms:
+                      loss_fn: Callable[[np.ndarray], ValueTermsT],
+                      vpreds: torch.Tensor | None = None) -> ValueTermsT:
         """One critic step on ``loss_fn(vpreds)`` (:func:`agents.grpo.value.clipped_value_loss` of the
         (T,) predictions), chained through the critic by autograd as the policy's loss is; the
         gradient norm is clipped at ``max_grad_norm`` as the policy's (verl clips both). ``vpreds``:

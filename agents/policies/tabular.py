@@ -1,158 +1,20 @@
-"""Policies the GRPO agent can train: the :class:`Policy` base, and the lesson's tabular softmax (NumPy
-only). The torch policies build on this module (:mod:`agents.grpo.torch_policy`, :mod:`agents.grpo.mlp`,
-:mod:`agents.grpo.transformer`), never the other way round; :mod:`agents.grpo.registry` names them all.
-
-Both implement :class:`Policy`. The trainer never sees a gradient formula: it passes
-``loss_fn(logp) -> LossTerms`` (from :mod:`agents.grpo.objective`) to :meth:`Policy.update`, and the policy
-chains ``LossTerms.grad_logp`` through its own parameters.
-"""
+"""The lesson's tabular softmax policy (NumPy only: no torch at import or run time), with its optimisers
+(plain SGD, the lesson's, and Adam over a table that grows rows) and the check that refuses envs a table
+cannot learn."""
 
 from __future__ import annotations
 
-import abc
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from agents.grpo.objective import LossTerms, entropy_bonus
+from agents.policies.protocol import Loss, Policy, TermsT, UpdateStats
+from agents.policies.sampling import apply_mask, log_softmax
 
-__all__ = [
-    "Policy",
-    "TabularPolicy",
-    "UpdateStats",
-    "log_softmax",
-    "sample_categorical",
-    "sample_from_logp",
-    "apply_mask",
-    "TABULAR_DEFAULT_LR",
-    "check_tabular_observations",
-]
-
-LossFn = Callable[[np.ndarray], LossTerms]
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax of (N, V) logits, stable for large values."""
-    z = logits - logits.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-
-
-def apply_mask(logits: np.ndarray, masks: np.ndarray | None) -> np.ndarray:
-    """(N, V) logits with the tokens a mask forbids set to -inf (grammar-constrained decoding); the
-    logits themselves when ``masks`` is None. Every row must allow at least one token."""
-    if masks is None:
-        return logits
-    m = np.asarray(masks, dtype=bool).reshape(logits.shape)
-    if not m.any(axis=-1).all():
-        raise ValueError("an action mask allows no token in some row; a mask must allow at least one")
-    return np.where(m, logits, -np.inf)
-
-
-def sample_categorical(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One draw per row of (N, V) logits with ``rng`` (inverse CDF; one uniform per row)."""
-    return sample_from_logp(log_softmax(logits), rng)
-
-
-def sample_from_logp(logp: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """:func:`sample_categorical` given the rows' ``log_softmax`` (N, V) already (the rollout needs them
-    for the sampled tokens' log-probs too, so it computes them once)."""
-    cdf = np.cumsum(np.exp(logp), axis=-1)  # (N, V)
-    u = rng.random((logp.shape[0], 1)) * cdf[:, -1:]
-    return np.minimum((cdf <= u).sum(axis=-1), logp.shape[-1] - 1).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class UpdateStats:
-    terms: LossTerms
-    entropy: float  # mean policy entropy over the update's valid tokens (nats)
-
-
-class Policy(abc.ABC):
-    """A stochastic policy over ``Discrete(n)`` actions, trained by :class:`agents.grpo.GRPO`.
-
-    A policy declares on its class what the agent needs to know about it: ``preset`` (the
-    :data:`agents.grpo.config.PRESETS` entry whose values fill the config fields left unset),
-    ``token_observation`` (it reads the token context: an env id is made with
-    ``observation="tokens"``), ``uses_torch`` (a checkpoint saves its torch optimiser state) and
-    :meth:`build` (how the agent constructs it). Register it by name with
-    :func:`agents.grpo.registry.register_policy`, or pass the class as ``policy=``.
-    """
-
-    kind: str
-    n_actions: int
-    #: the config preset of this policy (:meth:`agents.grpo.config.GRPOConfig.resolve`)
-    preset: ClassVar[str] = "paper"
-    #: whether the policy reads the token context (``observation="tokens"``) rather than features
-    token_observation: ClassVar[bool] = False
-    #: whether the policy has a torch optimiser (``optimizer_state``) that checkpoints save
-    uses_torch: ClassVar[bool] = False
-    #: the step size when the config leaves ``learning_rate`` unset (and the preset too)
-    default_learning_rate: ClassVar[float] = 3e-4
-
-    @classmethod
-    def build(cls, model: Any, policy_kwargs: dict[str, Any]) -> Policy:
-        """The policy for the :class:`agents.grpo.GRPO` agent ``model`` (its ``observation_space``,
-        ``n_actions``, resolved ``config`` and ``seed`` are set): by default
-        ``cls(observation_space, n_actions, learning_rate, seed=seed, max_grad_norm=...,
-        **policy_kwargs)``, the constructor of the torch policies."""
-        lr = model.config.learning_rate
-        return cls(model.observation_space, model.n_actions,  # type: ignore[call-arg]
-                   cls.resolved_learning_rate(model.config) if lr is None else lr, seed=model.seed,
-                   max_grad_norm=model.config.max_grad_norm, **policy_kwargs)
-
-    @classmethod
-    def resolved_learning_rate(cls, config: Any) -> float:
-        """The step size this policy trains at when ``config.learning_rate`` is unset (also after the
-        preset): ``default_learning_rate``. The agent writes it into its resolved config, so
-        ``model.config.learning_rate`` is the step size that runs."""
-        return cls.default_learning_rate
-
-    @abc.abstractmethod
-    def logits(self, obs: np.ndarray) -> np.ndarray:
-        """(N, V) float64 logits for a batch of observations, without gradient bookkeeping."""
-
-    @abc.abstractmethod
-    def reference_logp(
-        self, obs: np.ndarray, actions: np.ndarray, masks: np.ndarray | None = None
-    ) -> np.ndarray:
-        """(T,) log-probabilities of ``actions`` under the frozen reference policy (renormalised over
-        the tokens ``masks`` (T, V) allows, when given)."""
-
-    @abc.abstractmethod
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None,
-               masks: np.ndarray | None = None) -> UpdateStats:
-        """One optimiser step on the loss ``loss_fn(logp)``, with ``logp`` (T,) of ``actions``, minus
-        the entropy bonus ``sum_t entropy_weights[t] * H_t`` when ``entropy_weights`` (T,) is given
-        (:func:`agents.grpo.objective.entropy_bonus` supplies its value and logit gradient). With ``masks``
-        (T, V), log-probs and entropies are those of the distribution restricted to the allowed tokens
-        (masked tokens get no probability and no gradient)."""
-
-    @abc.abstractmethod
-    def num_parameters(self) -> int:
-        """Trainable parameters."""
-
-    @abc.abstractmethod
-    def state(self) -> dict[str, np.ndarray]:
-        """Arrays that fully describe the policy (weights, reference, optimiser), for checkpoints."""
-
-    @abc.abstractmethod
-    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
-        """Restore from :meth:`state`; raise ``ValueError`` on missing or mis-shaped arrays."""
-
-    def observe(self, obs: np.ndarray) -> None:  # noqa: B027 - optional hook
-        """Called on every batch of observations the rollout samples from (the table grows here)."""
-
-    def predict(self, obs: np.ndarray, deterministic: bool, rng: np.random.Generator,
-                masks: np.ndarray | None = None) -> np.ndarray:
-        logits = apply_mask(self.logits(obs), masks)
-        if deterministic:
-            return logits.argmax(axis=-1).astype(np.int64)
-        return sample_categorical(logits, rng)
+__all__ = ["TABULAR_DEFAULT_LR", "TabularPolicy", "check_tabular_observations"]
 
 
 def _entropy(logp_all: np.ndarray) -> float:
@@ -307,21 +169,19 @@ class TabularPolicy(Policy):
             return np.full(len(actions), -np.log(self.n_actions))
         return -np.log(np.asarray(masks, dtype=bool).reshape(len(actions), -1).sum(axis=-1).astype(float))
 
-    def update(self, obs: np.ndarray, actions: np.ndarray, loss_fn: LossFn,
-               entropy_weights: np.ndarray | None = None,
-               masks: np.ndarray | None = None) -> UpdateStats:
+    def update(self, obs: np.ndarray, actions: np.ndarray, loss: Loss[TermsT],
+               masks: np.ndarray | None = None) -> UpdateStats[TermsT]:
         rows = self._row_ids(obs, insert=True)  # (T,)
         logp_all = log_softmax(apply_mask(self.table[rows], masks))  # (T, V); -inf where masked
         logp = logp_all[np.arange(len(rows)), actions]  # (T,)
-        terms = loss_fn(logp)
+        terms = loss.fn(logp)
         g = terms.grad_logp.reshape(-1)  # (T,) d loss / d logp
         # d logp[a] / d logits = onehot(a) - softmax(logits); accumulate per table row.
         grad = np.zeros_like(self.table)
         np.add.at(grad, (rows, actions), g)
         np.add.at(grad, rows, -g[:, None] * np.exp(logp_all))
-        if entropy_weights is not None:  # the loss subtracts the bonus: minus its logit gradient
-            _, d_bonus = entropy_bonus(logp_all, entropy_weights)
-            np.add.at(grad, rows, -d_bonus)
+        if loss.logits_grad is not None:  # a term of the whole distribution (an entropy bonus)
+            np.add.at(grad, rows, loss.logits_grad(logp_all))
         self._adam.step(self.table, grad)
         return UpdateStats(terms, _entropy(logp_all))
 

@@ -1,5 +1,5 @@
 """The neural GRPO policy: exactly the actor of SB3 PPO's default ``MlpPolicy`` (no critic, except the
-value network ``advantage="gae"`` adds, :mod:`agents.grpo.torch_policy`).
+value network ``advantage="gae"`` adds, :mod:`agents.policies.torch_base`).
 
 SB3's ``ActorCriticPolicy`` with default arguments is: observation preprocessing (Box: cast to float;
 Discrete: one-hot) -> ``FlattenExtractor`` -> policy MLP ``[64, 64]`` with ``Tanh`` -> ``action_net``
@@ -19,19 +19,21 @@ import gymnasium as gym
 import numpy as np
 
 from agents.extras import missing_extra
-from agents.grpo.torch_policy import TorchPolicy
+from agents.policies.protocol import CriticPolicy
+from agents.policies.torch_base import TorchPolicy
 
 try:
     import torch
     from torch import nn
 except ImportError as err:  # installed without the torch extra: the tabular policy still works
-    raise missing_extra("the mlp policy (agents.grpo.mlp)", "torch") from err
+    raise missing_extra("the mlp policy (agents.policies.mlp)", "torch") from err
 
 __all__ = ["MLPPolicy"]
 
 
-class MLPPolicy(TorchPolicy):
-    """SB3 PPO's actor (``net_arch=[64, 64]``, Tanh, orthogonal init) trained by GRPO."""
+class MLPPolicy(TorchPolicy, CriticPolicy):
+    """SB3 PPO's actor (``net_arch=[64, 64]``, Tanh, orthogonal init) trained by GRPO; with
+    ``advantage="gae"`` its critic is a copy of the network with a value head (:meth:`_value_network`)."""
 
     kind = "mlp"
     preset = "mlp"
@@ -107,7 +109,7 @@ class MLPPolicy(TorchPolicy):
     def _value_network(self) -> nn.Sequential:
         """The network with its action head replaced by a zero-initialised value head (SB3 PPO's critic
         is a separate MLP of the same shape with a one-output head; ours starts from the actor's
-        hidden layers, module docstring of :mod:`agents.grpo.torch_policy`)."""
+        hidden layers, module docstring of :mod:`agents.policies.torch_base`)."""
         critic = copy.deepcopy(self.net)
         last = critic[-1]
         assert isinstance(last, nn.Linear)
