@@ -106,7 +106,8 @@ def test_vector_env_scores_outside_the_value_table() -> None:
     env = CountdownVectorEnv(num_envs=2, n_numbers=3)
     env.reset(options={"prompt": ((9, 4, 5), 14)})
     assert env.scorer._values is not None
-    env.scorer.set_prompts(np.array([1]), {"prompt_numbers": np.array([[90, 4, 5]]), "prompt_target": np.array([95])})
+    env.scorer.set_prompts(np.array([1]), {"prompt_numbers": np.array([[90, 4, 5]]),
+                                           "prompt_target": np.array([95])})
     assert env.scorer._values is None
     for col in ([0, 0], [3, 3], [2, 2], [9, 9]):  # n0 + n2
         obs, rewards, terminated, truncated, info = env.step(np.array(col))
