@@ -241,12 +241,13 @@ def test_plug_in_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> Non
     prompt = Prompt((1, 2, 4), 7)
 
     def score(*tokens: str):  # noqa: ANN202
-        return task.score(prompt, [task.vocab.index(s) for s in tokens], RewardWeights())
+        return task.score(prompt, [task.vocab.index(s) for s in tokens], RewardWeights(near=0.5))
 
-    assert score("n0", "+", "n2", "<eos>").parts == {"accuracy": 0.0, "format": 0.1}  # 5 misses 7 by 2
+    assert score("n0", "+", "n2", "<eos>").parts == {"accuracy": 0.0, "format": 0.1, "near": 0.0}  # off by 2
     near = score("n1", "+", "n2", "<eos>")  # 6 misses by one
     assert near.parts == {"accuracy": 0.0, "format": 0.1, "near": 0.5} and near.reward == pytest.approx(0.6)
-    assert score("n0", "+", "n1", "+", "n2", "<eos>").parts == {"accuracy": 1.0, "format": 0.1}
+    assert score("n0", "+", "n1", "+", "n2", "<eos>").parts == {"accuracy": 1.0, "format": 0.1, "near": 0.0}
+    assert task.best_reward(RewardWeights(near=0.5)) == pytest.approx(1.6)
     assert namespace["model"].num_timesteps >= 5_000  # type: ignore[attr-defined]
 
 
