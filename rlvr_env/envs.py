@@ -161,7 +161,10 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
             raise ResetNeeded("step() was called before reset(); call reset() to draw a prompt first")
         if self._done:
             raise ResetNeeded("step() was called after the episode ended; call reset() to start a new one")
-        token = check_action(action, self._vocab_size)
+        if type(action) is int and 0 <= action < self._vocab_size:  # the common case, without a call
+            token = action
+        else:
+            token = check_action(action, self._vocab_size)
         position = len(self._tokens)
         if self.token_context is None:
             self._obs[self._prefix_offset + position * self._vocab_size + token] = 1.0

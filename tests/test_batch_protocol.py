@@ -27,7 +27,8 @@ from rlvr_env.scoring import BatchScorer, batch_concat, batch_length, batch_take
 def test_an_expression_task_reads_one_prompt_or_one_per_row() -> None:
     task = ArithmeticTask()
     p, q = task.prompts("train")[:2]
-    assert task.is_one_prompt(p) and task.is_one_prompt(((2, 3, 5), 17)) and task.is_one_prompt([(2, 3, 5), 17])
+    assert task.is_one_prompt(p) and task.is_one_prompt(((2, 3, 5), 17))
+    assert task.is_one_prompt([(2, 3, 5), 17])
     assert not task.is_one_prompt([p, q]) and not task.is_one_prompt((p, q)) and not task.is_one_prompt([p])
     assert DigitsTask().is_one_prompt(("a", "tuple")) and not DigitsTask().is_one_prompt(["a", "list"])
     envs = gym.make_vec("rlvr/Arithmetic-v0", num_envs=2, vectorization_mode="vector_entry_point")
@@ -109,12 +110,16 @@ def test_prompt_batches_take_and_join_by_rows() -> None:
 
 
 def test_register_envs_takes_a_family_s_aliases_and_refuses_other_classes() -> None:
-    from rlvr_env.tasks.countdown.envs import CountdownEnv, CountdownTextEnv, CountdownVectorEnv, countdown_task
+    from rlvr_env.tasks.countdown.envs import (
+        CountdownEnv, CountdownTextEnv, CountdownVectorEnv, countdown_task,
+    )
 
     with pytest.raises(ValueError, match="must be subclasses of"):
-        register_envs("test/Wrong-v0", countdown_task, envs=(CountdownEnv, CountdownEnv, CountdownTextEnv))
+        register_envs("test/Wrong-v0", countdown_task,
+                      envs=(CountdownEnv, CountdownEnv, CountdownTextEnv))
     with pytest.raises(ValueError, match="must be subclasses of"):
-        register_envs("test/Wrong-v0", countdown_task, envs=(CountdownEnv, CountdownVectorEnv))  # type: ignore
+        register_envs("test/Wrong-v0", countdown_task,
+                      envs=(CountdownEnv, CountdownVectorEnv))  # type: ignore[arg-type]
     assert "test/Wrong-v0" not in gym.registry
     spec = gym.spec("rlvr/Countdown-v0")
     assert spec.entry_point is CountdownEnv and spec.vector_entry_point is CountdownVectorEnv
@@ -123,7 +128,8 @@ def test_register_envs_takes_a_family_s_aliases_and_refuses_other_classes() -> N
     # the keywords are declared once: the alias and gym.make build the same env
     a = CountdownEnv(n_numbers=3, observation="relations")
     b = gym.make("rlvr/Countdown-v0", n_numbers=3, observation="relations").unwrapped
-    assert a.observation_space == b.observation_space and a.task.observation == b.task.observation == "relations"
+    assert a.observation_space == b.observation_space
+    assert a.task.observation == b.task.observation == "relations"
     with pytest.raises(ValueError, match="observation='pixels'"):
         CountdownVectorEnv(num_envs=2, observation="pixels")
 

@@ -37,12 +37,17 @@ NEAR_ID = "test/NearMiss-v0"
 NEAR = _readme_near_miss()
 
 
+#: the weight the README's example gives its third part (through the env, as any part's weight)
+NEAR_WEIGHTS = {"near": 0.5}
+
+
 def _near_env(**kwargs: object) -> TokenEnv:
-    return TokenEnv(NEAR(n_numbers=3), **kwargs)  # type: ignore[arg-type]
+    return TokenEnv(NEAR(n_numbers=3), **{"reward_weights": NEAR_WEIGHTS, **kwargs})  # type: ignore[arg-type]
 
 
 def _near_vector_env(num_envs: int = 1, **kwargs: object) -> TokenVectorEnv:
-    return TokenVectorEnv(NEAR(n_numbers=3), num_envs, **kwargs)  # type: ignore[arg-type]
+    return TokenVectorEnv(NEAR(n_numbers=3), num_envs,  # type: ignore[arg-type]
+                          **{"reward_weights": NEAR_WEIGHTS, **kwargs})
 
 
 if NEAR_ID not in gym.registry:
@@ -89,7 +94,7 @@ def test_near_miss_pays_the_same_in_a_grpo_rollout() -> None:
 def test_near_miss_pays_the_same_in_the_text_env() -> None:
     from rlvr_env.text_env import TextEnv
 
-    env = TextEnv(NEAR(n_numbers=3))
+    env = TextEnv(NEAR(n_numbers=3), reward_weights=NEAR_WEIGHTS)
     env.reset(options={"prompt": ((9, 4, 5), 13)})
     _, reward, *_, info = env.step("<answer>9+5</answer>")
     assert reward == pytest.approx(0.6) and info["reward_parts"]["near"] == 0.5
