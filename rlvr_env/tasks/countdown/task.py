@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_env.tasks.expression.tokens import TokenTable
 from rlvr_env.tasks.expression.token_kinds import ADD, DIV, MUL, SUB
 from rlvr_env.tasks.base import check_split
 from rlvr_env.tasks.expression.prompt import Prompt, unpack_prompt
@@ -133,7 +132,7 @@ class CountdownTask(ExpressionTask):
         self.vocab = slots + tuple(self.operators) + parens + (_EOS,)
         self.eos_id = len(self.vocab) - 1
         self._eos: int = self.eos_id
-        self.table = TokenTable.from_vocab(self.vocab, self.eos_id)
+        self.table = self.token_table()
         self._op_ids = np.array([self.vocab.index(op) for op in self.operators])
         self._op_kinds = np.array([_OP_KIND[op] for op in self.operators])
         self._lp = self.vocab.index("(") if parentheses else -1

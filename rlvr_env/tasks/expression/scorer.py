@@ -21,7 +21,6 @@ from rlvr_env.rewards import BatchVerdict, RewardWeights
 from rlvr_env.scoring import BatchScorer, PromptBatch
 from rlvr_env.tasks.expression.machine import StackMachine
 from rlvr_env.tasks.expression.prompt import Prompt
-from rlvr_env.tasks.expression.tokens import TokenTable
 
 __all__ = ["AutomatonMasks", "ExpressionScorer", "NUMBERS", "TARGETS"]
 
@@ -55,7 +54,7 @@ class ExpressionScorer(BatchScorer):
 
     def __init__(self, task: Any, num_rows: int, weights: RewardWeights, num_numbers: int) -> None:
         self.task = task
-        self.machine = machine = StackMachine(TokenTable.from_vocab(task.vocab, task.eos_id), task.grammar,
+        self.machine = machine = StackMachine(task.token_table(), task.grammar,
                                               num_rows, task.max_length, weights, num_numbers=num_numbers)
         self.tokens, self.pos = machine.tokens, machine.pos
         self.prompts = {NUMBERS: machine.numbers, TARGETS: machine.targets}

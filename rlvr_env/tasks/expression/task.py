@@ -339,7 +339,16 @@ class ExpressionTask(Task[Prompt]):
         """The array verifier's reading of the vocabulary: refuses tokens that would read differently
         token by token and as text (e.g. ``""``, ``" "``, ``"2+3"``), so that every env reads answers
         one way."""
-        TokenTable.from_vocab(self.vocab, self.eos_id)
+        self.token_table()
+
+    def token_table(self) -> TokenTable:
+        """What the array verifier reads the vocabulary as (:meth:`TokenTable.from_vocab`), built once
+        per vocabulary and task: the envs' vocabulary check and the batch scorer share it."""
+        cached = self.__dict__.get("_token_table_cache")
+        if cached is None or cached[0] is not self.vocab or cached[1] != self.eos_id:
+            cached = (self.vocab, self.eos_id, TokenTable.from_vocab(self.vocab, self.eos_id))
+            self.__dict__["_token_table_cache"] = cached
+        return cached[2]
 
     def sample_arrays(self, rng: np.random.Generator, split: str,
                       k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
