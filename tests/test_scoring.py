@@ -123,3 +123,21 @@ def test_batch_verdict_keeps_int64_values_in_the_arrays_and_larger_ones_exact_as
         assert (int(arrays.value_num[1]), int(arrays.value_den[1])) == (0, 0)
         assert arrays.big_values == {1: value}
     assert arrays.values() == [Fraction(1, 2), value]
+
+
+def test_prompt_and_masks_read_each_row_s_prompt_value() -> None:
+    class Masking(RecordingTask):
+        vocab = ("a", "b", "c")
+
+        def action_masks_batch(self, prompts: Sequence[Any], tokens: np.ndarray,
+                               lengths: np.ndarray) -> np.ndarray:
+            self.mask_calls = (list(prompts), tokens[:, :2].tolist(), lengths.tolist())
+            return np.array([[p == "p1", True, False] for p in prompts])
+
+    task = Masking()
+    scorer = _scorer(task, num_rows=2)
+    scorer.set_prompts(np.array([1, 0]), {"prompt": object_column(["p1", "p0"])})
+    assert [scorer.prompt(0), scorer.prompt(1)] == ["p0", "p1"]
+    scorer.feed(np.array([2, 1]), np.array([True, False]))
+    assert scorer.masks().tolist() == [[False, True, False], [True, True, False]]
+    assert task.mask_calls == (["p0", "p1"], [[2, 0], [0, 0]], [1, 0])
