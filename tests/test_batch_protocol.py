@@ -149,3 +149,66 @@ def test_a_row_restarted_by_next_step_autoreset_starts_its_mask_afresh() -> None
     fresh.reset(options={"prompt": inner.prompt(0)})
     assert np.array_equal(inner.action_masks()[0], fresh.action_masks())
     assert inner.tokens(0) == []
+
+
+class Int32Listed(ArithmeticTask):
+    """Arithmetic whose listed prompts hold NumPy int32 values (as a task built from arrays may)."""
+
+    def prompts(self, split: str) -> tuple[Prompt, ...]:
+        return tuple(Prompt(tuple(np.int32(n) for n in p.numbers), np.int32(p.target))
+                     for p in super().prompts(split))
+
+
+class Echoed(ArithmeticTask):
+    """Arithmetic with its own score (the array path is off): the token context comes prompt by prompt."""
+
+    def score(self, prompt: Prompt, token_ids: Any, weights: RewardWeights, *,
+              truncated: bool = False) -> Any:
+        return super().score(prompt, token_ids, weights, truncated=truncated)
+
+
+def test_an_expression_task_s_batches_and_scorer_follow_its_weights_and_dtypes() -> None:
+    task = Int32Listed()
+    batch = task.prompt_batch(list(task.prompts("train")[:3]))
+    assert batch["prompt_numbers"].dtype == np.int64 and batch["prompt_numbers"].shape == (3, 3)
+    assert batch["prompt_target"].dtype == np.int64
+    assert task.token_table() is task.token_table() is task.token_table()
+    table = task.token_table()
+    task.vocab = tuple(task.vocab)[::-1]  # another vocabulary: another table
+    assert task.token_table() is not table and task.token_table().kinds.tolist() == table.kinds.tolist()[::-1]
+    with pytest.raises(TypeError, match="must be a rlvr_env.RewardWeights"):
+        ArithmeticTask().score(task.prompts("train")[0], [0, 3, 1, 4, 2], {"accuracy": 1.0})  # type: ignore
+    # the env's weights reach every scorer: array (Arithmetic), incremental (Countdown-5), text
+    p = ArithmeticTask().prompts("train")[0]
+    assert p == Prompt((2, 5, 3), 10)
+    right = [0, 3, 2, 3, 1]  # 2+5+3
+    envs = gym.make_vec("rlvr/Arithmetic-v0", num_envs=1, vectorization_mode="vector_entry_point",
+                        accuracy_weight=2.0, format_weight=0.25)
+    envs.reset(options={"prompt": p})
+    rewards = [float(envs.step(np.array([t]))[1][0]) for t in right]
+    assert rewards[-1] == 2.25
+    text = gym.make("rlvr/ArithmeticText-v0", accuracy_weight=2.0, format_weight=0.25)
+    text.reset(options={"prompt": p})
+    answer = ArithmeticTask().decode(list(right), p)
+    assert text.step(f"<answer>{answer}</answer>")[1] == 2.25
+
+
+def test_countdown_beyond_its_program_table_scores_incrementally_with_the_env_s_weights() -> None:
+    envs = gym.make_vec("rlvr/Countdown-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                        n_numbers=5, accuracy_weight=3.0)
+    inner: Any = envs.unwrapped
+    assert type(inner.scorer).__name__ == "ExpressionScorer"
+    envs.reset(options={"prompt": ((1, 2, 3, 4, 5), 3)})
+    eos = inner.task.eos_id
+    rewards = [envs.step(np.array([a, b]))[1] for a, b in ((2, 0), (eos, eos))]  # "3" is right, "1" is not
+    assert rewards[-1].tolist() == [3.1, 0.1]
+
+
+def test_the_token_context_of_an_expression_task_off_the_array_path_comes_prompt_by_prompt() -> None:
+    task = Echoed()
+    assert not task.array_path()
+    envs = TokenVectorEnv(task, 2, observation="tokens")
+    obs, _ = envs.reset(options={"prompt": task.prompts("train")[0]})
+    single = TokenEnv(Echoed(), observation="tokens")
+    first, _ = single.reset(options={"prompt": task.prompts("train")[0]})
+    assert np.array_equal(obs[0], first) and np.array_equal(obs[1], first)

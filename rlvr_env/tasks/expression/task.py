@@ -127,8 +127,8 @@ class ExpressionTask(Task[Prompt]):
         text = self.decode(token_ids, prompt)
         if truncated:
             return truncated_verdict(self.max_length, text)
-        if type(weights) is not RewardWeights:
-            return verify(text, prompt.numbers, prompt.target, grammar=self.grammar, weights=weights)
+        if not isinstance(weights, RewardWeights):
+            raise TypeError(f"weights={weights!r:.80} must be a rlvr_env.RewardWeights")
         return verify_prompt_text(text, prompt.numbers, prompt.target, self.grammar, weights)
 
     def render_prompt(self, prompt: Prompt) -> str:
