@@ -138,16 +138,18 @@ class TabularPolicy(Policy):
         keys = x.view(np.dtype((np.void, x.shape[1] * x.itemsize))).reshape(-1)
         uniq, inverse = np.unique(keys, return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int64)
-        new = 0
+        added: dict[bytes, int] = {}
         for j, key in enumerate(uniq):
             kb = key.tobytes()
             row = self._rows.get(kb)
             if row is None and insert:
-                row = self._rows[kb] = len(self._rows)
-                new += 1
+                row = added[kb] = len(self._rows) + len(added)
             ids[j] = -1 if row is None else row
-        if new:
-            self.table = np.vstack([self.table, np.zeros((new, self.n_actions))])
+        if added:
+            # The rows first, then their keys in one call: an interrupt (Ctrl-C) between the two leaves
+            # unkeyed zero rows, which state() leaves out, never keys without rows.
+            self.table = np.vstack([self.table, np.zeros((len(added), self.n_actions))])
+            self._rows.update(added)
         return ids[inverse.reshape(-1)]
 
     # -- Policy API ------------------------------------------------------------------------------
@@ -193,7 +195,7 @@ class TabularPolicy(Policy):
         width = self._key_dim or 0
         key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), width)
         return {
-            "table": self.table.copy(),
+            "table": self.table[: len(keys)].copy(),  # rows past the keys: an interrupted insert's
             "keys": key_arr,
             "adam_m": self._adam.m.copy(),
             "adam_v": self._adam.v.copy(),
