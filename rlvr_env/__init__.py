@@ -11,6 +11,7 @@ from rlvr_env.scoring import BatchScorer, TaskScorer
 from rlvr_env.tasks import SPLITS, ArithmeticTask, CountdownTask, ExpressionTask, Prompt, Task
 from rlvr_env.tasks.countdown.settings import CountdownSettings
 from rlvr_env.tasks.digits import DigitsPrompt, DigitsTask
+from rlvr_env.tasks.think import ThinkTask
 from rlvr_env.tasks.expression.verifier import Grammar, verify
 from rlvr_env.text_env import TextEnv
 from rlvr_env.vector import TokenVectorEnv
@@ -18,6 +19,7 @@ from rlvr_env.vector import TokenVectorEnv
 # The families' env ids register on import (each through register_envs).
 from rlvr_env.tasks.countdown.envs import CountdownEnv, CountdownTextEnv, CountdownVectorEnv  # noqa: E402
 from rlvr_env.tasks.expression.envs import ArithmeticEnv, ArithmeticTextEnv, ArithmeticVectorEnv  # noqa: E402
+from rlvr_env.tasks.think.envs import ENV_ID as _THINK_ID  # noqa: E402,F401
 
 __version__ = "0.1.0"
 
@@ -42,6 +44,7 @@ __all__ = [
     "SPLITS",
     "Task",
     "TaskScorer",
+    "ThinkTask",
     "TextEnv",
     "TokenEnv",
     "TokenVectorEnv",

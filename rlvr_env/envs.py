@@ -105,6 +105,7 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         vocab_size = len(task.vocab)
         self._vocab_size = vocab_size
         self._eos, self._max_length = task.eos_id, task.max_length  # read on every step
+        self._reply_after = task.reply_after
         self._prefix_offset = task.prompt_dim
         obs_dim = task.prompt_dim + task.max_length * vocab_size
         self.observation_space = spaces.Box(0.0, 1.0, shape=(obs_dim,), dtype=np.float32)
@@ -165,12 +166,11 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
             token = action
         else:
             token = check_action(action, self._vocab_size)
-        position = len(self._tokens)
-        if self.token_context is None:
-            self._obs[self._prefix_offset + position * self._vocab_size + token] = 1.0
-        else:  # the token context: the answer's next position holds the token's context id
-            self._obs[self._prefix_offset + position] = self.token_context.answer_offset + token
-        self._tokens.append(token)
+        self._write(token)
+        if token in self._reply_after and token != self._eos:  # the env's own tokens (a tool's output)
+            for t in self.task.reply(self._prompt, tuple(self._tokens))[: self._max_length - len(self._tokens)]:
+                self._write(t)
+        position = len(self._tokens) - 1
 
         terminated = truncated = False
         if token == self._eos:
@@ -199,6 +199,15 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         return f"{self.task.render_prompt(self._prompt)} | answer: {answer}{status}"
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _write(self, token: int) -> None:
+        """Append ``token`` to the answer and to the observation."""
+        position = len(self._tokens)
+        if self.token_context is None:
+            self._obs[self._prefix_offset + position * self._vocab_size + token] = 1.0
+        else:  # the token context: the answer's next position holds the token's context id
+            self._obs[self._prefix_offset + position] = self.token_context.answer_offset + token
+        self._tokens.append(token)
+
     def action_masks(self) -> np.ndarray:
         """(V,) bool mask of tokens that keep the answer well-formed (sb3-contrib MaskablePPO reads it)."""
         if self._prompt is None:
@@ -212,6 +221,12 @@ class TokenEnv(gym.Env[np.ndarray, np.int64]):
         return self._prompt
 
     def _final_info(self, verdict: Verdict) -> dict[str, Any]:
+        info = self._verdict_info(verdict)
+        if self.task.has_episode_stats:
+            info["stats"] = self.task.episode_stats(self._prompt, tuple(self._tokens))
+        return info
+
+    def _verdict_info(self, verdict: Verdict) -> dict[str, Any]:
         return {
             "prompt": self._prompt,
             "reward_parts": dict(verdict.parts),

@@ -133,6 +133,7 @@ class TokenVectorEnv(VectorEnv):
         self._prefix_offset = task.prompt_dim
         self._length = task.max_length
         self._eos = task.eos_id
+        self._reply_after = task.reply_after
         obs_dim = task.prompt_dim + task.max_length * vocab_size
         self.single_observation_space = spaces.Box(0.0, 1.0, shape=(obs_dim,), dtype=np.float32)
         self.single_action_space = spaces.Discrete(vocab_size)
@@ -297,6 +298,8 @@ class TokenVectorEnv(VectorEnv):
             rows = self._rows if rows_all else self._rows[active]
             ids = self.token_context.answer_offset + acts[rows]
             self._obs[rows, self._prefix_offset + pos[rows] - 1] = ids
+        if self._reply_after:  # the env's own tokens after some actions (a tool's output)
+            self._write_replies(acts, active)
         full = pos >= self._length if rows_all else active & (pos >= self._length)
         if self._eos is None:
             terminated, truncated = full, np.zeros(self.num_envs, dtype=bool)
@@ -326,6 +329,36 @@ class TokenVectorEnv(VectorEnv):
                         final[f"_{name}"] = both
                 info.update(final)
         return self._out(), rewards, terminated, truncated, info
+
+    def _write_replies(self, acts: np.ndarray, active: np.ndarray) -> None:
+        """Append the task's reply (:meth:`Task.reply`) to each active row whose action asks for one, one
+        column at a time through the scorer, and write it into the observation."""
+        scorer = self.scorer
+        asked = active & np.isin(acts, list(self._reply_after)) & (scorer.pos < self._length)
+        if self._eos is not None:
+            asked &= acts != self._eos
+        rows = np.flatnonzero(asked)
+        if not len(rows):
+            return
+        replies = {}
+        for r in rows.tolist():
+            room = self._length - int(scorer.pos[r])
+            reply = tuple(self.task.reply(scorer.prompt(r), self.tokens(r)))[:room]
+            if reply:
+                replies[r] = reply
+        width = max((len(v) for v in replies.values()), default=0)
+        for k in range(width):
+            column = np.zeros(self.num_envs, dtype=np.int64)
+            step_rows = np.array([r for r, v in replies.items() if len(v) > k], dtype=np.int64)
+            column[step_rows] = [replies[r][k] for r in step_rows.tolist()]
+            mask = np.zeros(self.num_envs, dtype=bool)
+            mask[step_rows] = True
+            scorer.feed(column, mask, False)
+            at = scorer.pos[step_rows] - 1
+            if self.token_context is None:
+                self._obs[step_rows, self._prefix_offset + at * self._vocab_size + column[step_rows]] = 1.0
+            else:
+                self._obs[step_rows, self._prefix_offset + at] = self.token_context.answer_offset + column[step_rows]
 
     def _check_actions(self, actions: object) -> np.ndarray:
         # int64 ids of the right shape (the usual case): one reduction over the ids as uint64, where
@@ -363,6 +396,12 @@ class TokenVectorEnv(VectorEnv):
         _mask_info(info, "correct", full(verdict.correct, bool), done)
         _mask_info(info, "well_formed", full(verdict.well_formed, bool), done)
         _mask_info(info, "length", full(self.scorer.pos[ended], np.int64), done)
+        if self.task.has_episode_stats:
+            rows = [self.task.episode_stats(self.scorer.prompt(r), self.tokens(r)) for r in ended.tolist()]
+            stats: dict[str, Any] = {}
+            for name in dict.fromkeys(k for row in rows for k in row):
+                _mask_info(stats, name, full(np.array([row.get(name, 0.0) for row in rows]), np.float64), done)
+            _mask_info(info, "stats", stats, done)
         value_num, value_den = full(verdict.value_num, np.int64), full(verdict.value_den, np.int64)
         if verdict.big_values:  # values beyond int64 (rare): exact Python ints in object arrays
             value_num, value_den = value_num.astype(object), value_den.astype(object)

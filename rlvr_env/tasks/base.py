@@ -191,6 +191,28 @@ class Task(ABC, Generic[P]):
         default does). Agents and labels read it to tell a real grammar mask from an all-ones one."""
         return type(self).action_mask is not Task.action_mask
 
+    # -- what the environment writes: a tool's output ----------------------------------------------
+    #: Action ids after which the env may write tokens of its own (:meth:`reply`); empty (the default):
+    #: it never does, and the envs never ask.
+    reply_after: frozenset[int] = frozenset()
+
+    def reply(self, prompt: P, tokens: Sequence[int]) -> tuple[int, ...]:
+        """Tokens the environment writes right after the policy's last token (``tokens[-1]``, one of
+        :attr:`reply_after`): a tool's output, such as a calculator's result. They join the answer (the
+        observation shows them, :meth:`score` reads them) but are never actions, so a policy takes no
+        gradient through them. Default: nothing."""
+        return ()
+
+    def episode_stats(self, prompt: P, tokens: Sequence[int]) -> dict[str, float]:
+        """Measurements of a finished answer that are not paid (a trace's steps, its failed branches, ...):
+        the envs put them in the final ``info["stats"]`` and GRPO logs their means. Default: none."""
+        return {}
+
+    @property
+    def has_episode_stats(self) -> bool:
+        """Whether :meth:`episode_stats` is implemented (the envs skip the call otherwise)."""
+        return type(self).episode_stats is not Task.episode_stats
+
     # -- the "tokens" observation ----------------------------------------------------------------
     def context_tokens(self) -> ContextTokens | None:
         """The prompt side of ``observation="tokens"`` (:class:`ContextTokens`), or None: not offered."""
