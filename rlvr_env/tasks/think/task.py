@@ -282,81 +282,85 @@ class ThinkTask(Task[Prompt]):
     # -- masks: the transcript's grammar ----------------------------------------------------------------
     def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
         """Tokens that keep ``prefix`` a prefix of a well-formed transcript whose answer uses the prompt's
-        numbers, each at most once (the trace's numbers are free: the step check measures them)."""
+        numbers, each at most once (the trace's numbers are free: the step check measures them). A prefix
+        that already breaks the grammar (written without masks) allows every token."""
         allowed = _allowed(self, prompt, [self.vocab[t] for t in prefix])
+        if allowed is None:  # the prefix already breaks the grammar: nothing is refused
+            return np.ones(len(self.vocab), dtype=bool)
         mask = np.zeros(len(self.vocab), dtype=bool)
         mask[[self._id[t] for t in allowed]] = True
         return mask
 
 
-def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str]:
-    digits = set("0123456789")
-    ops = set(task.settings.operators)
+_ANY = None  # an answer already off the grammar: every token is allowed (nothing can mend it)
+
+
+def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | None:
+    """The tokens that may follow ``words``, or None (every token) when ``words`` already break the
+    grammar. One pass over the words: each must be allowed where it stands."""
     if not words:
         return {THINK}
-    if END_THINK in words:
-        close = words.index(END_THINK)
-        rest = words[close + 1:]
-        if not rest:
-            return {ANSWER}
-        return _answer_allowed(task, prompt, rest[1:])
-    # in the think section: find the current step's state
+    if words[0] != THINK:
+        return _ANY
+    digits = set("0123456789")
+    ops = set(task.settings.operators)
+    md = task.max_digits
     depth = 0
     state = "start"  # start | a | op | b | eq | r | q
     number = ""
-    for w in words[1:]:
+
+    def more() -> set[str]:
+        return set() if number == "0" or len(number) >= md else set(digits)
+
+    def here() -> set[str]:
+        if state == "start":
+            return set(digits) | {END_THINK} | ({BACK} if depth > 0 else set())
+        if state == "a":
+            return more() | ops
+        if state == "op":
+            return set(digits)
+        if state == "b":
+            return more() | {EQUALS}
+        if state == "eq":
+            return set(digits) | {NO_NUMBER}
+        if state == "r":
+            return more() | {THEN}
+        return {THEN}
+
+    for k, w in enumerate(words[1:], start=1):
+        if w not in here():
+            return _ANY
+        if w == END_THINK:
+            rest = words[k + 1:]
+            if not rest:
+                return {ANSWER}
+            if rest[0] != ANSWER:
+                return _ANY
+            return _answer_allowed(task, prompt, rest[1:])
         if state == "start":
             if w == BACK:
                 depth -= 1
             else:
                 state, number = "a", w
         elif state == "a":
-            if w in ops:
-                state, number = "op", ""
-            else:
-                number += w
+            state, number = ("op", "") if w in ops else ("a", number + w)
         elif state == "op":
             state, number = "b", w
         elif state == "b":
-            if w == EQUALS:
-                state, number = "eq", ""
-            else:
-                number += w
+            state, number = ("eq", "") if w == EQUALS else ("b", number + w)
         elif state == "eq":
             state, number = ("q", "") if w == NO_NUMBER else ("r", w)
         elif state == "r":
             if w == THEN:
-                state, depth = "start", depth + 1
+                state, number, depth = "start", "", depth + 1
             else:
                 number += w
-        elif state == "q":
-            state = "start"
-    md = task.max_digits
-
-    def more_digits() -> set[str]:
-        if number == "0" or len(number) >= md:
-            return set()
-        return set(digits)
-
-    if state == "start":
-        out = set(digits) | {END_THINK}
-        if depth > 0:
-            out.add(BACK)
-        return out
-    if state == "a":
-        return more_digits() | ops
-    if state == "op":
-        return set(digits)
-    if state == "b":
-        return more_digits() | {EQUALS}
-    if state == "eq":
-        return set(digits) | {NO_NUMBER}
-    if state == "r":
-        return more_digits() | {THEN}
-    return {THEN}
+        else:  # "q": the ';' after '?'
+            state, number = "start", ""
+    return here()
 
 
-def _answer_allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str]:
+def _answer_allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | None:
     """The answer section after ``<answer>``: an infix expression over unused prompt numbers."""
     ops = set(task.settings.operators)
     parens = task.settings.parentheses
@@ -364,42 +368,44 @@ def _answer_allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[st
     depth = 0
     number = ""
     expect_operand = True
+
+    def here() -> set[str]:
+        out: set[str] = set()
+        if number:  # continue the number toward a free prompt number, or end it if it is one
+            out |= {str(x)[len(number)] for x in free if str(x).startswith(number) and len(str(x)) > len(number)}
+            if int(number) in free:
+                if len(free) > 1:
+                    out |= ops
+                if parens and depth > 0:
+                    out.add(")")
+                if depth == 0:
+                    out.add(END_ANSWER)
+            return out
+        if expect_operand:
+            out |= {str(x)[0] for x in free}
+            if parens and free:
+                out.add("(")
+            return out
+        if free:
+            out |= ops
+        if parens and depth > 0:
+            out.add(")")
+        if depth == 0:
+            out.add(END_ANSWER)
+        return out
+
     for w in words:
+        if w not in here() or w == END_ANSWER:
+            return _ANY
         if w.isdigit() and len(w) == 1:
             number += w
-        else:
-            if number:
-                free.remove(int(number))
-                number = ""
-            if w == "(":
-                depth += 1
-            elif w == ")":
-                depth -= 1
-            expect_operand = w in ops or w == "("
-    out: set[str] = set()
-    if number:
-        # continue the number toward a free prompt number, or end it if it is one
-        for x in free:
-            s = str(x)
-            if s.startswith(number) and len(s) > len(number):
-                out.add(s[len(number)])
-        if int(number) in free:
-            if len(free) > 1:
-                out |= ops
-            if parens and depth > 0:
-                out.add(")")
-            if depth == 0:
-                out.add(END_ANSWER)
-        return out
-    if expect_operand:
-        out |= {str(x)[0] for x in free}
-        if parens and free:
-            out.add("(")
-        return out
-    if free:
-        out |= ops
-    if parens and depth > 0:
-        out.add(")")
-    if depth == 0:
-        out.add(END_ANSWER)
-    return out
+            continue
+        if number:
+            free.remove(int(number))
+            number = ""
+        if w == "(":
+            depth += 1
+        elif w == ")":
+            depth -= 1
+        expect_operand = w in ops or w == "("
+    return here()
