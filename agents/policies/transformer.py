@@ -342,15 +342,19 @@ class TransformerPolicy(TorchPolicy, CriticPolicy):
     # -- training: every token's log-prob from one teacher-forced pass --------------------------
     def _chains(self, ids: np.ndarray, actions: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Group token rows into answers: row j+1 continues row j when it is row j's context with row
-        j's action appended. Returns (each row's answer index (T,), each answer's last row (S,))."""
+        j's action appended (and, after it, any tokens the env wrote). Returns (each row's answer index (T,), each answer's last row (S,))."""
         n = len(ids)
         cont = np.zeros(n, dtype=bool)
         if n > 1:
-            expected = ids[:-1].copy()
-            room = self.prompt_width + t[:-1] < self.context_length
-            rows = np.flatnonzero(room)
-            expected[rows, self.prompt_width + t[:-1][rows]] = self.answer_offset + actions[:-1][rows]
-            cont[1:] = room & (t[1:] == t[:-1] + 1) & (ids[1:] == expected).all(axis=1)
+            # Row j+1 continues row j when it holds row j's context, then row j's action, then perhaps
+            # tokens the env wrote after it (a tool's output, never actions): t grows by one or more.
+            p, tj = self.prompt_width, t[:-1]
+            room = p + tj < self.context_length
+            at = np.minimum(p + tj, self.context_length - 1)
+            before = np.arange(ids.shape[1])[None, :] < (p + tj)[:, None]
+            same = ((ids[1:] == ids[:-1]) | ~before).all(axis=1)
+            acted = ids[1:][np.arange(n - 1), at] == self.answer_offset + actions[:-1]
+            cont[1:] = room & (t[1:] >= tj + 1) & same & acted
         chain = np.cumsum(~cont) - 1  # (T,)
         last = np.flatnonzero(np.append(~cont[1:], True))  # (S,) the last row of each answer
         return chain, last
