@@ -45,7 +45,7 @@ from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
 from rlvr_env.tasks.countdown.task import CountdownTask
 from rlvr_env.tasks.expression.prompt import Prompt
 from rlvr_env.tasks.expression.verifier import verify_prompt_text
-from rlvr_env.tasks.think.solver import STYLES, solve
+from rlvr_env.tasks.think.solver import STYLES, Solved, solve
 from rlvr_env.tasks.think.trace import (
     ANSWER, BACK, END_ANSWER, END_THINK, EQUALS, NO_NUMBER, THEN, THINK, TraceVocab, answer_equations,
     calculate, derives, read,
@@ -86,7 +86,7 @@ class ThinkTask(Task[Prompt]):
         self.countdown = CountdownTask(s)
         self.calculator = calculator
         self.solution_style = solution_style
-        n, (lo, hi) = s.n_numbers, s.number_range
+        n, hi = s.n_numbers, s.number_range[1]
         if s.target_range[0] < 0:
             raise ValueError(f"target_range={s.target_range!r} must not go below 0: a trace writes "
                              "non-negative numbers")
@@ -266,9 +266,18 @@ class ThinkTask(Task[Prompt]):
     # -- a cold start: the solver ----------------------------------------------------------------------
     def solve(self, prompt: Prompt, style: str | None = None) -> Any:
         """The solver's transcript of ``style`` (default :attr:`solution_style`) for ``prompt``
-        (:class:`~rlvr_env.tasks.think.solver.Solved`), or None when it finds none that fits."""
-        return solve(prompt.numbers, prompt.target, style=style or self.solution_style,
-                     max_length=self.max_length, max_digits=self.max_digits, operators=self.settings.operators)
+        (:class:`~rlvr_env.tasks.think.solver.Solved`), or None when it finds none that fits. A drawn
+        prompt that no whole-number steps solve gets its generating expression after an empty trace."""
+        solved = solve(prompt.numbers, prompt.target, style=style or self.solution_style,
+                       max_length=self.max_length, max_digits=self.max_digits, operators=self.settings.operators)
+        text = prompt.info().get("solution")
+        if solved is None and isinstance(text, str):
+            # No solution with whole-number steps (a fraction on the way, rare for N = 4): the drawn
+            # prompt's generating expression, with an empty trace.
+            tokens = (THINK, END_THINK, ANSWER, *text.replace(" ", ""), END_ANSWER)
+            if len(tokens) <= self.max_length and all(t in self._id for t in tokens):
+                return Solved(tokens, (False,) * len(tokens), True, 0)
+        return solved
 
     def solution(self, prompt: Prompt) -> tuple[int, ...] | None:
         """The policy's tokens of the solver's transcript (with the calculator on, the tokens it writes are
