@@ -70,3 +70,25 @@ def test_the_loss_gradient_flows_through_actions_only():
     last_rows = [np.flatnonzero(owner2 == e)[-1] for e in set(owner2.tolist())]
     transcript_tokens = int(sum(t[r] + 1 for r in last_rows))
     assert transcript_tokens > len(actions2)
+
+
+def test_a_rollout_records_the_env_stats_and_the_metrics_report_them():
+    from agents.grpo.rollout import VectorGroupRunner, rollout_metrics
+
+    runner = VectorGroupRunner("rlvr/CountdownThink-v0", {"n_numbers": 3, "calculator": True,
+                                                          "observation": "tokens", "max_length": 40},
+                               n_groups=2, group_size=4, use_masks=True)
+    space = runner.venv.unwrapped.single_observation_space
+    policy = TransformerPolicy(space, len(runner.task.vocab), 1e-3, seed=0, d_model=16, n_layers=1, n_heads=2)
+    batch = runner.collect(policy, np.random.default_rng(0))
+    assert set(batch.stats) == {"actions", "steps", "backs", "calculator_calls", "step_pass_rate", "consistent"}
+    assert not np.isnan(batch.stats["steps"]).any()
+    np.testing.assert_array_equal(batch.stats["actions"], batch.lengths)  # the policy's tokens are its steps
+    batch.correct[:] = [1, 0, 1, 0, 0, 0, 0, 0]
+    batch.stats["consistent"][:] = [1, 0, 0, 0, 0, 0, 0, 0]
+    m = rollout_metrics(batch, batch.returns.reshape(2, 4))
+    assert m["rollout/consistency"] == 0.5 and "rollout/calculator_calls_mean" in m
+    assert m["rollout/ep_len_correct_mean"] == batch.lengths[[0, 2]].mean()
+    assert m["rollout/ep_len_wrong_mean"] == batch.lengths[[1, 3, 4, 5, 6, 7]].mean()
+    sub = batch.select_groups(np.array([1]))
+    assert len(sub.stats["steps"]) == 4

@@ -31,6 +31,8 @@ class GroupBatch:
     #: the weighted reward parts of each episode by name (N,) each (NaN where the env did not say), as
     #: the env's final ``info["reward_parts"]`` holds them; empty when the env reports none
     parts: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the env's unpaid measurements of each episode by name (its final ``info["stats"]``), as ``parts``
+    stats: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def n_steps(self) -> int:
@@ -53,6 +55,7 @@ class GroupBatch:
             truncated=None if self.truncated is None else self.truncated[rows],
             action_masks=None if self.action_masks is None else self.action_masks[rows, :width],
             parts={name: values[rows] for name, values in self.parts.items()},
+            stats={name: values[rows] for name, values in self.stats.items()},
         )
 
 
@@ -92,11 +95,14 @@ def concat_groups(batches: list[GroupBatch]) -> GroupBatch:
         action_masks=None if any(m is None for m in masks)
         else np.concatenate([pad_masks(m) for m in masks]),  # type: ignore[arg-type]
         parts=_concat_parts(batches),
+        stats=_concat_parts(batches, "stats"),
     )
 
 
-def _concat_parts(batches: list[GroupBatch]) -> dict[str, np.ndarray]:
-    """The reward parts of ``batches`` in order; a part one batch lacks is NaN there."""
-    names = list(dict.fromkeys(name for b in batches for name in b.parts))
-    return {name: np.concatenate([b.parts.get(name, np.full(len(b.returns), np.nan)) for b in batches])
+def _concat_parts(batches: list[GroupBatch], kind: str = "parts") -> dict[str, np.ndarray]:
+    """The reward parts (or, ``kind="stats"``, the measurements) of ``batches`` in order; a name one
+    batch lacks is NaN there."""
+    columns = [getattr(b, kind) for b in batches]
+    names = list(dict.fromkeys(name for c in columns for name in c))
+    return {name: np.concatenate([c.get(name, np.full(len(b.returns), np.nan)) for b, c in zip(batches, columns)])
             for name in names}

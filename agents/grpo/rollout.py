@@ -116,6 +116,7 @@ class _Recorder:
         self.well_formed = np.full(n, np.nan)
         self.truncated = np.zeros(n, dtype=bool)
         self.parts: dict[str, np.ndarray] = {}
+        self.stats: dict[str, np.ndarray] = {}  # the env's unpaid measurements (info["stats"])
         self.obs: list[np.ndarray] = []
         self.act: list[np.ndarray] = []
         self.logp: list[np.ndarray] = []
@@ -172,17 +173,20 @@ class _Recorder:
             action_masks=np.stack(self.action_masks, axis=1) if self.action_masks else None,
             truncated=self.truncated,
             parts=self.parts,
+            stats=self.stats,
         )
 
-    def record_parts(self, rows: np.ndarray, parts: Any) -> None:
-        """Keep the weighted reward parts (a dict of arrays over ``rows``, or of numbers for one row)."""
+    def record_parts(self, rows: np.ndarray, parts: Any, into: dict[str, np.ndarray] | None = None) -> None:
+        """Keep the weighted reward parts (a dict of arrays over ``rows``, or of numbers for one row);
+        ``into=self.stats`` keeps the env's unpaid measurements the same way."""
         if not isinstance(parts, dict):
             return
+        store = self.parts if into is None else into
         for name, value in parts.items():
             if isinstance(name, str) and not name.startswith("_"):
-                column = self.parts.get(name)
+                column = store.get(name)
                 if column is None:
-                    column = self.parts[name] = np.full(len(self.returns), np.nan)
+                    column = store[name] = np.full(len(self.returns), np.nan)
                 column[rows] = np.asarray(value, dtype=np.float64)
 
 
@@ -248,6 +252,7 @@ class ListGroupRunner:
                         if "well_formed" in info:
                             rec.well_formed[i] = float(info["well_formed"])
                         rec.record_parts(np.array([i]), info.get("reward_parts"))
+                        rec.record_parts(np.array([i]), info.get("stats"), rec.stats)
         return rec.batch(self.group_size)
 
 
@@ -297,6 +302,10 @@ class VectorGroupRunner:
                     rec.record_parts(np.flatnonzero(ended), {name: np.asarray(values)[ended]
                                                              for name, values in parts.items()
                                                              if not name.startswith("_")})
+                    stats = info.get("stats", {})
+                    rec.record_parts(np.flatnonzero(ended), {name: np.asarray(values)[ended]
+                                                             for name, values in stats.items()
+                                                             if not name.startswith("_")}, rec.stats)
                     active &= ~ended
         return rec.batch(g)
 
@@ -441,4 +450,15 @@ def rollout_metrics(batch: GroupBatch, rewards: np.ndarray) -> dict[str, float]:
     for name, values in batch.parts.items():  # every weighted part the env pays, by its name
         if len(values) and not np.isnan(values).any():
             out[f"rollout/reward_{name}_mean"] = float(values.mean())
+    known = ~np.isnan(batch.correct)
+    for label, rows in (("correct", known & (batch.correct == 1)), ("wrong", known & (batch.correct == 0))):
+        if rows.any():  # response length of right and wrong answers, apart (R1's length curves)
+            out[f"rollout/ep_len_{label}_mean"] = float(batch.lengths[rows].mean())
+    for name, values in batch.stats.items():  # what the env measured and did not pay (a trace's steps...)
+        if len(values) and not np.isnan(values).any():
+            out[f"rollout/{name}_mean"] = float(values.mean())
+    consistent = batch.stats.get("consistent")
+    if consistent is not None and known.all() and batch.correct.sum() > 0 and not np.isnan(consistent).any():
+        # the share of paid answers that a successful branch of their own trace derives
+        out["rollout/consistency"] = float(consistent.sum() / batch.correct.sum())
     return out
