@@ -92,3 +92,29 @@ def test_a_rollout_records_the_env_stats_and_the_metrics_report_them():
     assert m["rollout/ep_len_wrong_mean"] == batch.lengths[[1, 3, 4, 5, 6, 7]].mean()
     sub = batch.select_groups(np.array([1]))
     assert len(sub.stats["steps"]) == 4
+
+
+@pytest.mark.parametrize("calculator", [False, True])
+def test_the_kv_cache_serves_rows_that_grow_by_several_tokens_exactly(calculator):
+    n = 24
+    venv = gym.make_vec("rlvr/CountdownThink-v0", num_envs=n, vectorization_mode="vector_entry_point",
+                        n_numbers=3, calculator=calculator, observation="tokens", autoreset_mode="Disabled").unwrapped
+    obs, _ = venv.reset(seed=0)
+    space = venv.single_observation_space
+    cached = TransformerPolicy(space, 24, 1e-3, seed=0, dtype="float64", d_model=32, n_layers=2, n_heads=2)
+    fresh = TransformerPolicy(space, 24, 1e-3, seed=0, dtype="float64", d_model=32, n_layers=2, n_heads=2)
+    rng = np.random.default_rng(3)
+    active = np.ones(n, dtype=bool)
+    calls = 0
+    while active.any():
+        idx = np.flatnonzero(active)
+        logits = cached.logits(obs[idx])
+        fresh._drop_caches()
+        np.testing.assert_allclose(logits, fresh.logits(obs[idx]), atol=1e-10)
+        masks = venv.action_masks()[idx]
+        acts = np.zeros(n, dtype=np.int64)
+        acts[idx] = [rng.choice(np.flatnonzero(m)) for m in masks]
+        obs, _, te, tr, _ = venv.step(acts)
+        active &= ~(te | tr)
+        calls += 1
+    assert cached.cache_hits == calls - 1  # every call after the first is served by the cache

@@ -58,6 +58,9 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 INITS = ("torch", "gpt2")
 #: The default architecture (the R1 recipe's base, chosen with ``python -m benchmarks.r1.base_search``).
 DEFAULT_ARCH = {"d_model": 128, "n_layers": 3, "n_heads": 4}
+#: The most tokens a row may grow by between two rollout calls and still be served by the KV cache: the
+#: action and the tokens the env wrote after it (a calculator's result and its ';').
+MAX_EXTENSION = 16
 _HASH = np.random.default_rng(20250616).integers(1, 2**62, size=4096, dtype=np.int64)  # row hash weights
 
 
@@ -229,6 +232,24 @@ class TinyLM(nn.Module):
             new_cache.append(kv)
         return self.ln_f(x[:, 0]), new_cache
 
+    def extend(self, ids: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor,
+               cache: list[tuple[torch.Tensor, torch.Tensor]]
+               ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Hidden states (n, K, d) of up to K new tokens per row, ids and positions (n, K), ``valid``
+        (n, K) marking the real ones (left-aligned), given the cache of the tokens before them and which
+        of its columns are real tokens, ``keys`` (n, W). The new tokens attend to the cache and, causally,
+        to each other; an invalid one (padding) attends to itself only, and its output is not read."""
+        n, k = ids.shape
+        causal = torch.ones(k, k, dtype=torch.bool).tril()
+        own = (causal[None] & valid[:, None, :]) | torch.eye(k, dtype=torch.bool)[None]
+        allowed = torch.cat([keys[:, None, :].expand(n, k, -1), own], dim=2)[:, None]  # (n, 1, K, W + K)
+        x = self.tok(ids) + self.pos.weight[positions]
+        new_cache = []
+        for block, past in zip(self.blocks, cache):
+            x, kv = block(x, allowed, past)
+            new_cache.append(kv)
+        return self.ln_f(x), new_cache
+
 
 def _leading_padding(ids: torch.Tensor) -> int:
     """How many leading columns of ids (n, t) are padding in every row."""
@@ -308,18 +329,23 @@ class TransformerPolicy(TorchPolicy, CriticPolicy):
         width = p + int(t.max())
         x = torch.as_tensor(ids[:, :width])
         hidden, cache, start = self.net.hidden(x)
-        self._cache = None
-        if (t == t[0]).all():  # a lockstep batch: keep its keys and values for the next token
-            self._cache = {"ids": ids.copy(), "t": int(t[0]), "hash": _row_hash(ids),
-                           "keys": x[:, start:] != PAD, "kv": cache}
+        # keep the keys and values for the next call; "common": the answer length every row shares (a
+        # lockstep batch), else None (rows of different lengths, as after tokens the env wrote)
+        common = int(t[0]) if (t == t[0]).all() else None
+        self._cache = {"ids": ids.copy(), "t": t.copy(), "common": common, "hash": _row_hash(ids),
+                       "keys": x[:, start:] != PAD, "kv": cache}
         return hidden[torch.arange(len(ids)), torch.as_tensor(p + t - 1 - start)]
 
     def _cached_step(self, ids: np.ndarray, t: np.ndarray) -> torch.Tensor | None:
-        """The hidden states of the last tokens when every row extends a cached row by one token."""
+        """The hidden states of the last tokens when every row extends a cached row: by one token at a
+        position all rows share (a lockstep rollout), else by up to :data:`MAX_EXTENSION` tokens each
+        (the action and the tokens the env wrote after it), or None (compute in full)."""
         c = self._cache
-        if c is None or not (t == c["t"] + 1).all():
+        if c is None:
             return None
-        pos = self.prompt_width + c["t"]  # where the new token sits
+        if c["common"] is None or not (t == c["common"] + 1).all():
+            return self._extended(ids, t)
+        pos = self.prompt_width + c["common"]  # where the new token sits
         parent = ids.copy()
         parent[:, pos] = PAD
         order = np.argsort(c["hash"], kind="stable")
@@ -328,16 +354,60 @@ class TransformerPolicy(TorchPolicy, CriticPolicy):
         at = np.minimum(np.searchsorted(sorted_hash, h), len(order) - 1)
         src = order[at]  # (n,) the cached row each new row extends
         if not np.array_equal(c["ids"][src], parent):
-            return None
+            return self._extended(ids, t)
         idx = torch.as_tensor(src)
         kv = [(k[idx], v[idx]) for k, v in c["kv"]]
         keys = c["keys"][idx]
         new = torch.as_tensor(ids[:, pos])
         hidden, cache = self.net.step(new, pos, keys, kv)
-        self._cache = {"ids": ids.copy(), "t": c["t"] + 1, "hash": _row_hash(ids),
+        self._cache = {"ids": ids.copy(), "t": t.copy(), "common": c["common"] + 1, "hash": _row_hash(ids),
                        "keys": torch.cat([keys, (new != PAD)[:, None]], dim=1), "kv": cache}
         self.cache_hits += 1
         return hidden
+
+    def _extended(self, ids: np.ndarray, t: np.ndarray) -> torch.Tensor | None:
+        """Rows that each extend some cached row by 1 to :data:`MAX_EXTENSION` tokens: the cached keys
+        and values serve their prefix, the new tokens go through the network together (their own
+        positions, causal among themselves), and the new keys and values join the cache as columns
+        (attention does not depend on the order of its keys)."""
+        c = self._cache
+        assert c is not None
+        p, width = self.prompt_width, ids.shape[1]
+        n = len(ids)
+        order = np.argsort(c["hash"], kind="stable")
+        sorted_hash = c["hash"][order]
+        prefix_hash = np.cumsum(ids * _HASH[:width], axis=1)  # (n, C): the hash of each prefix
+        src = np.full(n, -1, dtype=np.int64)
+        grown = np.zeros(n, dtype=np.int64)
+        cols = np.arange(width)[None, :]
+        for k in range(1, MAX_EXTENSION + 1):
+            rows = np.flatnonzero((src < 0) & (t >= k))
+            if not len(rows):
+                break
+            h = prefix_hash[rows, p + t[rows] - k - 1]
+            at = np.minimum(np.searchsorted(sorted_hash, h), len(order) - 1)
+            cand = order[at]
+            hit = (sorted_hash[at] == h) & (c["t"][cand] == t[rows] - k)
+            rows, cand = rows[hit], cand[hit]
+            parent = np.where(cols < (p + t[rows] - k)[:, None], ids[rows], PAD)
+            exact = (c["ids"][cand] == parent).all(axis=1)
+            src[rows[exact]], grown[rows[exact]] = cand[exact], k
+        if (src < 0).any():
+            return None
+        span = int(grown.max())
+        j = np.arange(span)[None, :]
+        valid = j < grown[:, None]  # (n, K)
+        positions = np.where(valid, (p + t - grown)[:, None] + j, p + t[:, None] - 1)
+        new = np.where(valid, ids[np.arange(n)[:, None], np.minimum(positions, width - 1)], PAD)
+        idx = torch.as_tensor(src)
+        kv = [(k_[idx], v_[idx]) for k_, v_ in c["kv"]]
+        keys = c["keys"][idx]
+        valid_t = torch.as_tensor(valid)
+        hidden, cache = self.net.extend(torch.as_tensor(new), torch.as_tensor(positions), keys, valid_t, kv)
+        self._cache = {"ids": ids.copy(), "t": t.copy(), "common": None, "hash": _row_hash(ids),
+                       "keys": torch.cat([keys, valid_t], dim=1), "kv": cache}
+        self.cache_hits += 1
+        return hidden[torch.arange(n), torch.as_tensor(grown - 1)]
 
     # -- training: every token's log-prob from one teacher-forced pass --------------------------
     def _chains(self, ids: np.ndarray, actions: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
