@@ -57,6 +57,7 @@ HOSTILE = [
     ("<think> 9 - 1 = 8 ; </think> <answer> 9 - 9 </answer>", 0.0, 0.0, 0.0),  # 9 used twice: not well formed
     ("<think> 9 * 1 = 9 ; 9 - 1 = 8 ; </think> <answer> 9 * 1 - 1 </answer>", 0.0, 0.0, 0.0),  # 1 twice
     ("<think> 9 - 1 = 8 ; </think> <answer> </answer>", 0.0, 0.0, 0.0),  # an empty answer
+    ("<think> </think> 9 <answer> 9 - 1 </answer>", 0.0, 0.0, 0.0),  # text between the sections
 ]
 
 
@@ -95,6 +96,13 @@ def test_back_returns_the_operands_to_the_pool():
     r = read("<think> 9 + 1 = 1 0 ; 9 - 1 = 8 ; </think> <answer> 9 - 1 </answer>".split(), (9, 1, 2), 8,
              max_digits=4)
     assert [s.available for s in r.steps] == [True, False] and r.branches == []
+
+
+def test_a_number_the_pool_holds_once_cannot_be_used_twice():
+    r = read("<think> 9 + 9 = 1 8 ; </think> <answer> 9 - 1 </answer>".split(), (9, 1, 2), 8, max_digits=4)
+    assert [(s.true, s.available) for s in r.steps] == [(True, False)]
+    r = read("<think> 9 + 9 = 1 8 ; </think> <answer> 9 - 1 </answer>".split(), (9, 9, 2), 8, max_digits=4)
+    assert [(s.true, s.available) for s in r.steps] == [(True, True)]
 
 
 def test_the_calculator_rules():
@@ -137,7 +145,7 @@ def test_no_reply_outside_a_well_formed_step_or_without_the_calculator():
     assert on.reply(p, ids(on, "<think> 9 - 1 =")) == tuple(ids(on, "8 ;"))
     assert off.reply(p, ids(off, "<think> 9 - 1 =")) == () and off.reply_after == frozenset()
     for text in ("<think> 9 - =", "<think> - 1 =", "<think> 9 - 1 = 8 ; </think> <answer> 9 - 1 =",
-                 "9 - 1 =", "<think> 0 9 - 1 =", "<think> 9 - 1 ;"):
+                 "9 - 1 =", "<think> 0 9 - 1 =", "<think> 9 - 1 ;", "<think> 9 - 1 = 8 9 * 2 ="):
         assert on.reply(p, ids(on, text)) == ()
 
 
@@ -231,6 +239,22 @@ def test_the_search_style_writes_failed_branches_and_the_path_style_none():
     assert max(backs) > 0
     path = ThinkTask(n_numbers=3, solution_style="path")
     assert all(path.episode_stats(p, path.solution(p))["backs"] == 0 for p in prompts)
+
+
+def test_a_search_too_long_for_the_cap_loses_its_earliest_failed_branches():
+    task = ThinkTask(n_numbers=3)
+    cut = 0
+    for p in task.sample_prompts(np.random.default_rng(5), "train", 200):
+        solved = task.solve(p, "search")
+        if not solved.cut or not solved.search_length:
+            continue
+        full = ThinkTask(n_numbers=3, max_length=1024).solve(p, "search")
+        assert not full.cut and len(full.tokens) == solved.search_length
+        first_step = full.tokens[1: full.tokens.index(";") + 1]
+        assert solved.tokens[1: 1 + len(first_step)] != first_step  # the first branch tried went first
+        assert len(solved.tokens) <= task.max_length
+        cut += 1
+    assert cut > 0
 
 
 def test_a_solution_with_the_calculator_leaves_out_what_the_calculator_writes():
