@@ -1,0 +1,39 @@
+"""The thinking study regenerates its tables and plot from stored runs without training anything."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "benchmarks" / "results" / "think" / "runs"
+
+
+@pytest.mark.skipif(not any(RUNS.glob("*.json")), reason="no stored runs of the thinking study")
+def test_the_study_regenerates_from_its_stored_runs(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from benchmarks.think.__main__ import main
+
+    shutil.copytree(RUNS, tmp_path / "runs")
+    assert main(["--out", str(tmp_path), "--quiet"]) == 0
+    said = capsys.readouterr().out
+    assert "33 found on disk, 0 to run" in said
+    table = (tmp_path / "study.md").read_text()
+    for arm in ("countdown", "expression", "path_calc", "search_calc", "search_calc+ppo", "search_calc+grpo_k15"):
+        assert f"| {arm} |" in table
+    assert "Missing" not in table
+    assert (tmp_path / "study_length.png").stat().st_size > 0
+    assert "| search_calc+grpo |" in (tmp_path / "study_headline.md").read_text()
+    greedy = [json.loads(p.read_text())["record"]["base"]["greedy"] for p in sorted(RUNS.glob("countdown__s*.json"))]
+    assert f"| countdown | {np.mean(greedy):.3f} [" in table  # three seeds: the IQM is their mean
+
+
+def test_the_study_refuses_an_unknown_arm():
+    from benchmarks.think.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--arms", "search_calc,nonsense", "--out", "/nonexistent-never-written"])
