@@ -21,7 +21,8 @@ response length of right and wrong answers. Arms:
 
 The runs are kept in ``benchmark-runs/think/runs`` (git-ignored) or, with ``--update-results``,
 ``benchmarks/results/think/runs`` (committed), so a repeated command trains nothing and regenerates the
-tables (``study.md``) and the length plot (``length.png``) from them in seconds.
+tables (``study.md``, the RL table alone in ``study_headline.md``) and the length plot
+(``study_length.png``) from them in seconds.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.core.common import (
-    RESULTS_DIR, add_executor_arguments, add_output_arguments, cli, command_line, limit_threads,
-    machine_info, output_folder, positive_int, seeds_argument, write_results,
+    RESULTS_DIR, ROOT, add_executor_arguments, add_output_arguments, cli, command_line, limit_threads,
+    machine_info, output_folder, positive_int, seeds_argument, write_atomically, write_results,
 )
 from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import run_key
@@ -177,24 +178,23 @@ def _mean(values: list[float | None], digits: int = 1) -> str:
     return f"{np.mean(real):.{digits}f}" if real else ""
 
 
-def markdown(result: dict[str, Any]) -> str:
-    rows = result["rows"]
-    seeds = result["seeds"]
-    lines = [f"### Room to think on Countdown-{result['n_numbers']}: cold starts at equal optimizer steps "
-             f"(seeds {seeds})", "",
-             f"Each base: {result['sft']['n']:,} train-split solutions x {result['sft']['epochs']} epochs, "
-             "per-prompt minibatches of 256, the transformer (3 x 128); IQM [95% bootstrap CI] over seeds; "
-             f"held-out: {result['eval']['prompts']} test prompts, {result['eval']['k']} samples each "
-             "(greedy, sampled = mean@k, pass@k); lengths and trace statistics of 4 sampled answers per "
-             "test prompt; tokens = policy tokens the cold start fitted; CPU s = the cold start's process "
-             "CPU seconds (one torch thread).", "",
-             "| arm | held-out greedy | held-out sampled | pass@1 | pass@k | length right / wrong | steps | "
+def _header(result: dict[str, Any]) -> list[str]:
+    return [f"Each base: {result['sft']['n']:,} train-split solutions x {result['sft']['epochs']} epochs, "
+            "per-prompt minibatches of 256, the transformer (3 x 128); IQM [95% bootstrap CI] over seeds "
+            f"{result['seeds']}; held-out: {result['eval']['prompts']} test prompts, {result['eval']['k']} "
+            "samples each (greedy, sampled = mean@k, pass@k); lengths (policy tokens) and trace statistics "
+            "of 4 sampled answers per test prompt; SFT tokens = policy tokens of one epoch; CPU s = the "
+            "process's CPU seconds (one torch thread)."]
+
+
+def ablation_table(result: dict[str, Any]) -> list[str]:
+    rows, k = result["rows"], str(result["eval"]["k"])
+    lines = ["| arm | held-out greedy | held-out sampled | pass@1 | pass@k | length right / wrong | steps | "
              "backs | step check | consistency | SFT tokens | SFT CPU s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for arm in [a for a in BASES if a in rows]:
         recs = rows[arm]
         b = [r["base"] for r in recs]
-        k = str(result["eval"]["k"])
         lines.append(
             f"| {arm} | {_cell([x['greedy'] for x in b])} | {_cell([x['sampled'] for x in b])} | "
             f"{_mean([x['pass_at']['1'] for x in b], 3)} | {_mean([x['pass_at'][k] for x in b], 3)} | "
@@ -202,30 +202,48 @@ def markdown(result: dict[str, Any]) -> str:
             f"{_mean([x.get('steps') for x in b])} | {_mean([x.get('backs') for x in b])} | "
             f"{_mean([x.get('step_pass_rate') for x in b], 3)} | {_mean([x.get('consistency') for x in b], 3)} | "
             f"{_mean([r['sft_tokens'] for r in recs], 0)} | {_mean([r['sft_cpu_seconds'] for r in recs], 0)} |")
-    rl = [a for a in RL_ARMS if a in rows]
-    if rl:
-        lines += ["", f"RL from each base, {result['budget']:,} env steps (policy tokens), same evaluation "
-                  "before and after:", "",
-                  "| arm | greedy before -> after | sampled before -> after | pass@1 after | pass@k before -> after | "
-                  "length right before -> after | consistency after | episodes | RL CPU s |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        k = str(result["eval"]["k"])
-        for arm in rl:
-            recs = rows[arm]
-            b, a = [r["base"] for r in recs], [r["after"] for r in recs]
-            episodes = [sum(1 for _ in r["curve"]) and r["rl_steps"] / max(np.mean(
-                [c.get("rollout/ep_len_mean", 1.0) for c in r["curve"]]), 1e-9) for r in recs]
-            lines.append(
-                f"| {arm} | {_cell([x['greedy'] for x in b])} -> {_cell([x['greedy'] for x in a])} | "
-                f"{_cell([x['sampled'] for x in b])} -> {_cell([x['sampled'] for x in a])} | "
-                f"{_mean([x['pass_at']['1'] for x in a], 3)} | "
-                f"{_mean([x['pass_at'][k] for x in b], 3)} -> {_mean([x['pass_at'][k] for x in a], 3)} | "
-                f"{_mean([x['length_correct'] for x in b])} -> {_mean([x['length_correct'] for x in a])} | "
-                f"{_mean([x.get('consistency') for x in a], 3)} | {_mean(episodes, 0)} | "
-                f"{_mean([r['rl_cpu_seconds'] for r in recs], 0)} |")
+    return lines
+
+
+def rl_table(result: dict[str, Any]) -> list[str]:
+    rows, k = result["rows"], str(result["eval"]["k"])
+    lines = [f"| arm (RL, budget {result['budget']:,} env steps) | held-out greedy before -> after | "
+             f"sampled before -> after | pass@{k} before -> after | length right before -> after | "
+             "consistency after | env steps run / episodes | env steps/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for arm in [a for a in RL_ARMS if a in rows]:
+        recs = rows[arm]
+        b, a = [r["base"] for r in recs], [r["after"] for r in recs]
+        episodes = [r["rl_steps"] / max(float(np.mean([c.get("rollout/ep_len_mean", 1.0) for c in r["curve"]])),
+                                        1e-9) if r["curve"] else 0.0 for r in recs]
+        lines.append(
+            f"| {arm} | {_cell([x['greedy'] for x in b])} -> {_cell([x['greedy'] for x in a])} | "
+            f"{_cell([x['sampled'] for x in b])} -> {_cell([x['sampled'] for x in a])} | "
+            f"{_mean([x['pass_at'][k] for x in b], 3)} -> {_mean([x['pass_at'][k] for x in a], 3)} | "
+            f"{_mean([x['length_correct'] for x in b])} -> {_mean([x['length_correct'] for x in a])} | "
+            f"{_mean([x.get('consistency') for x in a], 3)} | {_mean([r['rl_steps'] for r in recs], 0)} / "
+            f"{_mean(episodes, 0)} | "
+            f"{_mean([r['rl_steps'] / max(r['rl_seconds'], 1e-9) for r in recs], 0)} |")
+    return lines
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"### Room to think on Countdown-{result['n_numbers']}: cold starts at equal optimizer steps", "",
+             *_header(result), "", *ablation_table(result)]
+    if any(a in result["rows"] for a in RL_ARMS):
+        lines += ["", "RL from the bases, the same evaluation before and after (env steps = policy tokens; "
+                  "episodes = env steps / mean episode length):", "", *rl_table(result)]
     if result.get("missing"):
         lines += ["", f"Missing (failed or not run): {', '.join(result['missing'])}."]
     lines += ["", f"Command: `{result['command']}`. Machine: {result['machine']}."]
+    return "\n".join(lines) + "\n"
+
+
+def headline(result: dict[str, Any], plot: str) -> str:
+    """The RL table alone and the length plot: what README.md shows."""
+    lines = [f"Countdown-{result['n_numbers']}, seeds {result['seeds']}, bases of {result['sft']['n']:,} "
+             f"solutions x {result['sft']['epochs']} epochs; IQM [95% CI]; `python -m benchmarks.think`:", "",
+             *rl_table(result), "", f"![response length and success over RL]({plot})"]
     return "\n".join(lines) + "\n"
 
 
@@ -269,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=positive_int, default=60_000, help="RL env steps of the RL arms")
     parser.add_argument("--eval-k", type=positive_int, default=16)
     parser.add_argument("--eval-prompts", type=positive_int, default=200)
+    parser.add_argument("--table", default="study", help="the name of the table files (study.md, ...)")
     parser.add_argument("--arms", default=",".join([*BASES, *RL_ARMS]),
                         help=f"comma-separated, from {[*BASES, *RL_ARMS]}")
     add_output_arguments(parser, "think", RESULTS_DIR / "think")
@@ -302,9 +321,12 @@ def main(argv: list[str] | None = None) -> int:
               "eval": {"k": args.eval_k, "prompts": args.eval_prompts}, "missing": missing,
               "failures": got.failures, "rows": rows}
     dest = got.destination(out)
-    write_results(dest, "study", result, markdown(result), incomplete=got.incomplete())
-    if plot_lengths(rows, dest / "length.png"):
-        print(f"length plot: {dest}/length.png")
+    write_results(dest, args.table, result, markdown(result), incomplete=got.incomplete())
+    if plot_lengths(rows, dest / f"{args.table}_length.png"):
+        rel = (dest / f"{args.table}_length.png").resolve()
+        shown = rel.relative_to(ROOT) if rel.is_relative_to(ROOT) else rel
+        write_atomically(dest / f"{args.table}_headline.md", headline(result, str(shown)))
+        print(f"length plot: {dest}/{args.table}_length.png")
     for failure in got.failures:
         print(f"FAILED: {failure}")
     return 1 if got.failures else 0
