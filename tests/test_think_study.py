@@ -28,7 +28,7 @@ def test_the_study_regenerates_from_its_stored_runs(tmp_path, capsys):
     assert "Missing" not in table
     assert (tmp_path / "study_length.png").stat().st_size > 0
     assert "| search_calc+grpo |" in (tmp_path / "study_headline.md").read_text()
-    greedy = [json.loads(p.read_text())["record"]["base"]["greedy"] for p in sorted(RUNS.glob("countdown__s*.json"))]
+    greedy = [json.loads(p.read_text())["record"]["base"]["greedy"] for p in sorted(RUNS.glob("countdown__s1[0-2]__*.json"))]
     assert f"| countdown | {np.mean(greedy):.3f} [" in table  # three seeds: the IQM is their mean
 
 
@@ -37,3 +37,18 @@ def test_the_study_refuses_an_unknown_arm():
 
     with pytest.raises(SystemExit):
         main(["--arms", "search_calc,nonsense", "--out", "/nonexistent-never-written"])
+
+
+def test_one_run_of_the_study_cold_starts_evaluates_and_trains():
+    pytest.importorskip("torch")
+    from benchmarks.think.__main__ import think_run
+
+    spec = {"seed": 0, "env_id": "rlvr/CountdownThink-v0", "n_numbers": 3,
+            "env_kwargs": {"solution_style": "path", "calculator": True},
+            "sft": {"n": 64, "epochs": 1, "batch_size": 64, "learning_rate": 1e-3},
+            "eval": {"k": 4, "prompts": 6}, "grpo": {"length_weight": 0.1}, "budget": 500}
+    rec = think_run(spec)
+    assert rec["sft_tokens"] > 64 and 0.0 <= rec["base"]["greedy"] <= 1.0
+    assert set(rec["base"]) >= {"sampled", "pass_at", "steps", "backs", "calculator_calls", "step_pass_rate"}
+    assert rec["rl_steps"] >= 500 and rec["curve"] and "rollout/ep_len_mean" in rec["curve"][0]
+    assert set(rec["after"]["pass_at"]) == {"1", "4"}

@@ -197,7 +197,7 @@ def ablation_table(result: dict[str, Any]) -> list[str]:
         b = [r["base"] for r in recs]
         lines.append(
             f"| {arm} | {_cell([x['greedy'] for x in b])} | {_cell([x['sampled'] for x in b])} | "
-            f"{_mean([x['pass_at']['1'] for x in b], 3)} | {_mean([x['pass_at'][k] for x in b], 3)} | "
+            f"{_mean([x['pass_at']['1'] for x in b], 3)} | {_cell([x['pass_at'][k] for x in b])} | "
             f"{_mean([x['length_correct'] for x in b])} / {_mean([x['length_wrong'] for x in b])} | "
             f"{_mean([x.get('steps') for x in b])} | {_mean([x.get('backs') for x in b])} | "
             f"{_mean([x.get('step_pass_rate') for x in b], 3)} | {_mean([x.get('consistency') for x in b], 3)} | "
@@ -219,7 +219,7 @@ def rl_table(result: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {arm} | {_cell([x['greedy'] for x in b])} -> {_cell([x['greedy'] for x in a])} | "
             f"{_cell([x['sampled'] for x in b])} -> {_cell([x['sampled'] for x in a])} | "
-            f"{_mean([x['pass_at'][k] for x in b], 3)} -> {_mean([x['pass_at'][k] for x in a], 3)} | "
+            f"{_cell([x['pass_at'][k] for x in b])} -> {_cell([x['pass_at'][k] for x in a])} | "
             f"{_mean([x['length_correct'] for x in b])} -> {_mean([x['length_correct'] for x in a])} | "
             f"{_mean([x.get('consistency') for x in a], 3)} | {_mean([r['rl_steps'] for r in recs], 0)} / "
             f"{_mean(episodes, 0)} | "
@@ -325,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     if plot_lengths(rows, dest / f"{args.table}_length.png"):
         rel = (dest / f"{args.table}_length.png").resolve()
         shown = rel.relative_to(ROOT) if rel.is_relative_to(ROOT) else rel
-        write_atomically(dest / f"{args.table}_headline.md", headline(result, str(shown)))
+        if args.table == "study":  # the table README.md shows
+            write_atomically(dest / f"{args.table}_headline.md", headline(result, str(shown)))
         print(f"length plot: {dest}/{args.table}_length.png")
     for failure in got.failures:
         print(f"FAILED: {failure}")
