@@ -1,6 +1,6 @@
 """The import graph of ``rlvr_env``, ``agents`` and ``benchmarks`` has no circle, and its arrows point one
-way: ``benchmarks -> agents -> rlvr_env`` (the order of README.md, "Layout"; docs/install.md, "What the
-wheel installs": nothing in the two installed packages imports ``benchmarks``).
+way: ``benchmarks -> agents -> rlvr_env`` (the order of docs/experiments.md, "The repository's layout";
+docs/install.md, "What the wheel installs": nothing in the two installed packages imports ``benchmarks``).
 
 Inside ``agents``, two more rules: ``agents.grpo`` is seen from outside through its face only (nothing
 outside it imports one of its modules: ``from agents.grpo import GRPO`` is fine, ``agents.grpo.config`` is

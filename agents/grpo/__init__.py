@@ -10,7 +10,9 @@ own, :mod:`agents.policies`. ``python -m agents.grpo`` trains it from the shell 
 advantage estimator joins (docs/agent.md).
 
 This is the face the rest of the project imports (nothing outside ``agents.grpo`` imports one of its
-modules): the agent, its config and presets, the registries, the group event and the phase timer.
+modules): the agent, its config and presets, the registries, the group event, the phase timer, and the
+vector group runner (``VectorGroupRunner``: groups of episodes collected from a vector env, for an
+evaluation that needs each episode's length and statistics).
 """
 
 from agents.grpo.advantages import register_advantage
@@ -19,10 +21,11 @@ from agents.grpo.config import COLD_START, PRESETS, UNSET, GRPOConfig
 from agents.grpo.hooks import GroupEvent
 from agents.grpo.objective import ADVANTAGE_ESTIMATORS, CRITIC_ESTIMATORS, POLICY_LOSSES
 from agents.grpo.profiling import PHASES, PhaseTimer
+from agents.grpo.rollout import VectorGroupRunner
 from agents.grpo.surrogates import register_policy_loss
 from agents.grpo.update import Advantages
 from agents.policies import register_policy
 
 __all__ = ["ADVANTAGE_ESTIMATORS", "COLD_START", "CRITIC_ESTIMATORS", "GRPO", "PHASES", "POLICY_LOSSES",
-           "PRESETS", "UNSET", "Advantages", "GRPOConfig", "GroupEvent", "PhaseTimer", "register_advantage",
-           "register_policy", "register_policy_loss"]
+           "PRESETS", "UNSET", "Advantages", "GRPOConfig", "GroupEvent", "PhaseTimer", "VectorGroupRunner",
+           "register_advantage", "register_policy", "register_policy_loss"]

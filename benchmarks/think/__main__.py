@@ -72,7 +72,7 @@ def _model(spec: dict[str, Any]) -> Any:
 
 def _scores(model: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """Held-out greedy, sampled, pass@k, and the sampled answers' lengths and trace statistics."""
-    from agents.grpo.rollout import VectorGroupRunner
+    from agents.grpo import VectorGroupRunner
 
     ev = spec["eval"]
     start = time.perf_counter()
