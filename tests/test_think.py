@@ -162,25 +162,27 @@ def test_a_reply_is_cut_at_the_cap_and_the_episode_truncates():
     assert out is not None and out[3] and not out[2] and len(env._tokens) == 13 and steps
 
 
-@pytest.mark.parametrize("calculator", [False, True])
+@pytest.mark.parametrize("calculator, pool_masks", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("observation", ["tokens", "features"])
-def test_the_checkers_pass(calculator, observation):
+def test_the_checkers_pass(calculator, pool_masks, observation):
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = gym.make(ENV, n_numbers=3, calculator=calculator, observation=observation)
+    env = gym.make(ENV, n_numbers=3, calculator=calculator, pool_masks=pool_masks, observation=observation)
     check_env(env.unwrapped, skip_render_check=True)
     sb3_check_env(env.unwrapped)
 
 
-@pytest.mark.parametrize("calculator", [False, True])
-def test_the_vector_env_pays_what_the_single_env_pays_on_random_and_solver_traces(calculator):
+@pytest.mark.parametrize("calculator, pool_masks",
+                         [(False, False), (True, False), (False, True), (True, True)])
+def test_the_vector_env_pays_what_the_single_env_pays_on_random_and_solver_traces(calculator, pool_masks):
     n = 16
-    venv = gym.make_vec(ENV, num_envs=n, vectorization_mode="vector_entry_point", n_numbers=3,
-                        calculator=calculator, observation="tokens", autoreset_mode="Disabled").unwrapped
+    kw = {"n_numbers": 3, "calculator": calculator, "pool_masks": pool_masks, "observation": "tokens"}
+    venv = gym.make_vec(ENV, num_envs=n, vectorization_mode="vector_entry_point", autoreset_mode="Disabled",
+                        **kw).unwrapped
     _, info = venv.reset(seed=4)
     prompts = list(info["prompt"])
     task = venv.task
-    singles = [gym.make(ENV, n_numbers=3, calculator=calculator, observation="tokens").unwrapped for _ in range(n)]
+    singles = [gym.make(ENV, **kw).unwrapped for _ in range(n)]
     for s, p in zip(singles, prompts):
         s.reset(options={"prompt": p})
     solutions = [task.solution(p) for p in prompts]
@@ -212,9 +214,9 @@ def test_the_vector_env_pays_what_the_single_env_pays_on_random_and_solver_trace
 
 # -- the solver and the masks -------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [3, 4])
-@pytest.mark.parametrize("calculator", [False, True])
-def test_every_solver_style_is_paid_consistent_and_allowed_by_the_masks(n, calculator):
-    task = ThinkTask(n_numbers=n, calculator=calculator)
+@pytest.mark.parametrize("calculator, pool_masks", [(False, False), (True, False), (True, True)])
+def test_every_solver_style_is_paid_consistent_and_allowed_by_the_masks(n, calculator, pool_masks):
+    task = ThinkTask(n_numbers=n, calculator=calculator, pool_masks=pool_masks)
     prompts = task.sample_prompts(np.random.default_rng(7), "train", 40)
     for style in STYLES:
         for p in prompts:
@@ -282,9 +284,58 @@ def test_masks_refuse_what_breaks_the_grammar(task):
     assert allowed("<think> ; 9") == set(task.vocab)
 
 
+def test_pool_masks_keep_each_operand_in_the_pool_the_steps_before_it_leave():
+    task = ThinkTask(n_numbers=3, number_range=(1, 20), pool_masks=True)
+    p = task.validate_prompt(((12, 1, 2), 10))
+
+    def allowed(text: str) -> set[str]:
+        m = task.action_mask(p, ids(task, text))
+        return {task.vocab[i] for i in np.flatnonzero(m)}
+
+    assert allowed("<think>") == {"1", "2", "</think>"}  # 12, 1 and 2 begin with 1 or 2
+    assert allowed("<think> 1") == {"2"} | set("+-*/")  # 12 goes on, 1 is a number of the pool
+    assert allowed("<think> 1 2") == set("+-*/")
+    assert allowed("<think> 1 2 *") == {"1", "2"}
+    assert allowed("<think> 1 *") == {"1", "2"}  # 1 is used: the second 1 can only begin 12
+    assert allowed("<think> 1 * 1") == {"2"}
+    assert allowed("<think> 2 * 1 2") == {"="}
+    # the result is free without the calculator
+    assert allowed("<think> 2 * 1 2 =") == set("0123456789") | {"?"}
+    # 12 * 2 = 24 leaves {1, 24}; a false result (25) enters the pool as written, as the reader keeps it
+    assert allowed("<think> 1 2 * 2 = 2 4 ;") == {"1", "2", "back", "</think>"}
+    assert allowed("<think> 1 2 * 2 = 2 4 ; 2") == {"4"}
+    assert allowed("<think> 1 2 * 2 = 2 5 ; 2") == {"5"}
+    # one number left: no step can be written; back returns the operands
+    assert allowed("<think> 1 2 * 2 = 2 4 ; 2 4 - 1 = 2 3 ;") == {"back", "</think>"}
+    assert allowed("<think> 1 2 * 2 = 2 4 ; 2 4 - 1 = 2 3 ; back") == {"1", "2", "back", "</think>"}
+    assert allowed("<think> 1 2 * 2 = 2 4 ; 2 4 - 1 = 2 3 ; back back 1 2") == set("+-*/")
+    assert allowed("<think> 1 2 * 2 = ? ; 1") == {"2"} | set("+-*/")  # a '?' step leaves the pool as it was
+    # the same transcript without pool masks: any operand
+    free = ThinkTask(n_numbers=3, number_range=(1, 20)).action_mask(p, ids(task, "<think>"))
+    assert {task.vocab[i] for i in np.flatnonzero(free)} == set("0123456789") | {"</think>"}
+
+
+def test_with_pool_masks_and_the_calculator_every_masked_step_passes_the_step_check():
+    env = gym.make(ENV, n_numbers=3, calculator=True, pool_masks=True, observation="tokens").unwrapped
+    rng = np.random.default_rng(3)
+    steps = 0
+    for episode in range(40):
+        env.reset(seed=episode)
+        done = False
+        while not done:
+            a = int(rng.choice(np.flatnonzero(env.action_masks())))
+            _, _, te, tr, info = env.step(a)
+            done = te or tr
+        steps += info["stats"]["steps"]
+        if info["stats"]["steps"]:
+            assert info["stats"]["step_pass_rate"] == 1.0
+    assert steps > 20
+
+
 # -- bad input -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, match", [
     ({"calculator": 1}, "calculator=1 must be a bool"),
+    ({"pool_masks": "yes"}, "pool_masks='yes' must be a bool"),
     ({"solution_style": "dfs"}, "solution_style='dfs'"),
     ({"max_length": 4}, r"max_length=4 must be an integer in \[8, 1024\]"),
     ({"target_range": (-5, 10)}, "must not go below 0"),
@@ -296,6 +347,7 @@ def test_bad_settings_name_the_value_and_the_rule(kwargs, match):
 
 
 def test_the_task_rebuilds_from_its_keywords_and_registers_for_the_bridges():
-    task = ThinkTask(n_numbers=4, calculator=True, max_length=120)
+    task = ThinkTask(n_numbers=4, calculator=True, pool_masks=True, max_length=120)
     again = rlvr_env.tasks.registry.TASKS[task.name](**task.keywords())
     assert again.keywords() == task.keywords() and again.vocab == task.vocab and again.calculator
+    assert again.pool_masks

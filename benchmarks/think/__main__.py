@@ -14,10 +14,12 @@ response length of right and wrong answers. Arms:
   the tokens each processed and its CPU seconds are reported): today's expression recipe on
   ``rlvr/Countdown-v0`` (``countdown``), and on ``rlvr/CountdownThink-v0`` each solver style
   (``expression``, ``path``, ``search``) without and with the calculator (``_calc``; the expression
-  style writes no step, so the calculator changes nothing there and is not run);
+  style writes no step, so the calculator changes nothing there and is not run), and search +
+  calculator with the pool in the masks (``search_calc_pool``: each step's operands are limited to the
+  numbers the steps before it leave, in the cold start's cross-entropy and in decoding alike);
 * **the headline**: GRPO and the agent's PPO with a critic (``advantage="gae"``) from the expression base
-  and from the search + calculator base, and GRPO with the k1.5 length term (``length_weight`` 0.1) from
-  the latter.
+  and from the search + calculator base, GRPO with the k1.5 length term (``length_weight`` 0.1) from
+  the latter, and GRPO and PPO from the pool-masked base.
 
 The runs are kept in ``benchmark-runs/think/runs`` (git-ignored) or, with ``--update-results``,
 ``benchmarks/results/think/runs`` (committed), so a repeated command trains nothing and regenerates the
@@ -50,6 +52,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "path_calc": (THINK, {"solution_style": "path", "calculator": True}),
     "search": (THINK, {"solution_style": "search"}),
     "search_calc": (THINK, {"solution_style": "search", "calculator": True}),
+    "search_calc_pool": (THINK, {"solution_style": "search", "calculator": True, "pool_masks": True}),
 }
 #: The headline's RL arms: (arm, base, agent config fields).
 RL_ARMS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -58,6 +61,8 @@ RL_ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "search_calc+grpo": ("search_calc", {}),
     "search_calc+ppo": ("search_calc", {"advantage": "gae"}),
     "search_calc+grpo_k15": ("search_calc", {"length_weight": 0.1}),
+    "search_calc_pool+grpo": ("search_calc_pool", {}),
+    "search_calc_pool+ppo": ("search_calc_pool", {"advantage": "gae"}),
 }
 
 
@@ -89,6 +94,11 @@ def _scores(model: Any, spec: dict[str, Any]) -> dict[str, Any]:
     out["length_wrong"] = float(batch.lengths[~right].mean()) if (~right).any() else None
     for name, values in batch.stats.items():
         out[name] = float(values.mean())
+    if "steps" in batch.stats:  # the share of all written steps that pass, and of answers with no step
+        steps = batch.stats["steps"]
+        passing = (batch.stats["step_pass_rate"] * steps).sum()
+        out["step_share"] = float(passing / steps.sum()) if steps.any() else None
+        out["stepless"] = float((steps == 0).mean())
     if "consistent" in batch.stats and right.any():
         out["consistency"] = float(batch.stats["consistent"][right].mean())
     out["eval_seconds"] = time.perf_counter() - start
@@ -183,8 +193,9 @@ def _header(result: dict[str, Any]) -> list[str]:
             "per-prompt minibatches of 256, the transformer (3 x 128); IQM [95% bootstrap CI] over seeds "
             f"{result['seeds']}; held-out: {result['eval']['prompts']} test prompts, {result['eval']['k']} "
             "samples each (greedy, sampled = mean@k, pass@k); lengths (policy tokens) and trace statistics "
-            "of 4 sampled answers per test prompt; SFT tokens = policy tokens of one epoch; CPU s = the "
-            "process's CPU seconds (one torch thread)."]
+            "of 4 sampled answers per test prompt; step check = the mean over answers of the share of "
+            "their steps that pass (an answer without a step counts 0); SFT tokens = policy tokens of one "
+            "epoch; CPU s = the process's CPU seconds (one torch thread)."]
 
 
 def ablation_table(result: dict[str, Any]) -> list[str]:

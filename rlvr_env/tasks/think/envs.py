@@ -6,7 +6,8 @@
     >>> env = gym.make("rlvr/CountdownThink-v0", n_numbers=3, calculator=True, observation="tokens")
 
 Keywords: Countdown's settings (``n_numbers``, ``number_range``, ...; its expression cap ``max_length``
-is not one of them), ``calculator`` (the env writes each step's result), ``max_length`` (the
+is not one of them), ``calculator`` (the env writes each step's result), ``pool_masks`` (the mask keeps
+each step's operands in the pool), ``max_length`` (the
 transcript's cap, the calculator's tokens included), ``solution_style`` (what a cold start is shown),
 and the env keywords every id takes (``observation``: ``"features"``, Countdown's prompt bits and the
 transcript one-hot, or ``"tokens"``, the token context).

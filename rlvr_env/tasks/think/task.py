@@ -34,6 +34,7 @@ not consistent).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,7 +64,9 @@ _OPTIONAL_PARTS = ("step",)
 class ThinkTask(Task[Prompt]):
     """Countdown-N answered with a reasoning trace (see the module docstring for the rules).
 
-    ``calculator``: the env writes each step's result. ``max_length``: the transcript's cap (None: the
+    ``calculator``: the env writes each step's result. ``pool_masks``: the grammar mask also keeps each
+    step's operands in the pool the steps before it leave (off: the trace's numbers are free and only
+    the step check measures them). ``max_length``: the transcript's cap (None: the
     default of :data:`DEFAULT_MAX_LENGTH` for N, else ``40 N``). ``solution_style``: the style
     :meth:`solution` gives a cold start (``"search"``, ``"path"`` or ``"expression"``). Countdown's
     settings as keywords (``n_numbers=3``) or ``settings=``; Countdown's own ``max_length`` (its
@@ -75,16 +78,19 @@ class ThinkTask(Task[Prompt]):
     answer_noun = "reasoning and expression"
 
     def __init__(self, settings: CountdownSettings | None = None, *, calculator: bool = False,
-                 max_length: int | None = None, solution_style: str = "search",
-                 **keywords: Any) -> None:
+                 pool_masks: bool = False, max_length: int | None = None,
+                 solution_style: str = "search", **keywords: Any) -> None:
         s = settings_of(settings, keywords, "CountdownThink")
         if not isinstance(calculator, bool):
             raise ValueError(f"calculator={calculator!r} must be a bool")
+        if not isinstance(pool_masks, bool):
+            raise ValueError(f"pool_masks={pool_masks!r} must be a bool")
         if solution_style not in STYLES:
             raise ValueError(f"solution_style={solution_style!r} is not one of {STYLES}")
         self.settings = s
         self.countdown = CountdownTask(s)
         self.calculator = calculator
+        self.pool_masks = pool_masks
         self.solution_style = solution_style
         n, hi = s.n_numbers, s.number_range[1]
         if s.target_range[0] < 0:
@@ -137,7 +143,8 @@ class ThinkTask(Task[Prompt]):
     def keywords(self) -> dict[str, Any]:
         fields = {name: getattr(self.settings, name) for name in CountdownSettings.field_names()}
         fields = {k: (list(v) if isinstance(v, tuple) else v) for k, v in fields.items()}
-        return {**fields, "calculator": self.calculator, "max_length": self.max_length,
+        return {**fields, "calculator": self.calculator, "pool_masks": self.pool_masks,
+                "max_length": self.max_length,
                 "solution_style": self.solution_style}
 
     # -- the token context: the prompt's digits are the trace's own digit tokens ----------------------
@@ -291,8 +298,10 @@ class ThinkTask(Task[Prompt]):
     # -- masks: the transcript's grammar ----------------------------------------------------------------
     def action_mask(self, prompt: Prompt, prefix: Sequence[int]) -> np.ndarray:
         """Tokens that keep ``prefix`` a prefix of a well-formed transcript whose answer uses the prompt's
-        numbers, each at most once (the trace's numbers are free: the step check measures them). A prefix
-        that already breaks the grammar (written without masks) allows every token."""
+        numbers, each at most once. The trace's numbers are free (the step check measures them) unless
+        ``pool_masks`` is on: then each step's two operands are numbers of the pool the steps before it
+        leave (its result stays free without the calculator). A prefix that already breaks the grammar
+        (written without masks) allows every token."""
         allowed = _allowed(self, prompt, [self.vocab[t] for t in prefix])
         if allowed is None:  # the prefix already breaks the grammar: nothing is refused
             return np.ones(len(self.vocab), dtype=bool)
@@ -317,19 +326,38 @@ def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | No
     depth = 0
     state = "start"  # start | a | op | b | eq | r | q
     number = ""
+    # the pool (pool_masks): the numbers the steps so far leave, and the pools a back returns to
+    pool: Counter[int] = Counter(prompt.numbers)
+    saved: list[Counter[int]] = []
+    a_value = b_value = 0
 
     def more() -> set[str]:
         return set() if number == "0" or len(number) >= md else set(digits)
 
+    def toward(free: Counter[int]) -> set[str]:
+        """The digits that continue ``number`` toward a number of ``free``."""
+        return {str(x)[len(number)] for x, c in free.items()
+                if c > 0 and len(str(x)) > len(number) and str(x).startswith(number)}
+
+    def without_a() -> Counter[int]:
+        rest = pool.copy()
+        rest[a_value] -= 1
+        return rest
+
     def here() -> set[str]:
         if state == "start":
-            return set(digits) | {END_THINK} | ({BACK} if depth > 0 else set())
+            start = set(digits) if not task.pool_masks else toward(pool) if pool.total() >= 2 else set()
+            return start | {END_THINK} | ({BACK} if depth > 0 else set())
         if state == "a":
-            return more() | ops
+            if not task.pool_masks:
+                return more() | ops
+            return toward(pool) | (ops if pool[int(number)] > 0 else set())
         if state == "op":
-            return set(digits)
+            return set(digits) if not task.pool_masks else toward(without_a())
         if state == "b":
-            return more() | {EQUALS}
+            if not task.pool_masks:
+                return more() | {EQUALS}
+            return toward(without_a()) | ({EQUALS} if without_a()[int(number)] > 0 else set())
         if state == "eq":
             return set(digits) | {NO_NUMBER}
         if state == "r":
@@ -349,18 +377,30 @@ def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | No
         if state == "start":
             if w == BACK:
                 depth -= 1
+                pool = saved.pop()
             else:
                 state, number = "a", w
         elif state == "a":
-            state, number = ("op", "") if w in ops else ("a", number + w)
+            if w in ops:
+                state, number, a_value = "op", "", int(number)
+            else:
+                number += w
         elif state == "op":
             state, number = "b", w
         elif state == "b":
-            state, number = ("eq", "") if w == EQUALS else ("b", number + w)
+            if w == EQUALS:
+                state, number, b_value = "eq", "", int(number)
+            else:
+                number += w
         elif state == "eq":
             state, number = ("q", "") if w == NO_NUMBER else ("r", w)
         elif state == "r":
             if w == THEN:
+                saved.append(pool)
+                need = Counter((a_value, b_value))
+                if all(pool[v] >= c for v, c in need.items()):  # as the reader keeps its pool
+                    pool = pool - need
+                    pool[int(number)] += 1
                 state, number, depth = "start", "", depth + 1
             else:
                 number += w
