@@ -240,7 +240,9 @@ def rl_table(result: dict[str, Any]) -> list[str]:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"### Room to think on Countdown-{result['n_numbers']}: cold starts at equal optimizer steps", "",
-             *_header(result), "", *ablation_table(result)]
+             *_header(result)]
+    if any(a in result["rows"] for a in BASES):
+        lines += ["", *ablation_table(result)]
     if any(a in result["rows"] for a in RL_ARMS):
         lines += ["", "RL from the bases, the same evaluation before and after (env steps = policy tokens; "
                   "episodes = env steps / mean episode length):", "", *rl_table(result)]

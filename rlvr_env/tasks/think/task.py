@@ -396,11 +396,9 @@ def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | No
             state, number = ("q", "") if w == NO_NUMBER else ("r", w)
         elif state == "r":
             if w == THEN:
-                saved.append(pool)
-                need = Counter((a_value, b_value))
-                if all(pool[v] >= c for v, c in need.items()):  # as the reader keeps its pool
-                    pool = pool - need
-                    pool[int(number)] += 1
+                saved.append(pool)  # with pool_masks both operands are in it (without, it is not read)
+                pool = pool - Counter((a_value, b_value))
+                pool[int(number)] += 1
                 state, number, depth = "start", "", depth + 1
             else:
                 number += w
