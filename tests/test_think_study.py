@@ -16,11 +16,11 @@ RUNS = ROOT / "benchmarks" / "results" / "think" / "runs"
 @pytest.mark.skipif(not any(RUNS.glob("*.json")), reason="no stored runs of the thinking study")
 def test_the_study_regenerates_from_its_stored_runs(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from benchmarks.think.__main__ import main
+    from benchmarks.think.__main__ import build_parser, main, runs
 
-    from benchmarks.think.__main__ import build_parser, runs
-
-    first = runs(build_parser().parse_args([]))[0]
+    args = build_parser().parse_args([])
+    args.arms = args.arms.split(",")
+    first = runs(args)[0]
     stored = json.loads((RUNS / f"{first.key}.json").read_text())
     if stored["fingerprint"] != first.fingerprint:  # another Python or library version: it would train
         pytest.skip("the stored runs were made with another Python or library versions (store.code_version): "
