@@ -155,3 +155,17 @@ def test_a_compare_run_takes_its_best_reward_from_the_task() -> None:
     assert plain.task.best_reward(plain.reward_weights) == 1.1  # the two-part tasks: exactly as before
     assert rlvr_env.TokenVectorEnv is type(gym.make_vec(ENV_ID, num_envs=2,
                                                         vectorization_mode="vector_entry_point").unwrapped)
+
+
+def test_best_reward_weighs_a_part_the_weights_do_not_name_at_one():
+    assert best_reward(RewardWeights(), ("accuracy", "format", "near")) == pytest.approx(2.1)
+    assert best_reward({"accuracy": 1.0}, ("accuracy", "format")) == pytest.approx(2.0)
+    assert best_reward(RewardWeights(near=-0.5), ("accuracy", "format", "near")) == pytest.approx(1.1)
+
+
+def test_reward_weights_pickle_with_every_part():
+    import pickle
+
+    w = RewardWeights(accuracy=0.5, format=0.2, near=0.3, step=0.25)
+    again = pickle.loads(pickle.dumps(w))
+    assert again == w and dict(again) == {"accuracy": 0.5, "format": 0.2, "near": 0.3, "step": 0.25}
