@@ -335,9 +335,7 @@ def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | No
         return set() if number == "0" or len(number) >= md else set(digits)
 
     def toward(free: Counter[int]) -> set[str]:
-        """The digits that continue ``number`` toward a number of ``free``."""
-        return {str(x)[len(number)] for x, c in free.items()
-                if c > 0 and len(str(x)) > len(number) and str(x).startswith(number)}
+        return _continuations(number, [x for x, c in free.items() if c > 0])
 
     def without_a() -> Counter[int]:
         rest = pool.copy()
@@ -357,7 +355,8 @@ def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | No
         if state == "b":
             if not task.pool_masks:
                 return more() | {EQUALS}
-            return toward(without_a()) | ({EQUALS} if without_a()[int(number)] > 0 else set())
+            rest = without_a()
+            return toward(rest) | ({EQUALS} if rest[int(number)] > 0 else set())
         if state == "eq":
             return set(digits) | {NO_NUMBER}
         if state == "r":
@@ -377,7 +376,8 @@ def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | No
         if state == "start":
             if w == BACK:
                 depth -= 1
-                pool = saved.pop()
+                if task.pool_masks:
+                    pool = saved.pop()
             else:
                 state, number = "a", w
         elif state == "a":
@@ -396,15 +396,21 @@ def _allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | No
             state, number = ("q", "") if w == NO_NUMBER else ("r", w)
         elif state == "r":
             if w == THEN:
-                saved.append(pool)  # with pool_masks both operands are in it (without, it is not read)
-                pool = pool - Counter((a_value, b_value))
-                pool[int(number)] += 1
+                if task.pool_masks:  # the masks kept both operands in the pool
+                    saved.append(pool)
+                    pool = pool - Counter((a_value, b_value))
+                    pool[int(number)] += 1
                 state, number, depth = "start", "", depth + 1
             else:
                 number += w
         else:  # "q": the ';' after '?'
             state, number = "start", ""
     return here()
+
+
+def _continuations(number: str, free: Sequence[int]) -> set[str]:
+    """The digits that continue ``number`` (its digits so far) toward one of the numbers ``free``."""
+    return {str(x)[len(number)] for x in free if len(str(x)) > len(number) and str(x).startswith(number)}
 
 
 def _answer_allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[str] | None:
@@ -419,7 +425,7 @@ def _answer_allowed(task: ThinkTask, prompt: Prompt, words: list[str]) -> set[st
     def here() -> set[str]:
         out: set[str] = set()
         if number:  # continue the number toward a free prompt number, or end it if it is one
-            out |= {str(x)[len(number)] for x in free if str(x).startswith(number) and len(str(x)) > len(number)}
+            out |= _continuations(number, free)
             if int(number) in free:
                 if len(free) > 1:
                     out |= ops
