@@ -293,7 +293,7 @@ def plot_lengths(rows: dict[str, list[dict[str, Any]]], path: Any) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.think",
                                      description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--seeds", type=seeds_argument(), default=[10, 11, 12])
+    parser.add_argument("--seeds", type=seeds_argument(), default=[10, 11, 12, 13, 14])
     parser.add_argument("--n-numbers", type=positive_int, default=3)
     parser.add_argument("--sft", type=positive_int, default=8000, help="cold-start solutions")
     parser.add_argument("--epochs", type=positive_int, default=6)
