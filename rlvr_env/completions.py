@@ -38,6 +38,7 @@ __all__ = [
     "score_task_completion",
     "prompt_text",
     "refused",
+    "task_format",
 ]
 
 #: Longest completion text read by default; longer ones are refused unread.
@@ -190,6 +191,15 @@ def refused(reason: str, expression: str = "") -> Verdict:
                    expression=expression, parts={"accuracy": 0.0, "format": 0.0})
 
 
+def task_format(task: Task, fmt: AnswerFormat = DEFAULT_FORMAT) -> AnswerFormat:
+    """The format a completion of ``task`` is read with: ``fmt``, or the whole completion (with ``fmt``'s
+    ``max_chars``) for a task that reads completions whole (:attr:`rlvr_env.Task.whole_completion`: its
+    answer has tags of its own, which cutting out between ``<answer>`` tags would lose)."""
+    if task.whole_completion and not fmt.whole:
+        return AnswerFormat(whole=True, max_chars=fmt.max_chars)
+    return fmt
+
+
 def prompt_text(task: Task, prompt: Any, fmt: AnswerFormat = DEFAULT_FORMAT) -> str:
     """The prompt a language model reads for ``prompt`` of ``task``: the task's question
     (:meth:`rlvr_env.Task.prompt_text`; for the arithmetic tasks the numbers, the target and the grammar)
@@ -201,15 +211,16 @@ def prompt_text(task: Task, prompt: Any, fmt: AnswerFormat = DEFAULT_FORMAT) -> 
     Use only the operators + * and no parentheses, each number exactly once; no other numbers.
     Think it through, then give the expression alone between <answer> and </answer>.
     """
-    return task.prompt_text(prompt, fmt.instruction(task.answer_noun))
+    return task.prompt_text(prompt, task_format(task, fmt).instruction(task.answer_noun))
 
 
 def score_task_completion(task: Task, prompt: Any, completion: object, weights: RewardWeights,
                           fmt: AnswerFormat = DEFAULT_FORMAT) -> Verdict:
     """Extract the answer from ``completion`` and let ``task`` verify it (:meth:`rlvr_env.Task.score_text`:
     for an arithmetic task whose scoring is the package's own, :func:`rlvr_env.verify`, so this equals
-    :func:`score_completion`). A refused completion earns 0 with the reason. Never evaluates code."""
-    answer, reason = extract_answer(completion, fmt)
+    :func:`score_completion`). A refused completion earns 0 with the reason. Never evaluates code. A task
+    that reads completions whole is handed the whole text (:func:`task_format`)."""
+    answer, reason = extract_answer(completion, task_format(task, fmt))
     if answer is None:
         return refused(f"answer extraction: {reason}")
     return task.score_text(prompt, answer, weights)

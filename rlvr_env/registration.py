@@ -5,7 +5,9 @@ any callable that builds a :class:`~rlvr_env.tasks.base.Task` from keyword argum
 
 * ``env_id`` for ``gym.make`` (a :class:`~rlvr_env.envs.TokenEnv`) and for ``gym.make_vec(...,
   vectorization_mode="vector_entry_point")`` (a :class:`~rlvr_env.vector.TokenVectorEnv`);
-* ``text_id``, when given, for the one-step text env (:class:`~rlvr_env.text_env.TextEnv`);
+* ``text_id``, when given, for the one-step text env (:class:`~rlvr_env.text_env.TextEnv`), or, for a task
+  whose env writes tokens of its own (:attr:`~rlvr_env.Task.reply_after`, a calculator), the multi-turn
+  :class:`~rlvr_env.text_tool_env.TextToolEnv`;
 * a task class under its ``name`` in :data:`rlvr_env.tasks.registry.TASKS`, which the language-model
   bridges build tasks from (``rlvr_env.llm.make_dataset("digits")``, a verl row's ``"rlvr/digits"``).
 
@@ -33,6 +35,7 @@ from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Task
 from rlvr_env.tasks.registry import register_task
 from rlvr_env.text_env import TextEnv
+from rlvr_env.text_tool_env import TextToolEnv
 from rlvr_env.vector import TokenVectorEnv
 
 __all__ = ["Keywords", "env_arguments", "register_envs", "make_token_env", "make_vector_env", "make_text_env"]
@@ -81,8 +84,19 @@ def make_vector_env(task: TaskFactory, keywords: Keywords | None = None, num_env
 
 
 def make_text_env(task: TaskFactory, keywords: Keywords | None = None, **kwargs: Any) -> TextEnv:
-    """A :class:`TextEnv` over ``task(**task_kwargs)``."""
-    built, env_kwargs = env_arguments(TextEnv, task, keywords, kwargs)
+    """A :class:`TextEnv` over ``task(**task_kwargs)``, or a :class:`TextToolEnv` when the task writes
+    tokens of its own (its :attr:`~rlvr_env.Task.reply_after` is not empty), so the text env writes what
+    the token env writes. ``max_turns`` is the multi-turn env's keyword only."""
+    if keywords is not None:
+        kwargs = keywords(dict(kwargs), TextEnv)
+    env_kwargs, task_kwargs = _split_kwargs(TextToolEnv, kwargs)
+    built = task(**task_kwargs)
+    if built.reply_after:
+        return TextToolEnv(built, **env_kwargs)
+    extra = sorted(set(env_kwargs) - _env_keywords(TextEnv))
+    if extra:
+        raise ValueError(f"{extra} apply only to a task whose env writes tokens of its own (a tool); task "
+                         f"{type(built).__name__} writes none")
     return TextEnv(built, **env_kwargs)
 
 
@@ -101,7 +115,7 @@ def register_envs(env_id: str, task: TaskFactory, *, text_id: str | None = None,
         params = set(inspect.signature(task).parameters)
     except (TypeError, ValueError):  # a callable without a signature: nothing to check
         params = set()
-    env_keywords = _env_keywords(TokenEnv) | _env_keywords(TokenVectorEnv) | _env_keywords(TextEnv)
+    env_keywords = _env_keywords(TokenEnv) | _env_keywords(TokenVectorEnv) | _env_keywords(TextToolEnv)
     clash = sorted(params & env_keywords) if keywords is None else []  # a rewrite may route any name
     if clash:
         raise ValueError(f"task {task!r} takes {clash}, which are env keywords "

@@ -96,6 +96,17 @@ class TextEnv(gym.Env[str, str]):
         return self._text, {"prompt": prompt, "split": self.task.split_of(prompt)}
 
     def step(self, action: object) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        self._check_step(action)
+        assert isinstance(action, str)  # _check_step refused anything else
+        verdict = score_task_completion(self.task, self._prompt, action, self.reward_weights,
+                                        self.answer_format)
+        self._done = True
+        self._last = verdict
+        return self._text, float(verdict.reward), True, False, self._verdict_info(verdict, len(action))
+
+    def _check_step(self, action: object) -> None:
+        """Raise what a step may not be given: before a reset or after the end ``ResetNeeded``, anything
+        but a ``str`` ``TypeError``."""
         if self._prompt is None:
             raise ResetNeeded("step() was called before reset(); call reset() to draw a prompt first")
         if self._done:
@@ -103,21 +114,18 @@ class TextEnv(gym.Env[str, str]):
         if not isinstance(action, str):
             raise TypeError(f"action {action!r:.80} of type {type(action).__name__} is not a completion; "
                             "expected a str")
-        prompt = self._prompt
-        verdict = score_task_completion(self.task, prompt, action, self.reward_weights, self.answer_format)
-        self._done = True
-        self._last = verdict
-        info = {
-            "prompt": prompt,
+
+    def _verdict_info(self, verdict: Verdict, length: int) -> dict[str, Any]:
+        return {
+            "prompt": self._prompt,
             "reward_parts": dict(verdict.parts),
             "expression": verdict.expression,
             "value": verdict.value,
             "reason": verdict.reason,
             "correct": verdict.correct,
             "well_formed": verdict.well_formed,
-            "length": len(action),
+            "length": length,
         }
-        return self._text, float(verdict.reward), True, False, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

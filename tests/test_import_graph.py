@@ -168,6 +168,7 @@ def test_no_experiment_imports_another_and_core_imports_none() -> None:
 #: The generic env layer: what every task family runs on. It imports no family (the envs, the vector and
 #: text envs, the token context, registration, the reward, the scoring protocol and the Task contract).
 GENERIC_LAYER = ("rlvr_env.envs", "rlvr_env.vector", "rlvr_env.vector_prompts", "rlvr_env.text_env",
+                 "rlvr_env.text_tool_env",
                  "rlvr_env.token_obs", "rlvr_env.registration", "rlvr_env.rewards", "rlvr_env.scoring",
                  "rlvr_env.completions", "rlvr_env.sb3", "rlvr_env.tasks.base", "rlvr_env.tasks.registry")
 

@@ -5,6 +5,7 @@
 - :mod:`rlvr_env.llm.verl_reward`: ``compute_score`` for verl's custom reward function, and its rows.
 - :mod:`rlvr_env.llm.vf_taskset`: ``verifiers`` tasksets (``vf.load_environment`` ids
   ``rlvr_env_countdown`` and ``rlvr_env_arithmetic``).
+- :mod:`rlvr_env.llm.tools`: the thinking env's calculator as a tool function (TRL ``tools=[...]``).
 
 The answer extraction policy is :mod:`rlvr_env.completions`. Nothing here imports trl, transformers,
 datasets or verifiers until a function needs it (``pip install ".[llm]"`` in a clone brings them).
@@ -20,15 +21,18 @@ from rlvr_env.llm.trl_rewards import (
     make_dataset,
     reward_functions,
 )
+from rlvr_env.llm.tools import calculator, make_calculator
 from rlvr_env.llm.verl_reward import compute_score, ground_truth, verl_rows
 
 __all__ = [
     "TASKS",
+    "calculator",
     "AccuracyReward",
     "FormatReward",
     "LengthReward",
     "compute_score",
     "ground_truth",
+    "make_calculator",
     "make_dataset",
     "make_task",
     "reward_functions",

@@ -20,6 +20,8 @@ A *task* is a family of prompts plus its verifier. Every ability the envs use is
   (default None: not offered);
 * a cold start: :meth:`solution` (default None: no known solution), :attr:`has_solutions`;
 * text (text env and LLM bridges): :meth:`prompt_text`, :meth:`parse_answer`, :meth:`score_text`,
+  :attr:`whole_completion` (the task reads a whole completion, its own tags included, rather than an answer
+  cut out between tags), :meth:`tokens_text` (tokens as text :meth:`parse_answer` reads back),
   :meth:`prompt_record` / :meth:`prompt_from_record` (default: the prompt's own text and the vocabulary's
   strings; records are offered by tasks whose prompts are plain JSON values), :meth:`keywords` (the
   settings a row carries to rebuild the task; default ``{}`` for a task built without arguments);
@@ -235,6 +237,18 @@ class Task(ABC, Generic[P]):
         return type(self).solution is not Task.solution
 
     # -- text: the text env and the language-model bridges ----------------------------------------
+    #: Whether the task reads a completion whole (False, the default: the text layer cuts the answer out
+    #: from between the answer tags first, :mod:`rlvr_env.completions`). A task whose answer has sections
+    #: and tags of its own (a think section, then the answer) sets it: its :meth:`score_text` is then
+    #: handed the completion's text as it is, so it can pay the sections' structure.
+    whole_completion: bool = False
+
+    def tokens_text(self, token_ids: Sequence[int]) -> str:
+        """Token ids as text that :meth:`parse_answer` reads back to the same ids: what the text envs
+        write for the environment's own tokens (:meth:`reply`). Default: the vocabulary strings, separated
+        by single spaces."""
+        return " ".join(self.vocab[t] for t in token_ids)
+
     def prompt_text(self, prompt: P, instruction: str) -> str:
         """What a language model reads: the task's question for ``prompt`` and then ``instruction`` (where
         to put the answer, from :class:`rlvr_env.completions.AnswerFormat`)."""

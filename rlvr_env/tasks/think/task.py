@@ -45,8 +45,10 @@ from rlvr_env.tasks.base import ContextTokens, Task
 from rlvr_env.tasks.countdown.settings import CountdownSettings, settings_of
 from rlvr_env.tasks.countdown.task import CountdownTask
 from rlvr_env.tasks.expression.prompt import Prompt
+from rlvr_env.tasks.expression.task import describe_grammar
 from rlvr_env.tasks.expression.verifier import verify_prompt_text
 from rlvr_env.tasks.think.solver import STYLES, Solved, solve
+from rlvr_env.tasks.think.text import describe, render, tokenize
 from rlvr_env.tasks.think.trace import (
     ANSWER, BACK, END_ANSWER, END_THINK, EQUALS, NO_NUMBER, THEN, THINK, TraceVocab, answer_equations,
     calculate, derives, read,
@@ -76,6 +78,7 @@ class ThinkTask(Task[Prompt]):
     name = "countdown_think"
     reward_parts = ("accuracy", "format", "step")
     answer_noun = "reasoning and expression"
+    whole_completion = True  # the text layer hands the transcript whole: format pays its sections
 
     def __init__(self, settings: CountdownSettings | None = None, *, calculator: bool = False,
                  pool_masks: bool = False, max_length: int | None = None,
@@ -196,6 +199,29 @@ class ThinkTask(Task[Prompt]):
         result = calculate(int(a_digits), op, int(b_digits), self.max_digits)
         written = NO_NUMBER if result is None else str(result)
         return (*(self._id[c] for c in ([written] if result is None else written)), self._id[THEN])
+
+    # -- text (:mod:`rlvr_env.tasks.think.text`): the transcript read with the task's own tokens -----------
+    def prompt_text(self, prompt: Prompt, instruction: str) -> str:
+        return describe(prompt.numbers, prompt.target, describe_grammar(self.grammar),
+                        self.settings.operators, self.calculator, instruction)
+
+    def parse_answer(self, prompt: Prompt, text: str) -> list[int] | None:
+        """The transcript's token ids (whitespace between tokens ignored), None when the vocabulary cannot
+        write it; reading stops one token past :attr:`max_length`."""
+        return tokenize(self.vocab, text, self.max_length)
+
+    def tokens_text(self, token_ids: Sequence[int]) -> str:
+        return render(self.vocab, token_ids)
+
+    def score_text(self, prompt: Prompt, text: str, weights: RewardWeights) -> Verdict:
+        """A whole transcript's text, paid as :meth:`score` pays its tokens (nothing is appended: it
+        writes its own ``</answer>``); past :attr:`max_length` tokens it is cut and paid nothing."""
+        ids = self.parse_answer(prompt, text)
+        if ids is None:
+            parts = {"accuracy": 0.0, "format": 0.0, **{p: 0.0 for p in _OPTIONAL_PARTS if p in weights}}
+            return Verdict(0.0, False, False, None, f"transcript {text!r:.60} cannot be written in this "
+                           "task's vocabulary", text, parts)
+        return self.score(prompt, ids[: self.max_length], weights, truncated=len(ids) > self.max_length)
 
     # -- scoring ---------------------------------------------------------------------------------------
     def _read(self, prompt: Prompt, token_ids: Sequence[int]) -> tuple[Any, list[str]]:
