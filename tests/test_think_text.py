@@ -83,7 +83,7 @@ HOSTILE = [  # transcripts the token env can write: (text, accuracy, format)
     ("<think> 9 - 1 = 8 ; </think> <answer> <answer> 9 - 1 </answer>", 0.0, 0.0),  # nested answer tags
     ("<think> 9 - 1 = 8 ; </think> <answer> 9 - 1 </answer> </answer>", 0.0, 0.0),  # a second close
     ("<think> 9 - 1 = 8 ; </think> </think> <answer> 9 - 1 </answer>", 0.0, 0.0),  # two </think>
-    ("<think> 9 - 1 = 8 ; </think> <answer> 9 + 1 </answer>", 0.0, 1.0),  # the trace reaches it, not the answer
+    ("<think> 9 - 1 = 8 ; </think> <answer> 9 + 1 </answer>", 0.0, 1.0),  # the trace reaches 8, the answer 10
     ("<think> 9 - 1 = 7 ; </think> <answer> 9 - 1 </answer>", 1.0, 1.0),  # a false step
     ("<think> back </think> <answer> 9 - 1 </answer>", 1.0, 0.0),  # back with nothing to abandon
     ("<think> 9 - 1 = </think> <answer> 9 - 1 </answer>", 1.0, 0.0),  # an unfinished step
@@ -275,7 +275,8 @@ def test_the_token_cap_truncates_where_the_token_env_does_and_cuts_the_reply():
         task = ThinkTask(n_numbers=3, calculator=True, max_length=max(cap, 8))
         step = [task.vocab.index(w) for w in "9 - 1 =".split()]
         actions = [task.vocab.index("<think>")] + step * 10
-        *_, token_ids, _, (term, trunc) = token_episode(PROMPT, actions, calculator=True, max_length=cap)
+        *_, token_ids, replies, (term, trunc) = token_episode(PROMPT, actions, calculator=True,
+                                                              max_length=cap)
         assert (term, trunc) == (False, True) and len(token_ids) == cap
         env = TextToolEnv(task)
         env.reset(options={"prompt": PROMPT})
@@ -290,6 +291,9 @@ def test_the_token_cap_truncates_where_the_token_env_does_and_cuts_the_reply():
         assert info["turns"] == -(-(cap - 1) // 6)
         ids = task.parse_answer(task.validate_prompt(PROMPT), info["transcript"])
         assert ids[:cap] == token_ids and len(ids) - cap < 4
+        # the env's reply is cut to the room left, as the token env cuts it
+        env_ids = [task.parse_answer(None, info["transcript"][s:e]) for s, e in info["env_spans"]]
+        assert [r for r in replies if r] == [tuple(r) for r in env_ids]
 
 
 def test_the_turn_and_character_caps_truncate_and_pay_nothing():
@@ -306,6 +310,22 @@ def test_the_turn_and_character_caps_truncate_and_pay_nothing():
     env.reset(options={"prompt": PROMPT})
     _, reward, term, trunc, info = env.step("<think> 9 - 1 = 8 ; 9 - 1 = 8 ;    9 - 1 =")
     assert (reward, trunc) == (0.0, True)
+
+
+def test_the_character_cap_is_exact_and_a_step_holding_the_end_string_ends_the_episode():
+    final = " </think> <answer> 9 - 1 </answer>"
+    n = len("<think> 9 - 1 = 8 ;" + final)
+    for cap, paid, cut in ((n, 1.1, False), (n - 1, 0.0, True)):
+        env = gym.make(TEXT_ID, n_numbers=3, calculator=True, answer_format=AnswerFormat(max_chars=cap))
+        env.reset(options={"prompt": PROMPT})
+        assert env.step("<think> 9 - 1 =")[0] == " 8 ;"
+        _, reward, term, trunc, info = env.step(final)
+        assert (reward, term, trunc) == (pytest.approx(paid), not cut, cut) and info["length"] == n
+    # the end string ends the episode even when the step also ends in a stop string
+    env = gym.make(TEXT_ID, n_numbers=3, calculator=True)
+    env.reset(options={"prompt": PROMPT})
+    _, reward, term, trunc, info = env.step("<think> </think> <answer> 9 - 1 </answer> 9 - 1 =")
+    assert (reward, term, trunc) == (0.0, True, False) and "no answer section" in info["reason"]
 
 
 def test_protocol_errors_are_the_one_step_text_envs():
@@ -359,6 +379,8 @@ def test_the_tool_function_computes_what_the_token_envs_calculator_writes():
                                                            f"{' '.join(str(b))} ="))
                 assert tool(f"{a} {op} {b}") == task.tokens_text(reply[:-1]).replace(" ", ""), (a, op, b)
     assert tool("99 * 999") == "?" and calculator("99 * 999") == "98901"  # N = 3: 4 digits; N = 4: 5
+    assert tool("9999 - 1") == "9998" and tool("9999 + 1") == "?"  # operands of the most digits are read
+    assert tool("10000 - 1").startswith("error:") and calculator("10000 - 1") == "9999"
     for bad in ("2**3", "9", "1 2 + 3", "-3 + 1", "3.5 + 1", "__import__('os')", "9 % 2", "x" * 100, "007+1"):
         assert tool(bad).startswith("error:"), bad
     assert tool(7).startswith("error:")  # type: ignore[arg-type]
