@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -29,13 +28,15 @@ import torch
 
 import rlvr_env  # noqa: F401
 from agents.grpo import GRPO, GRPOConfig
-from agents.policies.transformer import DEFAULT_ARCH
 from agents.sft import demonstrations, supervised_fit
 
 from benchmarks.core.baselines import make_sb3_transformer
 from benchmarks.core.bases import SB3_SETTINGS
 from benchmarks.core.common import (RESULTS_DIR, add_output_arguments, cli, command_line, output_folder,
                                     write_atomically, write_json)
+from benchmarks.speed.side_by_side import Turns, measure_trl
+
+__all__ = ["measure", "measure_sft", "measure_together", "measure_trl", "main"]
 
 RESULTS = RESULTS_DIR / "r1"
 
@@ -72,21 +73,22 @@ def measure_together(arms: list[tuple[str, str, dict[str, Any]]], steps: int, se
                                    start=models[0].policy)
         sb3.learn(SB3_SETTINGS["n_envs"] * SB3_SETTINGS["n_steps"])  # warm-up: one rollout and update
     sb3_clock = _rollout_clock() if sb3 is not None else None
-    learners = [*models, *([sb3] if sb3 is not None else [])]
-    budgets = [steps] * len(models) + [sb3_steps] * (sb3 is not None)
-    seconds = [0.0] * len(learners)
-    trained = [0] * len(learners)
-    for r in range(rounds):
-        for i, model in enumerate(learners):
-            share = budgets[i] // rounds + (1 if r < budgets[i] % rounds else 0)
+
+    def turn(model: Any) -> Any:
+        def run(share: int) -> int:
             before = model.num_timesteps
-            start = time.perf_counter()
             if model is sb3:
                 model.learn(share, reset_num_timesteps=False, callback=sb3_clock)
             else:
                 model.learn(share, reset_num_timesteps=False)
-            seconds[i] += time.perf_counter() - start
-            trained[i] += model.num_timesteps - before
+            return int(model.num_timesteps - before)
+        return run
+
+    learners = [*models, *([sb3] if sb3 is not None else [])]
+    turns = Turns([turn(m) for m in learners], [steps] * len(models) + [sb3_steps] * (sb3 is not None),
+                  rounds)
+    turns.run()
+    seconds, trained = turns.seconds, turns.done
     rows = []
     for (policy, advantage, overrides), model, count, secs, n in zip(arms, models, answers, seconds, trained):
         t0 = time.perf_counter()
@@ -134,53 +136,6 @@ def _rollout_clock() -> Any:
             return True
 
     return RolloutClock()
-
-
-def measure_trl(steps: int, seed: int, batch: int = 256, group: int = 16) -> dict[str, float]:
-    """TRL ``GRPOTrainer``'s completions per second on Countdown-3 text prompts (our dataset and reward
-    functions, :mod:`rlvr_env.llm`) with a tiny Llama of the transformer policy's default size
-    (:data:`agents.policies.transformer.DEFAULT_ARCH`, character tokenizer, built offline) at the same batch
-    (``batch`` completions, ``group`` per prompt), CPU, after one warm-up step; completions counted
-    where the reward function sees them."""
-    from trl import GRPOConfig as TRLConfig
-    from transformers import TrainerCallback
-    from trl import GRPOTrainer
-
-    from rlvr_env.llm import make_dataset, make_task, reward_functions
-    from rlvr_env.llm.tiny import char_tokenizer, tiny_model
-
-    task = make_task("countdown", n_numbers=3)
-    tokenizer = char_tokenizer()
-    model = tiny_model(len(tokenizer), layers=DEFAULT_ARCH["n_layers"], width=DEFAULT_ARCH["d_model"],
-                       seed=seed)
-    seen = [0]
-    funcs = reward_functions(task)
-
-    def counted(**kwargs: object) -> list[float]:
-        seen[0] += len(kwargs["completions"])  # type: ignore[arg-type]
-        return funcs[0](**kwargs)
-
-    counted.__name__ = funcs[0].__name__
-    dataset = make_dataset(task, "train", size=batch * (steps + 1), seed=seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        args = TRLConfig(output_dir=tmp, use_cpu=True, report_to=[], max_steps=steps + 1,
-                         per_device_train_batch_size=batch, num_generations=group, max_completion_length=16,
-                         logging_steps=1, save_strategy="no", seed=seed, learning_rate=1e-4)
-        trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[counted, *funcs[1:]],
-                              train_dataset=dataset, args=args)
-        times: list[float] = []
-
-        class _Clock(TrainerCallback):  # type: ignore[misc]
-            def on_step_end(self, *a: object, **k: object) -> None:
-                times.append(time.perf_counter())
-
-        trainer.add_callback(_Clock())
-        trainer.train()
-    per_step = seen[0] / (steps + 1)
-    seconds = times[-1] - times[0]  # the steps after the first (warm-up) one
-    return {"steps": float(steps), "completions": per_step * steps, "seconds": seconds,
-            "completions_per_second": per_step * steps / seconds,
-            "parameters": float(sum(p.numel() for p in model.parameters()))}
 
 
 def measure_sft(n: int, seed: int) -> dict[str, float]:
