@@ -36,9 +36,9 @@ def model_of(env: tuple[str, dict], policy: str = "transformer", seed: int = 0) 
 
 
 def sampled_answers(model: GRPO, n_prompts: int, k: int, seed: int) -> list[tuple]:
-    """Every sampled answer as (prompt, transcript, truncated), in sampling order, sampled again as
-    rejection_sample documents it (the task's generator seeded ``seed`` draws the prompts, then samples),
-    in one rollout batch."""
+    """Every sampled answer as (prompt, transcript, truncated, policy tokens), in sampling order, sampled
+    again as rejection_sample documents it (the task's generator seeded ``seed`` draws the prompts, then
+    samples), in one rollout batch."""
     task = model.env.unwrapped.task
     kind = "tokens" if model.env.unwrapped.token_context is not None else "features"
     rng = np.random.default_rng(seed)
@@ -46,14 +46,15 @@ def sampled_answers(model: GRPO, n_prompts: int, k: int, seed: int) -> list[tupl
     runner = VectorGroupRunner.of_task(task, n_prompts, k, observation=kind, use_masks=model.use_masks)
     batch = runner.collect(model.policy, rng, prompts=prompts)
     venv = runner.venv.unwrapped
-    return [(prompts[r // k], tuple(venv.tokens(r)), bool(batch.truncated[r])) for r in range(n_prompts * k)]
+    return [(prompts[r // k], tuple(venv.tokens(r)), bool(batch.truncated[r]), int(batch.lengths[r]))
+            for r in range(n_prompts * k)]
 
 
 def paid_by_score(model: GRPO, answers: list[tuple]) -> list[tuple]:
     """(prompt, transcript) of the answers ``Task.score`` pays, one answer at a time."""
     task = model.env.unwrapped.task
     out = []
-    for prompt, transcript, truncated in answers:
+    for prompt, transcript, truncated, _ in answers:
         verdict = task.score(prompt, transcript, DEFAULT_WEIGHTS, truncated=truncated)
         if verdict.correct and verdict.well_formed:
             out.append((prompt, transcript))
@@ -120,7 +121,7 @@ def test_the_counts_are_what_was_sampled() -> None:
     prompts = task.sample_prompts(np.random.default_rng(3), "train", 16)
     assert kept.distinct_prompts == len(set(prompts)) < 16  # a prompt drawn twice pools its answers
     # tokens the policy wrote: the transcripts hold nothing else here (no calculator)
-    assert kept.tokens_sampled == sum(len(t) for _, t, _ in answers)
+    assert kept.tokens_sampled == sum(len(t) for _, t, _, _ in answers)
     row = kept.as_dict("s_")
     assert row["s_kept"] == kept.kept and row["s_paid"] == kept.paid and row["s_prompts"] == 16
     assert row["s_cpu_seconds"] >= 0 and row["s_wall_seconds"] > 0 and row["s_tokens_sampled"] > 0
@@ -128,10 +129,11 @@ def test_the_counts_are_what_was_sampled() -> None:
 
 def test_tokens_sampled_counts_the_policy_tokens_only() -> None:
     model = model_of(THINK)
-    answers = sampled_answers(model, 6, 4, seed=1)
-    kept = rejection_sample(model, 6, 4, seed=1)
-    written = sum(len(t) for _, t, _ in answers)
-    assert 0 < kept.tokens_sampled < written  # the calculator wrote the rest
+    answers = sampled_answers(model, 12, 8, seed=1)
+    kept = rejection_sample(model, 12, 8, seed=1)
+    assert any(len(a) > len(b) for a, b in zip(kept.answers, kept.actions))  # paid ones used it too
+    written = sum(len(t) for _, t, _, _ in answers)
+    assert kept.tokens_sampled == sum(n for _, _, _, n in answers) < written  # the calculator wrote the rest
 
 
 def test_dedupe_is_per_prompt_and_off_keeps_the_duplicates() -> None:
@@ -208,6 +210,13 @@ def test_a_transcript_the_env_does_not_write_is_refused() -> None:
     i = next(j for j, (a, b) in enumerate(zip(kept.answers, kept.actions)) if len(a) > len(b))
     with pytest.raises(ValueError, match="not the transcript|not paid"):
         answer_demonstrations(model.env, [kept.prompts[i]], [kept.actions[i]], transcripts=True)
+    # a calculator result changed: the replay never feeds it (the env writes its own), yet it is refused
+    task = model.env.unwrapped.task
+    at = next(j for j in range(1, len(kept.answers[i])) if kept.answers[i][j - 1] in task.reply_after)
+    forged = list(kept.answers[i])
+    forged[at] = task.vocab.index("7") if task.vocab[forged[at]] != "7" else task.vocab.index("8")
+    with pytest.raises(ValueError, match="not the transcript"):
+        answer_demonstrations(model.env, [kept.prompts[i]], [forged], transcripts=True)
 
 
 def test_the_fit_moves_the_weights_raises_the_likelihood_and_becomes_the_reference() -> None:
@@ -256,14 +265,15 @@ def test_the_remix_adds_round_ratio_kept_solutions_cycling_through_the_prompts()
     ratio = 4.6 / kept.kept  # round, not floor: 5 re-mixed, cycling through 3 prompts
     n = round(ratio * kept.kept)
     assert n == 5
-    report = rejection_finetune(model, kept, remix=Remix(others, ratio), **FIT)
+    fit = {**FIT, "batch_size": 4}  # several steps an epoch: the seed orders them
+    report = rejection_finetune(model, kept, remix=Remix(others, ratio), seed=5, **fit)
     assert report["remixed"] == n and report["demonstrations"] == kept.kept + n
     extra = [others[i % len(others)] for i in range(n)]
     other = model_of(COUNTDOWN)
     demos = answer_demonstrations(other.env, [*kept.prompts, *extra],
                                   [*kept.actions, *(task.solution(p) for p in extra)])
     assert report["tokens"] == len(demos.actions)
-    supervised_fit(other.policy, demos, seed=0, masked=other.use_masks, **FIT)
+    supervised_fit(other.policy, demos, seed=5, masked=other.use_masks, **fit)
     assert same(weights(model), weights(other))
     none = rejection_finetune(model_of(COUNTDOWN), kept, remix=Remix(others, 0.0), **FIT)
     assert none["remixed"] == 0 and none["demonstrations"] == kept.kept
