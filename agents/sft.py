@@ -33,8 +33,8 @@ from agents.supervised import Batch, Demonstrations, fit
 from rlvr_env.tasks.base import Task
 from rlvr_env.vector import TokenVectorEnv
 
-__all__ = ["AnswerDemonstrations", "cold_start", "demonstrations", "number_prompts", "solutions",
-           "supervised_fit"]
+__all__ = ["AnswerDemonstrations", "answer_demonstrations", "cold_start", "demonstrations", "number_prompts",
+           "solutions", "supervised_fit", "supervised_steps"]
 
 _CHUNK = 4096  # answers replayed per vector-env batch
 
@@ -96,47 +96,81 @@ def number_prompts(prompts: Sequence[Hashable]) -> tuple[tuple[Any, ...], np.nda
 
 def demonstrations(env: gym.Env, n: int, seed: int) -> AnswerDemonstrations:
     """Replay :func:`solutions` (``n`` train-split answers) in the native vector env of ``env``'s task
-    and observation kind: one row per answer token, answers consecutive and in order, each row the
-    observation before the token, the grammar mask there and the token; ``prompts`` holds the task's
-    prompts (each once, :func:`number_prompts`) and ``prompt_index`` each answer's. ``ValueError`` if a
-    replayed answer is not paid as correct (the generator and the verifier disagree)."""
+    and observation kind (:func:`answer_demonstrations`): one row per answer token, answers consecutive
+    and in order, each row the observation before the token, the grammar mask there and the token;
+    ``prompts`` holds the task's prompts (each once, :func:`number_prompts`) and ``prompt_index`` each
+    answer's. ``ValueError`` if a replayed answer is not paid as correct (the generator and the verifier
+    disagree)."""
+    return answer_demonstrations(env, *solutions(as_token_env(env).task, n, seed))
+
+
+def answer_demonstrations(env: gym.Env, prompts: Sequence[Any], answers: Sequence[Sequence[int]], *,
+                          transcripts: bool | Sequence[bool] = False) -> AnswerDemonstrations:
+    """Replay given (prompt, answer) pairs in the native vector env of ``env``'s task and observation
+    kind, recording (observation, grammar mask, token) for each token **the policy writes**, answers
+    consecutive and in order (what :func:`supervised_fit` trains on).
+
+    An answer is either the policy's tokens only (``transcripts`` False, what
+    :meth:`~rlvr_env.tasks.base.Task.solution` gives) or a whole transcript (True), the tokens the env
+    wrote itself (:meth:`~rlvr_env.tasks.base.Task.reply`, a calculator's result) included, as a rollout
+    leaves it; one bool for all answers or one per answer. Either way the env writes its own tokens
+    again on replay, so they appear in the following observations and are never a demonstrated token
+    (docs/think.md, "The calculator": tokens the env writes are never actions). A transcript is fed
+    from the env's own position in it, so the tokens the env writes there are skipped, and the env's
+    transcript must then equal the given one. ``ValueError`` if it does not, or if an answer is not paid as correct."""
     base = as_token_env(env)
-    prompts, answers = solutions(base.task, n, seed)
+    n = len(answers)
+    if n == 0 or len(prompts) != n:
+        raise ValueError(f"{len(prompts)} prompts and {n} answers: give one prompt per answer, at least "
+                         "one")
+    whole = np.broadcast_to(np.asarray(transcripts, dtype=bool), (n,))
     kind = "tokens" if base.token_context is not None else "features"
     obs_dtype = np.int16 if kind == "tokens" else np.float32  # token ids are small: 4x less memory
-    obs_parts, mask_parts, act_parts = [], [], []
+    pad = base.task.eos_id if base.task.eos_id is not None else 0
+    obs_parts, mask_parts, act_parts, length_parts = [], [], [], []
     for start in range(0, n, _CHUNK):
         stop = min(start + _CHUNK, n)
-        k, width = stop - start, max(len(a) for a in answers[start:stop])
-        tokens = np.full((k, width), base.task.eos_id if base.task.eos_id is not None else 0, np.int64)
-        lengths = np.array([len(a) for a in answers[start:stop]])
-        for i, a in enumerate(answers[start:stop]):
+        chunk = [tuple(int(t) for t in a) for a in answers[start:stop]]
+        k, width = stop - start, max(1, max(len(a) for a in chunk))
+        tokens = np.full((k, width), pad, np.int64)
+        for i, a in enumerate(chunk):
             tokens[i, : len(a)] = a
         venv = TokenVectorEnv(base.task, k, split="train", autoreset_mode="Disabled", observation=kind)
-        obs, _ = venv.reset(options={"prompt": prompts[start:stop]})
-        steps_obs, steps_mask = [], []
-        correct = np.zeros(k, dtype=bool)
-        for col in range(width):
-            active = col < lengths
+        obs, _ = venv.reset(options={"prompt": list(prompts[start:stop])})
+        rows, col = np.arange(k), 0
+        active, correct = np.ones(k, dtype=bool), np.zeros(k, dtype=bool)
+        steps_obs, steps_mask, steps_act, steps_on = [], [], [], []
+        while active.any() and col < base.task.max_length:
+            # a transcript's next policy token sits at the env's own position (past what it wrote)
+            where = np.minimum(np.where(whole[start:stop], venv.scorer.pos, col), width - 1)
+            acts = tokens[rows, where]
             steps_obs.append(obs.astype(obs_dtype))
             steps_mask.append(venv.action_masks())
-            obs, _, terminated, truncated, info = venv.step(tokens[:, col])
+            steps_act.append(acts)
+            steps_on.append(active.copy())
+            obs, _, terminated, truncated, info = venv.step(acts)
             ended = active & (terminated | truncated)
             if ended.any():
                 correct[ended] = info["correct"][ended]
-        if not correct.all():
-            bad = int(np.flatnonzero(~correct)[0])
-            raise ValueError(f"the generated solution {answers[start + bad]} for {prompts[start + bad]!r} is "
-                             "not paid as correct")
-        valid = np.arange(width)[None, :] < lengths[:, None]  # (k, width): episode-major order below
+                active &= ~ended
+            col += 1
+        for i in np.flatnonzero(whole[start:stop]):
+            if venv.tokens(int(i)) != list(chunk[i]):
+                raise ValueError(f"replaying the transcript {chunk[i]} for {prompts[start + i]!r}, the env "
+                                 f"wrote {tuple(venv.tokens(int(i)))}: not the transcript")
+        bad = np.flatnonzero(~correct | active)
+        if len(bad):
+            raise ValueError(f"the answer {chunk[bad[0]]} for {prompts[start + bad[0]]!r} is not paid as "
+                         "correct")
+        valid = np.stack(steps_on, axis=1)  # (k, steps): episode-major order below
         obs_parts.append(np.stack(steps_obs, axis=1)[valid])
         mask_parts.append(np.stack(steps_mask, axis=1)[valid])
-        act_parts.append(tokens[valid])
-    distinct, index = number_prompts(prompts)
+        act_parts.append(np.stack(steps_act, axis=1)[valid])
+        length_parts.append(valid.sum(axis=1))
+    distinct, index = number_prompts(list(prompts))
     return AnswerDemonstrations(np.concatenate(obs_parts), np.concatenate(mask_parts),
                                 np.concatenate(act_parts), prompts=distinct,
-                                lengths=np.array([len(a) for a in answers], dtype=np.int64),
-                                prompt_index=index)
+                                lengths=np.concatenate(length_parts).astype(np.int64), prompt_index=index)
 
 
 def _pair_rows(demos: Any, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +235,52 @@ def _copy_index(demos: Demonstrations, lengths: np.ndarray, answers: np.ndarray)
     return slot[inverse]
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """How :func:`supervised_fit` cuts ``demos`` into minibatches (the same every epoch but for the
+    order): the distinct answers and their counts, the prompts they answer, and the steps per epoch."""
+
+    lengths: np.ndarray  # (n,) rows of each solution
+    bounds: np.ndarray  # (n + 1,) each solution's first row
+    answers: np.ndarray  # the distinct solutions (first occurrence of each)
+    counts: np.ndarray  # how many times each occurs
+    n_prompts: int
+    by_prompt: np.ndarray  # the distinct answers, prompt after prompt
+    prompt_start: np.ndarray  # (n_prompts + 1,) each prompt's first entry of ``by_prompt``
+    per_step: int  # prompts per step (minibatch="prompts")
+    copy_of: np.ndarray  # (n,) each solution's distinct answer
+    batch_size: int
+    steps_per_epoch: int
+
+    @classmethod
+    def of(cls, demos: Demonstrations, batch_size: int, minibatch: str) -> _Plan:
+        if minibatch not in MINIBATCH_KINDS:
+            raise ValueError(f"minibatch={minibatch!r} must be one of {MINIBATCH_KINDS}")
+        batch_size = _positive_int("batch_size", batch_size)
+        # Plain token-level demonstrations (agents.bc) count each token as its own "answer".
+        lengths = getattr(demos, "lengths", None)
+        if lengths is None:
+            lengths = np.ones(len(demos.actions), dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        answers, counts, prompt_of = _distinct_answers(demos, lengths, bounds)
+        n_prompts = int(prompt_of.max()) + 1 if len(prompt_of) else 0
+        by_prompt = np.argsort(prompt_of, kind="stable")
+        prompt_start = np.searchsorted(prompt_of[by_prompt], np.arange(n_prompts + 1))
+        per_step = max(1, round(batch_size * n_prompts / len(lengths)))
+        copy_of = _copy_index(demos, lengths, answers)
+        steps = (math.ceil(n_prompts / per_step) if minibatch == "prompts"
+                 else math.ceil(len(copy_of) / batch_size))
+        return cls(lengths, bounds, answers, counts, n_prompts, by_prompt, prompt_start, per_step, copy_of,
+                   batch_size, steps)
+
+
+def supervised_steps(demos: Demonstrations, *, epochs: int, batch_size: int,
+                     minibatch: str = "prompts") -> int:
+    """The optimizer steps :func:`supervised_fit` takes on ``demos`` with these settings."""
+    return _positive_int("epochs", epochs) * _Plan.of(demos, batch_size, minibatch).steps_per_epoch
+
+
 def supervised_fit(
     policy: Any,
     demos: Demonstrations,
@@ -227,30 +307,16 @@ def supervised_fit(
     their count as weight. ``warmup`` (a fraction of all steps) ramps the step size linearly from zero
     before the cosine. The policy's RL optimiser and reference are left alone (see :func:`cold_start`)."""
     epochs = _positive_int("epochs", epochs)
-    if minibatch not in MINIBATCH_KINDS:
-        raise ValueError(f"minibatch={minibatch!r} must be one of {MINIBATCH_KINDS}")
     if not 0.0 <= warmup < 1.0:
         raise ValueError(f"warmup={warmup!r} must be a fraction of the steps in [0, 1)")
-    batch_size = _positive_int("batch_size", batch_size)
     if not learning_rate > 0:
         raise ValueError(f"learning_rate={learning_rate!r} must be positive")
-    # Plain token-level demonstrations (agents.bc) count each token as its own "answer".
-    lengths = getattr(demos, "lengths", None)
-    if lengths is None:
-        lengths = np.ones(len(demos.actions), dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    answers, counts, prompt_of = _distinct_answers(demos, lengths, bounds)
-    n_prompts = int(prompt_of.max()) + 1 if len(prompt_of) else 0
-    by_prompt = np.argsort(prompt_of, kind="stable")  # distinct answers, prompt after prompt
-    prompt_start = np.searchsorted(prompt_of[by_prompt], np.arange(n_prompts + 1))
-    per_step = max(1, round(batch_size * n_prompts / len(lengths)))  # prompts per step
-    copy_of = _copy_index(demos, lengths, answers)  # (n,) each solution's distinct answer
-    if minibatch == "prompts":
-        steps_per_epoch = math.ceil(n_prompts / per_step)
-    else:
-        steps_per_epoch = math.ceil(len(copy_of) / batch_size)
-    steps_total = epochs * steps_per_epoch
+    plan = _Plan.of(demos, batch_size, minibatch)
+    lengths, bounds, answers, counts = plan.lengths, plan.bounds, plan.answers, plan.counts
+    n_prompts, by_prompt, prompt_start = plan.n_prompts, plan.by_prompt, plan.prompt_start
+    per_step = plan.per_step
+    copy_of, batch_size = plan.copy_of, plan.batch_size
+    steps_total = epochs * plan.steps_per_epoch
     rng = np.random.default_rng(seed)
 
     def minibatches() -> Iterator[list[Batch]]:

@@ -34,6 +34,7 @@ from agents.grpo.profiling import NO_TIMER, NoTimer, PhaseTimer
 from agents.policies import Policy, apply_mask, log_softmax, sample_from_logp
 from rlvr_env.envs import TokenEnv
 from rlvr_env.tasks.base import Task
+from rlvr_env.vector import TokenVectorEnv
 
 __all__ = [
     "Collected",
@@ -125,12 +126,13 @@ class _Recorder:
 
     def sample(self, policy: Policy, obs: np.ndarray, active: np.ndarray,
                rng: np.random.Generator, masks: np.ndarray | None = None,
-               timer: Timer = NO_TIMER) -> np.ndarray:
+               timer: Timer = NO_TIMER, greedy: bool = False) -> np.ndarray:
         """One batched policy call for the active rows; returns (N,) actions (0 on inactive rows).
 
         ``obs`` is recorded as it is (the runner passes an array it will not change afterwards).
         ``masks`` (N, V) bool, when given, restricts each active row to its allowed tokens (the sample
-        and its log-prob come from the renormalised distribution)."""
+        and its log-prob come from the renormalised distribution). ``greedy``: the most likely allowed
+        token instead of a sample (``rng`` is not drawn from)."""
         n = len(active)
         every = bool(active.all())
         idx = np.flatnonzero(active)
@@ -148,7 +150,7 @@ class _Recorder:
                 self.action_masks.append(full_masks)
                 logits = apply_mask(logits, full_masks[idx] if not every else full_masks)
             logp_all = log_softmax(logits)  # (n_active, V), shared by the draw and the recorded log-prob
-            actions = sample_from_logp(logp_all, rng)
+            actions = logp_all.argmax(axis=-1).astype(np.int64) if greedy else sample_from_logp(logp_all, rng)
             full_act = np.zeros(n, dtype=np.int64)
             full_logp = np.zeros(n)
             full_act[idx] = actions
@@ -266,19 +268,40 @@ class VectorGroupRunner:
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], n_groups: int, group_size: int,
                  use_masks: bool = False) -> None:
+        self._setup(gym.make_vec(env_id, num_envs=n_groups * group_size,
+                                 vectorization_mode="vector_entry_point", autoreset_mode="Disabled",
+                                 **env_kwargs), n_groups, group_size, use_masks)
+
+    @classmethod
+    def of_task(cls, task: Task, n_groups: int, group_size: int, *, split: str = "train",
+                observation: str = "features", use_masks: bool = False) -> VectorGroupRunner:
+        """A runner over a :class:`rlvr_env.vector.TokenVectorEnv` of ``task`` itself (no env id needed:
+        the same task, observation and verdicts an agent's env has, as the evaluation builds it)."""
+        runner = cls.__new__(cls)
+        runner._setup(TokenVectorEnv(task, n_groups * group_size, split=split, autoreset_mode="Disabled",
+                                     observation=observation), n_groups, group_size, use_masks)
+        return runner
+
+    def _setup(self, venv: Any, n_groups: int, group_size: int, use_masks: bool) -> None:
         self.n_groups, self.group_size = n_groups, group_size
         self.use_masks = use_masks
-        self.venv = gym.make_vec(env_id, num_envs=n_groups * group_size,
-                                 vectorization_mode="vector_entry_point", autoreset_mode="Disabled",
-                                 **env_kwargs)
+        self.venv = venv
         inner = self.venv.unwrapped
-        self.task: Task = inner.task  # type: ignore[attr-defined]
-        self.split: str = inner.split  # type: ignore[attr-defined]
+        self.task: Task = inner.task
+        self.split: str = inner.split
 
-    def collect(self, policy: Policy, rng: np.random.Generator, timer: Timer = NO_TIMER) -> GroupBatch:
+    def collect(self, policy: Policy, rng: np.random.Generator, timer: Timer = NO_TIMER, *,
+                prompts: list[Any] | None = None, greedy: bool = False) -> GroupBatch:
+        """B groups of G episodes: on B prompts drawn with ``rng`` (or the given ``prompts``, one per
+        group), sampled with ``rng`` (or greedy). Afterwards every row stays frozen at its finished answer
+        until the next call, so ``self.venv.unwrapped.tokens(row)`` is its whole transcript (the env's own
+        tokens included)."""
         g, n = self.group_size, self.n_groups * self.group_size
         with timer.phase("prompts"):
-            prompts = draw_prompts(self.task, self.split, self.n_groups, rng)
+            if prompts is None:
+                prompts = draw_prompts(self.task, self.split, self.n_groups, rng)
+            elif len(prompts) != self.n_groups:
+                raise ValueError(f"{len(prompts)} prompts given for {self.n_groups} groups")
             obs, _ = self.venv.reset(options={"prompt": [p for p in prompts for _ in range(g)]})
         active = np.ones(n, dtype=bool)
         rec = _Recorder(n)
@@ -286,8 +309,8 @@ class VectorGroupRunner:
             masks = None
             if self.use_masks:
                 with timer.phase("masks"):
-                    masks = self.venv.unwrapped.action_masks()  # type: ignore[attr-defined]
-            actions = rec.sample(policy, obs, active, rng, masks, timer)
+                    masks = self.venv.unwrapped.action_masks()
+            actions = rec.sample(policy, obs, active, rng, masks, timer, greedy)
             with timer.phase("env_step"):
                 # a fresh array every call (the env's copy=True), so the recorder keeps the last one as is
                 obs, rewards, terminated, truncated, info = self.venv.step(actions)

@@ -195,6 +195,16 @@ class TorchPolicy(Policy):
             self.init_critic(self.critic_optimizer.param_groups[0]["lr"])
         self._drop_caches()
 
+    def reset_to_reference(self) -> None:
+        """Put the frozen KL reference's weights back into the trained network: the start the current RL
+        pass began from (the init, or the last :meth:`restart_from_current`, e.g. a cold start's fit).
+        The RL optimiser restarts with it, since its moments belong to the weights left behind; the
+        reference and a critic are untouched. What a fine-tune from the base (STaR) starts with."""
+        self.net.load_state_dict(self.reference.state_dict())
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr, eps=1e-5)
+        self._drop_caches()
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters() if p.requires_grad)
 
