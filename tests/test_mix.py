@@ -274,7 +274,8 @@ def test_a_foreign_token_is_never_allowed_and_an_answer_with_one_is_paid_nothing
             spoilt = [int(rng.choice(foreign)), *good[1:]]
             verdict = task.score(p, spoilt, weights)
             assert verdict.reward == 0.0 and not verdict.well_formed and "vocabulary" in verdict.reason
-            assert task.action_mask(p, spoilt[:1]).tolist() == [t == task.eos_id for t in range(len(task.vocab))]
+            only_eos = [t == task.eos_id for t in range(len(task.vocab))]
+            assert task.action_mask(p, spoilt[:1]).tolist() == only_eos
 
 
 def test_a_fixed_length_member_needs_eos_exactly_after_its_length() -> None:
@@ -360,8 +361,9 @@ def test_one_member_alone_has_the_mix_s_spaces() -> None:
         alone = gym.make(MIX, observation="tokens", weights=ONLY[name])
         assert alone.observation_space == full.observation_space and alone.action_space == full.action_space
         assert {alone.reset(seed=s)[1]["prompt"].task for s in range(20)} == {name}
-        test_prompts = {alone.unwrapped.task.sample_prompt(np.random.default_rng(s), "test") for s in range(5)}
-        assert {alone.unwrapped.task.split_of(p) for p in test_prompts} == {"test"}
+        inner = alone.unwrapped.task
+        test_prompts = {inner.sample_prompt(np.random.default_rng(s), "test") for s in range(5)}
+        assert {inner.split_of(p) for p in test_prompts} == {"test"}
 
 
 def test_the_split_is_the_member_s() -> None:
@@ -369,8 +371,8 @@ def test_the_split_is_the_member_s() -> None:
     for name in MEMBERS:
         member = task.members[name]
         for split in ("train", "test"):
-            for p in member_prompts(task, name, 30, seed=10) if split == "train" else \
-                    [MixPrompt(name, q) for q in member.sample_prompts(np.random.default_rng(11), "test", 30)]:
+            drawn = member.sample_prompts(np.random.default_rng(10), split, 30)
+            for p in (MixPrompt(name, q) for q in drawn):
                 assert task.split_of(p) == member.split_of(p.prompt) == split
     env = gym.make(MIX, split="test")
     assert all(env.reset(seed=s)[1]["split"] == "test" for s in range(20))
@@ -404,12 +406,16 @@ def test_prompts_replay_and_records_round_trip() -> None:
 
 # -- bad input ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"weights": {"countdown": -1.0, "digits": 1.0, "arithmetic": 1.0}}, r"weight countdown=-1.0 must be finite and >= 0"),
-    ({"weights": {"countdown": float("nan"), "digits": 1.0, "arithmetic": 1.0}}, r"weight countdown=nan must be finite"),
+    ({"weights": {"countdown": -1.0, "digits": 1.0, "arithmetic": 1.0}},
+     r"weight countdown=-1.0 must be finite and >= 0"),
+    ({"weights": {"countdown": float("nan"), "digits": 1.0, "arithmetic": 1.0}},
+     r"weight countdown=nan must be finite"),
     ({"weights": {"countdown": 0, "digits": 0, "arithmetic": 0.0}}, r"are all zero"),
-    ({"weights": {"countdown": 1, "digits": 1, "arithmetic": 1, "chess": 1}}, r"\['chess'\], which are not members"),
+    ({"weights": {"countdown": 1, "digits": 1, "arithmetic": 1, "chess": 1}},
+     r"\['chess'\], which are not members"),
     ({"weights": {"countdown": 1}}, r"do not name the members \['digits', 'arithmetic'\]"),
-    ({"weights": {"countdown": "1", "digits": 1, "arithmetic": 1}}, r"weight countdown='1' must be a real number"),
+    ({"weights": {"countdown": "1", "digits": 1, "arithmetic": 1}},
+     r"weight countdown='1' must be a real number"),
 ])
 def test_bad_weights_are_refused_with_the_value_and_the_rule(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -446,7 +452,8 @@ def test_a_tiny_grpo_run_logs_every_member_s_metrics() -> None:
     model.learn(400, callback=lambda m, metrics: logs.append(dict(metrics)) is None)
     seen = set().union(*logs)
     for name in MEMBERS:
-        assert {f"rollout/{name}/solve_rate", f"rollout/{name}/reward_mean", f"rollout/task/{name}_mean"} <= seen
+        wanted = {f"rollout/{name}/solve_rate", f"rollout/{name}/reward_mean", f"rollout/task/{name}_mean"}
+        assert wanted <= seen, name
     for metrics in logs:
         assert all(np.isfinite(v) for k, v in metrics.items() if k.startswith("rollout/")), metrics
         shares = [metrics.get(f"rollout/task/{m}_mean", 0.0) for m in MEMBERS]
@@ -462,8 +469,9 @@ def test_the_grpo_log_leaves_out_a_task_absent_from_a_batch() -> None:
                        mask=np.ones((n, 1)), returns=np.array([1.1, 0.0, 0.1, 1.1]),
                        lengths=np.array([3, 4, 5, 6]), correct=np.array([1.0, 0.0, 0.0, 1.0]),
                        well_formed=np.ones(n), group_size=2,
-                       stats={"task/a": np.array([1.0, 1.0, 0.0, 0.0]), "task/b": np.array([0.0, 0.0, 1.0, 1.0]),
-                              "task/c": np.zeros(n), "a/steps": np.array([2.0, 4.0, np.nan, np.nan])})
+                       stats={"task/a": np.array([1.0, 1.0, 0.0, 0.0]),
+                              "task/b": np.array([0.0, 0.0, 1.0, 1.0]), "task/c": np.zeros(n),
+                              "a/steps": np.array([2.0, 4.0, np.nan, np.nan])})
     out = rollout_metrics(batch, batch.returns.reshape(2, 2))
     assert out["rollout/a/solve_rate"] == 0.5 and out["rollout/b/reward_mean"] == pytest.approx(0.6)
     assert out["rollout/a/steps_mean"] == 3.0 and out["rollout/task/a_mean"] == 0.5
@@ -481,3 +489,107 @@ def test_the_cold_start_runs_on_a_mix() -> None:
                  env_kwargs={"weights": weights}, policy_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2})
     info = cold_start(model, 64, epochs=2, batch_size=32)
     assert info["sft_solutions"] == 64 and np.isfinite(info["sft_losses"][-1])
+
+
+# -- what the planted bugs showed untested ---------------------------------------------------------
+class FirstLetter(Twice):
+    """A lenient fixed-length verifier: it reads the first token only (its own env always gives two)."""
+
+    name = "first_letter"
+
+    def score(self, prompt: Pair, token_ids: Sequence[int], weights: RewardWeights, *,
+              truncated: bool = False) -> Verdict:
+        ok = bool(token_ids) and self.vocab[token_ids[0]] == prompt.letter
+        parts = weights.parts(ok, ok)
+        return Verdict(sum(parts.values()), ok, ok, None, None, "", parts)
+
+
+def test_the_mix_enforces_a_fixed_length_even_where_the_member_s_verifier_would_not() -> None:
+    task = MixTask({"first": FirstLetter(), "digits": DigitsTask()})
+    p = MixPrompt("first", Pair("a"))
+    a, eos = task.vocab.index("a"), task.eos_id
+    assert task.score(p, (a, a, eos), RewardWeights()).reward == pytest.approx(1.1)
+    short = task.score(p, (a, eos), RewardWeights())
+    assert short.reward == 0.0 and "exactly 2 tokens" in short.reason
+    assert task.score(p, (a, a, a, eos), RewardWeights()).reward == 0.0
+
+
+def test_a_fixed_length_member_longest_of_all_still_gets_its_eos() -> None:
+    task = MixTask({"arithmetic": ArithmeticTask(), "digits": DigitsTask(max_digits=2, train_digits=1)})
+    assert task.members["digits"].max_length == 4 and task.max_length == 6
+    p = member_prompts(task, "arithmetic", 1)[0]
+    assert run_single(TokenEnv(task), p, known_answer(task, p))[:2] == (pytest.approx(1.1), True)
+
+
+def _member_walk(member: Task, prompt: Any, rng: np.random.Generator) -> tuple[list[int], float, list[int]]:
+    """A masked random episode of ``member`` in its own env: (its actions, its reward, its tokens)."""
+    env = TokenEnv(member)
+    env.reset(options={"prompt": prompt})
+    actions: list[int] = []
+    while True:
+        a = int(rng.choice(np.flatnonzero(env.action_masks())))
+        actions.append(a)
+        _, reward, terminated, truncated, _ = env.step(a)
+        if terminated or truncated:
+            return actions, float(reward), list(env._tokens)
+
+
+def test_an_episode_in_the_mix_is_the_member_s_own_episode() -> None:
+    """The same actions (mapped) in the member's own env and in the mix: the same tokens (the calculator's
+    included, cut at the member's own cap), the same reward. The thinking member is neither first (its ids
+    move) nor the longest (its replies must stop at its own cap)."""
+    members = {"arithmetic": ArithmeticTask(grammar_mask=True),
+               "countdown": CountdownTask(n_numbers=3, max_length=24),
+               "countdown_think": ThinkTask(n_numbers=3, calculator=True, max_length=16),
+               "digits": DigitsTask()}
+    task = MixTask(members)
+    equals = task.vocab.index("=")
+    assert equals != members["countdown_think"].vocab.index("=")  # the ids really move
+    assert task.max_length == 24 and task.reply_after == frozenset({equals})
+    env = TokenEnv(task)
+    rng = np.random.default_rng(13)
+    for name, member in members.items():
+        for p in member_prompts(task, name, 40, seed=14):
+            actions, reward, tokens = _member_walk(member, p.prompt, rng)
+            env.reset(options={"prompt": p})
+            done, mixed = False, list(task.mix_tokens(name, actions))
+            while not done:  # the member's actions, then EOS until the mix's episode ends too
+                _, mix_reward, terminated, truncated, _ = env.step(mixed.pop(0) if mixed else task.eos_id)
+                done = terminated or truncated
+            assert mix_reward == reward, (p, actions)
+            assert list(env._tokens[: len(tokens)]) == list(task.mix_tokens(name, tokens)), (p, actions)
+            # nothing beyond the member's own tokens but the EOS written here (no reply past its cap)
+            assert set(env._tokens[len(tokens):]) <= {task.eos_id}, (p, actions)
+
+
+def test_prompts_replay_in_the_member_s_own_forms_and_are_checked_by_it() -> None:
+    from rlvr_env import DigitsPrompt
+
+    env = gym.make(MIX)
+    assert env.reset(options={"prompt": ("digits", (12, "+", 7))})[1]["prompt"] == \
+        MixPrompt("digits", DigitsPrompt(12, "+", 7))
+    with pytest.raises(ValueError, match=r"prompt operator '/' is not one of this task's operators"):
+        env.reset(options={"prompt": ("digits", (12, "/", 7))})
+
+
+def test_best_reward_is_the_best_member_that_can_be_drawn_and_the_mask_is_real() -> None:
+    weights = RewardWeights(step=0.5)
+    assert think_mix().best_reward(weights) == pytest.approx(1.6)  # the trace's step check pays too
+    alone = gym.make(THINK_MIX, weights={"countdown_think": 0, "digits": 1, "arithmetic": 0}).unwrapped.task
+    assert alone.best_reward(weights) == pytest.approx(1.1)
+    assert mix().grammar_masked and think_mix().grammar_masked
+    plain = MixTask({"a": DigitsTask(grammar_mask=False), "b": DigitsTask(grammar_mask=False, reverse=True)})
+    assert not plain.grammar_masked  # one vocabulary, one length, no grammar: every token always allowed
+    assert MixTask({"a": DigitsTask(grammar_mask=False),
+                    "b": DigitsTask(grammar_mask=False, max_digits=4)}).grammar_masked  # caps differ
+
+
+def test_an_answer_reads_as_its_member_writes_it() -> None:
+    task = mix()
+    for name in MEMBERS:
+        for p in member_prompts(task, name, 5, seed=15):
+            answer = known_answer(task, p)
+            own = task.member_tokens(name, answer)
+            assert task.decode(answer, p) == task.members[name].decode(own, p.prompt)
+    p = member_prompts(task, "countdown", 1)[0]
+    assert any(ch.isdigit() for ch in task.decode(known_answer(task, p), p))  # slots read as numbers
