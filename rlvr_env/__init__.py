@@ -20,6 +20,8 @@ from rlvr_env.vector import TokenVectorEnv
 from rlvr_env.tasks.countdown.envs import CountdownEnv, CountdownTextEnv, CountdownVectorEnv  # noqa: E402
 from rlvr_env.tasks.expression.envs import ArithmeticEnv, ArithmeticTextEnv, ArithmeticVectorEnv  # noqa: E402
 from rlvr_env.tasks.think.envs import ENV_ID as _THINK_ID  # noqa: E402,F401
+from rlvr_env.tasks.mix import MixPrompt, MixTask  # noqa: E402
+import rlvr_env.tasks.mix.envs  # noqa: E402,F401  (the mix ids; members are found by name when built)
 
 __version__ = "0.1.0"
 
@@ -39,6 +41,8 @@ __all__ = [
     "DigitsTask",
     "ExpressionTask",
     "Grammar",
+    "MixPrompt",
+    "MixTask",
     "Prompt",
     "RewardWeights",
     "SPLITS",

@@ -66,7 +66,9 @@ class TokenVectorEnv(VectorEnv):
     * **Final info** is arrays over all rows with ``_key`` masks: ``reward_parts`` (a dict of
       arrays), ``correct``, ``well_formed``, ``length``, ``value_num`` / ``value_den`` (the exact value
       as a reduced fraction, ``Fraction(value_num[i], value_den[i])`` is the single env's ``value``;
-      ``0 / 0`` exactly where that ``value`` is None) and the episode's prompt columns (below).
+      ``0 / 0`` exactly where that ``value`` is None), ``stats`` (the task's ``episode_stats``, a dict
+      of arrays; NaN where a row's episode did not report a stat) and the episode's prompt columns
+      (below).
       ``value_num`` / ``value_den`` are int64 arrays, except in a step where some
       value does not fit in int64 (large numbers multiplied): then both are object arrays of exact
       Python ints, so no value is ever lost or wrapped. Text (``expression``, ``reason``) is not built in
@@ -400,7 +402,9 @@ class TokenVectorEnv(VectorEnv):
             rows = [self.task.episode_stats(self.scorer.prompt(r), self.tokens(r)) for r in ended.tolist()]
             stats: dict[str, Any] = {}
             for name in dict.fromkeys(k for row in rows for k in row):
-                _mask_info(stats, name, full(np.array([row.get(name, 0.0) for row in rows]), np.float64), done)
+                # a stat a row did not measure is NaN there (as in a list of single envs' infos, which lack it)
+                column = np.array([row.get(name, np.nan) for row in rows])
+                _mask_info(stats, name, full(column, np.float64), done)
             _mask_info(info, "stats", stats, done)
         value_num, value_den = full(verdict.value_num, np.int64), full(verdict.value_den, np.int64)
         if verdict.big_values:  # values beyond int64 (rare): exact Python ints in object arrays

@@ -478,10 +478,37 @@ def rollout_metrics(batch: GroupBatch, rewards: np.ndarray) -> dict[str, float]:
         if rows.any():  # response length of right and wrong answers, apart (R1's length curves)
             out[f"rollout/ep_len_{label}_mean"] = float(batch.lengths[rows].mean())
     for name, values in batch.stats.items():  # what the env measured and did not pay (a trace's steps...)
-        if len(values) and not np.isnan(values).any():
-            out[f"rollout/{name}_mean"] = float(values.mean())
+        measured = ~np.isnan(values)  # a stat only some episodes report (one member of a mix) is their mean
+        if measured.any():
+            out[f"rollout/{name}_mean"] = float(values[measured].mean())
+    out.update(labelled_metrics(batch))
     consistent = batch.stats.get("consistent")
     if consistent is not None and known.all() and batch.correct.sum() > 0 and not np.isnan(consistent).any():
         # the share of paid answers that a successful branch of their own trace derives
         out["rollout/consistency"] = float(consistent.sum() / batch.correct.sum())
+    return out
+
+
+#: A stat named ``task/<label>`` marks the episodes of one part of a task (1.0 on them, 0.0 elsewhere), as
+#: a task mix marks its members (``rlvr_env.MixTask``): success and reward are then logged per label.
+LABEL_PREFIX = "task/"
+
+
+def labelled_metrics(batch: GroupBatch) -> dict[str, float]:
+    """``rollout/<label>/solve_rate``, ``rollout/<label>/reward_mean`` and ``rollout/<label>/ep_len_mean``
+    over the episodes each ``task/<label>`` stat marks; a label no episode of the batch has is left out
+    (never a 0 or a NaN in the log), and solve rates are over the episodes that report correctness."""
+    out: dict[str, float] = {}
+    for name, values in batch.stats.items():
+        if not name.startswith(LABEL_PREFIX) or len(name) == len(LABEL_PREFIX):
+            continue
+        rows = values == 1.0  # (N,) NaN and 0.0 rows are not this label's
+        if not rows.any():
+            continue
+        label = name[len(LABEL_PREFIX):]
+        out[f"rollout/{label}/reward_mean"] = float(batch.returns[rows].mean())
+        out[f"rollout/{label}/ep_len_mean"] = float(batch.lengths[rows].mean())
+        known = rows & ~np.isnan(batch.correct)
+        if known.any():
+            out[f"rollout/{label}/solve_rate"] = float(batch.correct[known].mean())
     return out
