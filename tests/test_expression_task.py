@@ -383,3 +383,22 @@ def test_the_slot_table_and_the_context_layout_are_computed_once_per_setting() -
     assert CountedExtent.calls == 2
     row = task.encode_context(p).tolist()
     assert row[row.index(BOS) + 1:][:2] == [17, D0 + 3]  # slot 0 is now answer token 1
+
+
+def test_every_arithmetic_prompt_has_a_solution_the_verifier_pays() -> None:
+    """The cold start's answer for the lesson's task: correct for all 30 prompts, first in the prompt's own
+    number order where one exists there."""
+    from rlvr_env.rewards import DEFAULT_WEIGHTS
+    from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
+
+    task = ArithmeticTask()
+    assert task.has_solutions
+    for split in ("train", "test"):
+        for prompt in task.prompts(split):
+            answer = task.solution(prompt)
+            assert len(answer) == task.max_length and task.score(prompt, answer, DEFAULT_WEIGHTS).correct
+    first = task.validate_prompt(((2, 5, 3), 10))
+    assert [task.vocab[t] for t in task.solution(first)] == ["2", "+", "5", "+", "3"]
+    assert [task.vocab[t] for t in task.solution(task.validate_prompt(((5, 3, 2), 30)))] == ["5", "*", "3", "*", "2"]
+    with pytest.raises(ValueError):
+        task.solution(((2, 3, 4), 10))

@@ -39,7 +39,7 @@ def think_mix(calculator: bool = True) -> MixTask:
     return gym.make(THINK_MIX, calculator=calculator).unwrapped.task
 
 
-# -- a fixed-length task with solutions (Arithmetic, the shipped one, declares none) ------------------
+# -- a fixed-length task of our own (its prompts are letters) -----------------------------------------
 @dataclass(frozen=True)
 class Pair:
     """The prompt of :class:`Twice`: one letter."""
@@ -482,13 +482,23 @@ def test_the_cold_start_runs_on_a_mix() -> None:
     from agents import GRPO, GRPOConfig
     from agents.sft import cold_start, solutions
 
-    with pytest.raises(ValueError, match="declares no solutions"):  # Arithmetic has none
-        solutions(mix(), 4, seed=0)
-    weights = {"countdown": 0.5, "digits": 0.5, "arithmetic": 0.0}  # a member never drawn needs none
-    model = GRPO(MIX, GRPOConfig(group_size=4, prompts_per_iter=2), policy="transformer", seed=0,
-                 env_kwargs={"weights": weights}, policy_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2})
-    info = cold_start(model, 64, epochs=2, batch_size=32)
-    assert info["sft_solutions"] == 64 and np.isfinite(info["sft_losses"][-1])
+    class Unsolved(Twice):
+        solution = Task.solution  # declares none
+
+    with pytest.raises(ValueError, match="declares no solutions"):
+        solutions(MixTask({"twice": Unsolved(), "digits": DigitsTask()}), 4, seed=0)
+    # a member never drawn needs none
+    assert MixTask({"twice": Unsolved(), "digits": DigitsTask()}, weights={"twice": 0, "digits": 1}).has_solutions
+    for weights in ({"countdown": 0.5, "digits": 0.5, "arithmetic": 0.0}, None):  # every member has some
+        model = GRPO(MIX, GRPOConfig(group_size=4, prompts_per_iter=2), policy="transformer", seed=0,
+                     env_kwargs={"weights": weights} if weights else {},
+                     policy_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2})
+        info = cold_start(model, 64, epochs=2, batch_size=32)
+        assert info["sft_solutions"] == 64 and np.isfinite(info["sft_losses"][-1])
+    prompts, answers = solutions(mix(), 64, seed=0)
+    task = mix()
+    assert {p.task for p in prompts} == set(task.names)
+    assert all(task.score(p, a, RewardWeights()).correct for p, a in zip(prompts, answers))
 
 
 # -- what the planted bugs showed untested ---------------------------------------------------------

@@ -67,8 +67,14 @@ def test_cold_start_becomes_the_kl_reference_and_the_start_of_rl() -> None:
 
 
 def test_sft_refuses_a_task_without_solutions() -> None:
+    from rlvr_env import Task
+    from rlvr_env.tasks.expression.arithmetic import ArithmeticTask
+
+    class Unsolved(ArithmeticTask):
+        solution = Task.solution  # declares none
+
     with pytest.raises(ValueError, match="declares no solutions"):
-        solutions(gym.make("rlvr/Arithmetic-v0").unwrapped.task, 10, seed=0)
+        solutions(Unsolved(), 10, seed=0)
 
 
 def test_cli_runs_the_recipe_and_writes_json(tmp_path, capsys) -> None:

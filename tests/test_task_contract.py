@@ -307,8 +307,14 @@ def test_grpo_learns_on_a_task_of_its_own() -> None:
 def test_a_cold_start_reads_a_task_s_solutions() -> None:
     from agents.sft import solutions
 
+    class Unsolved(Reverse):
+        solution = Task.solution  # declares none
+
+    assert not Unsolved().has_solutions
     with pytest.raises(ValueError, match="declares no solutions"):
-        solutions(gym.make("rlvr/Arithmetic-v0").unwrapped.task, 2, seed=0)
+        solutions(Unsolved(), 2, seed=0)
+    _, answers = solutions(gym.make("rlvr/Arithmetic-v0").unwrapped.task, 4, seed=0)
+    assert all(len(a) == 5 for a in answers)  # a fixed-length task's answers carry no EOS
     _, answers = solutions(CountdownTask(n_numbers=3), 4, seed=0)
     assert all(a[-1] == CountdownTask(n_numbers=3).eos_id for a in answers)
     assert Reverse().has_solutions and Reverse().solution(Letters("abc")) == (2, 1, 0, 3)

@@ -126,6 +126,18 @@ class ArithmeticTask(ExpressionTask):
             out[nt + slot * nn + self._number_index[number]] = 1.0
         return out
 
+    def solution(self, prompt: Prompt) -> tuple[int, ...]:
+        """A correct answer for a cold start: the first well-formed answer whose value is the target,
+        trying the numbers in the order the prompt lists them first (then the other orders), ``+ +``
+        before ``+ *``, ``* +`` and ``* *``. Every target is reachable, so there is always one."""
+        prompt = self.validate_prompt(prompt)
+        for a, b, c in itertools.permutations(prompt.numbers):
+            for o1, o2 in itertools.product("+*", repeat=2):
+                answer = (str(a), o1, str(b), o2, str(c))
+                if verify(answer, NUMBERS, prompt.target, grammar=_GRAMMAR).correct:
+                    return tuple(_VOCAB.index(t) for t in answer)
+        raise AssertionError(f"no answer reaches {prompt!r}; TARGETS holds only reachable targets")
+
     @property
     def grammar_masked(self) -> bool:
         return self._grammar_mask
