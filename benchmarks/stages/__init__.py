@@ -159,6 +159,7 @@ def stages_run(spec: dict[str, Any], report: Callable[[str, dict[str, Any]], Non
     from benchmarks.core.common import limit_threads
 
     threads = limit_threads(spec.get("threads", 1), import_torch=True)
+    wall, cpu_start = time.perf_counter(), time.process_time()
     seed = spec["seed"]
     record: dict[str, Any] = {"seed": seed, "torch_threads": threads, "stages": {}, "side": {}}
 
@@ -206,6 +207,8 @@ def stages_run(spec: dict[str, Any], report: Callable[[str, dict[str, Any]], Non
     n_prompts = max(1, int(round(stage2_answers / rj["k"])))
     done("rsft_from_base", _rejection(from_base, {**spec, "rejection": {**rj, "start": "current"}},
                                       n_prompts=n_prompts, remix=0.0, seed=seed), from_base, "side")
+    # the whole run (the side arms and every evaluation included): what "one seed" costs
+    record["seconds"], record["cpu_seconds"] = time.perf_counter() - wall, time.process_time() - cpu_start
     return record
 
 

@@ -109,10 +109,16 @@ def study_tables(records: list[dict[str, Any]], k: int, reasoning: str) -> list[
 
 
 def fraction_line(records: list[dict[str, Any]]) -> str:
-    """Stage 3's sampled answers as a fraction of stage 2's."""
+    """Stage 3's sampled answers as a fraction of stage 2's, and what one seed's run took."""
     f = [r["stages"]["rejection_sft"]["cost"]["answers"] / max(r["stages"]["reasoning_rl"]["cost"]["answers"], 1)
          for r in records]
-    return f"Stage 3 sampled {np.mean(f):.2f}x the answers stage 2's GRPO sampled (mean over seeds)."
+    line = f"Stage 3 sampled {np.mean(f):.2f}x the answers stage 2's GRPO sampled (mean over seeds)."
+    if all("seconds" in r for r in records):
+        line += (f" One seed's whole run (four stages, two side arms, every evaluation; one torch thread): "
+                 f"{np.median([r['seconds'] for r in records]) / 60:.1f} min wall (median; max "
+                 f"{max(r['seconds'] for r in records) / 60:.1f}), {np.median([r['cpu_seconds'] for r in records]) / 60:.1f} "
+                 "CPU min.")
+    return line
 
 
 def plot(records: list[dict[str, Any]], tasks: list[str], path: Any) -> None:
