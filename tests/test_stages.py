@@ -74,6 +74,76 @@ def test_each_stage_reports_what_it_cost(tiny_record: dict) -> None:
     assert abs(tiny_record["side"]["rsft_from_base"]["cost"]["answers"] - stages["reasoning_rl"]["cost"]["answers"]) <= k
 
 
+def test_each_stage_trains_on_the_tasks_it_names(tiny_record: dict) -> None:
+    only = {"countdown": 1.0, "digits": 0.0, "arithmetic": 0.0}
+    mix = {"countdown": 0.5, "digits": 0.25, "arithmetic": 0.25}
+    draws = {name: row["cost"]["draws"] for where in ("stages", "side") for name, row in tiny_record[where].items()}
+    assert draws == {"cold_start": mix, "reasoning_rl": only, "rejection_sft": only, "mix_rl": mix,
+                     "rsft_from_base": only, "rejection_sft_noremix": only}
+    assert tiny_record["seconds"] > 0 and tiny_record["cpu_seconds"] > 0
+
+
+def test_a_stage_carries_the_network_and_anchors_rl_to_it() -> None:
+    torch = pytest.importorskip("torch")
+    from benchmarks.stages import _carry, _make
+
+    spec = tiny_spec()
+    src, dst = _make(spec, None), _make({**spec, "seed": 1}, {"countdown": 1.0, "digits": 0.0, "arithmetic": 0.0})
+    with torch.no_grad():
+        for p in src.policy.net.parameters():
+            p.add_(0.5)
+    _carry(src, dst)
+    for a, b, ref in zip(src.policy.net.parameters(), dst.policy.net.parameters(),
+                         dst.policy.reference.parameters()):
+        assert torch.equal(a, b) and torch.equal(b, ref)
+    assert dst.env.unwrapped.task.weights["digits"] == 0.0
+
+
+def test_each_arm_starts_from_the_network_it_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stage 2 and RS-FT from the base start from the cold start; stage 3 (with and without the re-mix)
+    from stage 2's RL; stage 4 from stage 3 (RL'd and then fine-tuned)."""
+    pytest.importorskip("torch")
+    import benchmarks.stages as stages
+
+    carried = []
+    real = stages._carry
+
+    def spy(src, dst):  # noqa: ANN001, ANN202
+        carried.append((src.num_timesteps, dict(dst.env.unwrapped.task.weights)["digits"]))
+        return real(src, dst)
+
+    monkeypatch.setattr(stages, "_carry", spy)
+    spec = tiny_spec()
+    stages.stages_run(spec)
+    rl = spec["rl"]["budget"]
+    # (RL env steps the source had run, digits' weight in the new model), in the order the run carries
+    assert [(steps >= rl if steps else 0, w) for steps, w in carried] == [
+        (0, 0.0),      # stage 2 from the cold start
+        (True, 0.0),   # stage 3 without the re-mix, from stage 2
+        (True, 0.25),  # stage 4 over the mix, from stage 3 (stage 2's model, fine-tuned)
+        (0, 0.0)]      # RS-FT from the base
+
+
+def test_each_task_is_evaluated_alone_on_the_split_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    import agents.evaluation
+    from benchmarks.stages import _make, evaluate_tasks
+
+    calls = []
+
+    def fake(predict, env, split, **kw):  # noqa: ANN001, ANN003 - the evaluation's own signature
+        calls.append((dict(env.unwrapped.task.weights), split, kw["k"], kw["n_prompts"]))
+        return agents.evaluation.SuccessReport(0.5, 0.25, 0.75, kw["k"], np.array([0.25]))
+
+    monkeypatch.setattr(agents.evaluation, "success_report", fake)
+    spec = tiny_spec()
+    out = evaluate_tasks(_make(spec, None), spec, "train")
+    assert set(out) == set(TASKS) and out["digits"]["greedy"] == 0.5
+    assert [c[1:] for c in calls] == [("train", 2, 6)] * 3
+    for (weights, *_), task in zip(calls, TASKS):
+        assert weights == {t: float(t == task) for t in TASKS}
+
+
 def test_the_one_seed_table_has_a_row_per_stage_so_far(tiny_record: dict) -> None:
     table = stage_table(tiny_record, 2)
     for name in STAGES:

@@ -164,6 +164,7 @@ def stages_run(spec: dict[str, Any], report: Callable[[str, dict[str, Any]], Non
     record: dict[str, Any] = {"seed": seed, "torch_threads": threads, "stages": {}, "side": {}}
 
     def done(name: str, cost: dict[str, Any], model: Any, where: str = "stages") -> None:
+        cost["draws"] = dict(model.env.unwrapped.task.weights)  # the tasks this stage trained on
         record[where][name] = {"cost": cost, "eval": evaluate_tasks(model, spec),
                                "eval_train": evaluate_tasks(model, spec, "train")}
         if report is not None:
