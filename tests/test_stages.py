@@ -254,3 +254,31 @@ def test_the_command_runs_one_seed_then_a_study_that_regenerates_from_its_runs(t
     assert main(args) == 0  # again: from the stored runs, nothing trains
     assert "2 found on disk, 0 to run" in capsys.readouterr().out
     assert (tmp_path / "study.md").read_text().split("Machine:")[0] == table.split("Machine:")[0]
+
+
+RUNS = __import__("pathlib").Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "stages" / "runs"
+
+
+@pytest.mark.skipif(not any(RUNS.glob("*.json")), reason="no stored runs of the stages study")
+def test_the_study_regenerates_from_its_stored_runs(tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    import shutil
+
+    from benchmarks.stages.__main__ import _spec, build_parser, main
+    from benchmarks.core.executor import Run
+    from benchmarks.core.store import run_key
+
+    args = build_parser().parse_args([])
+    spec = {**_spec(args, args.seeds[0]), "threads": args.threads}
+    first = Run("benchmarks.stages:stages_run", spec, run_key("stages", _spec(args, args.seeds[0])), arm="stages")
+    stored = json.loads((RUNS / f"{first.key}.json").read_text())
+    if stored["fingerprint"] != first.fingerprint:  # another Python or library version: it would train
+        pytest.skip("the stored runs were made with another Python or library versions (store.code_version): "
+                    "regenerating them here would train every run")
+    shutil.copytree(RUNS, tmp_path / "runs")
+    assert main(["--out", str(tmp_path), "--quiet"]) == 0
+    assert f"{len(args.seeds)} found on disk, 0 to run" in capsys.readouterr().out
+    table = (tmp_path / "study.md").read_text()
+    committed = (RUNS.parent / "study.md").read_text()
+    assert table.split("Command:")[0] == committed.split("Command:")[0]  # the committed table is these runs'
+    assert (tmp_path / "study.png").stat().st_size > 0
