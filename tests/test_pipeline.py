@@ -30,7 +30,8 @@ from benchmarks.compare.study import RunSpec
 EXPERIMENTS = ("compare", "lab", "countdown", "grpo_targets", "compare.scale", "compare.tune",
                "compare.spread", "speed.env", "speed.throughput", "speed.vector", "llm_rewards",
                "tools.fresh_install", "speed.goals", "tabular_hold", "speed.profile_grpo", "speed.r1",
-               "speed.recipe", "r1", "r1.base_search", "r1.tune", "tools.mutation", "think.solver", "think")
+               "speed.recipe", "r1", "r1.base_search", "r1.tune", "tools.mutation", "think.solver", "think",
+               "speed.think", "stages")
 
 
 def test_every_benchmark_command_is_in_the_experiment_list() -> None:

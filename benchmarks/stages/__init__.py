@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_SPEC", "STAGES", "SIDE_ARMS", "stage_table", "stages_run"]
+__all__ = ["DEFAULT_SPEC", "STAGES", "SIDE_ARMS", "build_parser", "main", "stage_table", "stages_run"]
 
 #: The four stages, in order, and the side arms, by the names the records and tables use.
 STAGES: tuple[str, ...] = ("cold_start", "reasoning_rl", "rejection_sft", "mix_rl")
@@ -237,3 +237,17 @@ def stage_table(record: Mapping[str, Any], k: int) -> str:
             lines.append(f"| {label} | " + " | ".join(_score(row["eval"][t], k) for t in tasks)
                          + f" | {train} | {cost['answers']:,} | {cost['tokens']:,} | {cost['cpu_seconds']:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+def build_parser() -> Any:
+    """The command's argument parser (its module is the package's ``__main__``)."""
+    from benchmarks.stages.__main__ import build_parser as command_parser
+
+    return command_parser()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command: one seed here, or the study."""
+    from benchmarks.stages.__main__ import main as command_main
+
+    return command_main(argv)
