@@ -85,7 +85,7 @@ def test_each_stage_trains_on_the_tasks_it_names(tiny_record: dict) -> None:
 
 def test_a_stage_carries_the_network_and_anchors_rl_to_it() -> None:
     torch = pytest.importorskip("torch")
-    from benchmarks.stages import _carry, _make
+    from benchmarks.stages.run import _carry, _make
 
     spec = tiny_spec()
     src, dst = _make(spec, None), _make({**spec, "seed": 1}, {"countdown": 1.0, "digits": 0.0, "arithmetic": 0.0})
@@ -103,7 +103,7 @@ def test_each_arm_starts_from_the_network_it_names(monkeypatch: pytest.MonkeyPat
     """Stage 2 and RS-FT from the base start from the cold start; stage 3 (with and without the re-mix)
     from stage 2's RL; stage 4 from stage 3 (RL'd and then fine-tuned)."""
     pytest.importorskip("torch")
-    import benchmarks.stages as stages
+    import benchmarks.stages.run as stages
 
     carried = []
     real = stages._carry
@@ -127,7 +127,7 @@ def test_each_arm_starts_from_the_network_it_names(monkeypatch: pytest.MonkeyPat
 def test_each_task_is_evaluated_alone_on_the_split_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
     import agents.evaluation
-    from benchmarks.stages import _make, evaluate_tasks
+    from benchmarks.stages.run import _make, evaluate_tasks
 
     calls = []
 

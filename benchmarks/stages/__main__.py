@@ -22,7 +22,7 @@ from benchmarks.core.common import (
 )
 from benchmarks.core.executor import Run, run_all
 from benchmarks.core.store import run_key
-from benchmarks.stages import DEFAULT_SPEC, SIDE_ARMS, STAGES, stage_table, stages_run
+from benchmarks.stages.run import DEFAULT_SPEC, SIDE_ARMS, STAGES, stage_table, stages_run
 
 #: The paired differences the lab reads (a - b), with the claimed sign and margin; ``other`` rows are read
 #: on every task but the reasoning one.
